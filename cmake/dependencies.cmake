@@ -1,0 +1,17 @@
+# Third-party dependencies, all from Debian 12 packages (installed by .ci/install-deps).
+find_package(Threads REQUIRED)
+find_package(OpenMP REQUIRED)
+find_package(fmt REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(PNG REQUIRED)
+
+# OpenBLAS (libopenblas-dev): multi-threaded sgemm for the CPU backend.
+find_path(HR_BLAS_INCLUDE cblas.h PATH_SUFFIXES openblas x86_64-linux-gnu/openblas-pthread
+          x86_64-linux-gnu)
+find_library(HR_BLAS_LIB NAMES openblas)
+if(NOT HR_BLAS_INCLUDE OR NOT HR_BLAS_LIB)
+  message(FATAL_ERROR "OpenBLAS not found: install libopenblas-dev (see .ci/install-deps)")
+endif()
+set(HR_BLAS_LIBS ${HR_BLAS_LIB})
+message(STATUS "OpenBLAS: ${HR_BLAS_LIB} (${HR_BLAS_INCLUDE})")

@@ -1,0 +1,125 @@
+// Budget-aware allocator over Backend::device_alloc.
+#include "backend/allocator.h"
+
+namespace hr {
+
+const char* pool_name(Pool p) {
+  switch (p) {
+    case Pool::CONTEXT: return "context";
+    case Pool::WEIGHTS: return "weights";
+    case Pool::ACTIVATIONS: return "activations";
+    case Pool::STAGING: return "staging";
+    case Pool::OTHER: return "other";
+    case Pool::COUNT_: break;
+  }
+  return "?";
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    owner_ = o.owner_;
+    data_ = o.data_;
+    size_ = o.size_;
+    pool_ = o.pool_;
+    o.owner_ = nullptr;
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+void DeviceBuffer::reset() {
+  if (owner_ && data_) owner_->release(data_, size_, pool_);
+  owner_ = nullptr;
+  data_ = nullptr;
+  size_ = 0;
+}
+
+Allocator::Allocator(Backend& backend, uint64_t budget) : backend_(backend), budget_(budget) {}
+
+Allocator::~Allocator() = default;
+
+void Allocator::set_budget(uint64_t budget) {
+  std::lock_guard<std::mutex> lock(mu_);
+  budget_ = budget;
+}
+
+MemorySegments Allocator::segments(uint64_t requested) const {
+  MemorySegments s;
+  s.requested = requested;
+  s.budget = budget_;
+  s.context = pools_[size_t(Pool::CONTEXT)].current;
+  s.weights = pools_[size_t(Pool::WEIGHTS)].current;
+  s.activations = pools_[size_t(Pool::ACTIVATIONS)].current;
+  s.other = pools_[size_t(Pool::STAGING)].current + pools_[size_t(Pool::OTHER)].current;
+  return s;
+}
+
+Result<DeviceBuffer> Allocator::allocate(size_t bytes, Pool pool, const std::string& what) {
+  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded == 0) rounded = kAlignment;
+  std::unique_lock<std::mutex> lock(mu_);
+  PoolStats& ps = pools_[size_t(pool)];
+  if (budget_ != kUnlimited && (total_.current > budget_ || rounded > budget_ - total_.current)) {
+    ++ps.failures;
+    ++total_.failures;
+    Status s(ErrorCode::OUT_OF_MEMORY,
+             fmt::format("{} needs {} bytes in pool '{}' but only {} of the {}-byte budget are free",
+                         what, rounded, pool_name(pool),
+                         total_.current > budget_ ? 0 : budget_ - total_.current, budget_));
+    s.set_segments(segments(rounded));
+    return s;
+  }
+  lock.unlock();
+  Result<void*> p = backend_.device_alloc(rounded);
+  lock.lock();
+  if (!p.ok()) {
+    ++ps.failures;
+    ++total_.failures;
+    Status s(ErrorCode::OUT_OF_MEMORY,
+             fmt::format("{}: device refused {} bytes in pool '{}': {}", what, rounded,
+                         pool_name(pool), p.status().message()));
+    s.set_segments(segments(rounded));
+    return s;
+  }
+  for (PoolStats* st : {&ps, &total_}) {
+    st->current += rounded;
+    st->allocated += rounded;
+    st->allocations += 1;
+    if (st->current > st->peak) st->peak = st->current;
+  }
+  DeviceBuffer b;
+  b.owner_ = this;
+  b.data_ = *p;
+  b.size_ = rounded;
+  b.pool_ = pool;
+  return b;
+}
+
+void Allocator::release(void* p, size_t bytes, Pool pool) {
+  backend_.device_free(p);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (PoolStats* st : {&pools_[size_t(pool)], &total_}) {
+    st->current -= bytes;
+    st->freed += bytes;
+  }
+}
+
+PoolStats Allocator::stats(Pool pool) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pools_[size_t(pool)];
+}
+
+PoolStats Allocator::total() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return total_;
+}
+
+void Allocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (PoolStats& s : pools_) s.peak = s.current;
+  total_.peak = total_.current;
+}
+
+}  // namespace hr

@@ -1,0 +1,95 @@
+// The budget-aware device allocator: every device byte goes through it. Keeps per-pool
+// statistics {current, peak, allocated, freed, allocations, failures} (allocator-level lens)
+// and refuses requests that would exceed the budget with an OUT_OF_MEMORY Status carrying
+// the segment breakdown.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "backend/backend.h"
+#include "core/status.h"
+
+namespace hr {
+
+enum class Pool : uint8_t {
+  CONTEXT = 0,  // library workspaces and other fixed overhead
+  WEIGHTS,
+  ACTIVATIONS,  // planned arenas
+  STAGING,      // weight-streaming ring, I/O staging
+  OTHER,
+  COUNT_,
+};
+const char* pool_name(Pool p);
+
+struct PoolStats {
+  uint64_t current = 0;    // bytes held now
+  uint64_t peak = 0;       // max of current since the last reset_peak
+  uint64_t allocated = 0;  // bytes ever allocated
+  uint64_t freed = 0;      // bytes ever freed
+  uint64_t allocations = 0;
+  uint64_t failures = 0;  // refused by budget or by the device
+};
+
+class Allocator;
+
+// A scoped device allocation. Non-copyable; frees on destruction.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { reset(); }
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+  Pool pool() const { return pool_; }
+  explicit operator bool() const { return data_ != nullptr; }
+  void reset();
+
+ private:
+  friend class Allocator;
+  Allocator* owner_ = nullptr;
+  void* data_ = nullptr;
+  size_t size_ = 0;
+  Pool pool_ = Pool::OTHER;
+};
+
+class Allocator {
+ public:
+  static constexpr uint64_t kUnlimited = UINT64_MAX;
+  static constexpr size_t kAlignment = 256;
+
+  explicit Allocator(Backend& backend, uint64_t budget = kUnlimited);
+  Allocator(const Allocator&) = delete;
+  Allocator& operator=(const Allocator&) = delete;
+  ~Allocator();
+
+  // Allocates `bytes` (rounded up to kAlignment) in `pool`; `what` names the requester
+  // in errors ("unet arena", "conv workspace").
+  Result<DeviceBuffer> allocate(size_t bytes, Pool pool, const std::string& what);
+
+  uint64_t budget() const { return budget_; }
+  void set_budget(uint64_t budget);
+  PoolStats stats(Pool pool) const;
+  PoolStats total() const;  // summed over pools (peak = peak of the sum)
+  void reset_peak();
+  Backend& backend() { return backend_; }
+  MemorySegments segments(uint64_t requested) const;
+
+ private:
+  friend class DeviceBuffer;
+  void release(void* p, size_t bytes, Pool pool);
+
+  Backend& backend_;
+  uint64_t budget_;
+  mutable std::mutex mu_;
+  std::array<PoolStats, size_t(Pool::COUNT_)> pools_{};
+  PoolStats total_{};
+};
+
+}  // namespace hr

@@ -1,0 +1,123 @@
+// The op set: every operation a backend implements, its parameters, and shape inference.
+// Semantics of each op are defined here once (Note [op semantics]); backends, the graph
+// and the op-test harness all follow these definitions. Every op has exactly one output.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace hr {
+
+// Note [op semantics]
+// Layouts are row-major and contiguous. Images are NCHW. Token sequences are [B, N, C].
+// "?b" marks an optional last input (bias); its presence is inputs.size().
+//
+// LINEAR      x[..., K], w[N, K], ?b[N] -> [..., N]          y = x w^T + b  (PyTorch nn.Linear)
+// MATMUL      a[..., M, K], b[..., K, N] -> [..., M, N]       batch dims broadcast;
+//             params.trans_b: b is [..., N, K].
+// CONV2D      x[N, C, H, W], w[O, C/groups, KH, KW], ?b[O] -> [N, O, OH, OW]
+//             params.stride[2] (h, w), params.pad[4] (top, bottom, left, right; zero padding),
+//             params.dilation[2], params.groups.  OH = (H + pt + pb - dil*(KH-1) - 1)/sh + 1.
+// GROUP_NORM  x[N, C, ...], gamma[C], beta[C] -> same; params.groups, params.eps;
+//             params.fuse_silu applies SiLU to the result.
+// LAYER_NORM  x[..., C], gamma[C], ?beta[C] -> same; normalises the last dim; params.eps.
+// SOFTMAX     x[..., N] -> same; softmax over the last dim of (x * params.alpha)
+//             (alpha 0 means 1).
+// ATTENTION   q[B, Nq, H*D], k[B, Nk, H*D], v[B, Nk, H*Dv] -> [B, Nq, H*Dv]
+//             params.heads = H; softmax(q k^T * scale) v per head, scale = params.alpha
+//             (0 means 1/sqrt(D)); params.causal masks key j > query i.
+//             Implementations must not materialise all heads' [Nq, Nk] scores at once.
+// GELU        erf form: 0.5 x (1 + erf(x / sqrt 2)).
+// GELU_TANH   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// QUICK_GELU  x * sigmoid(1.702 x).
+// SILU        x * sigmoid(x).
+// GEGLU       x[..., 2N] -> [..., N]: x[..., :N] * gelu_erf(x[..., N:])  (diffusers GEGLU).
+// ADD SUB MUL DIV   a, b -> broadcast(a, b) (NumPy rules, right-aligned).
+// SCALE       x -> x * params.alpha + params.beta.
+// CONCAT      inputs (2 or more) with equal shapes except params.axis -> concatenated.
+// SLICE       x -> x[..., start:end:step, ...] along params.axis (end clamped; step > 0).
+// PERMUTE     x -> transposed with params.perm (out dim i = in dim perm[i]).
+// RESHAPE     x -> params.shape (same numel; a view: backends may alias or copy).
+// UPSAMPLE_NEAREST  x[N, C, H, W] -> [N, C, H*f, W*f] with f = params.factor.
+// EMBEDDING   ids[...] (I32 or I64), table[V, D] -> [..., D] in table's dtype;
+//             an id outside [0, V) is an error reported by the backend.
+// TIMESTEP_EMBEDDING  t[N] (F32) -> [N, params.dim] F32-or-params.dtype:
+//             half = dim/2, f_i = exp(-ln(max_period) * i / (half - params.freq_shift)),
+//             [cos(t f), sin(t f)] when params.flip_sin_to_cos else [sin, cos]; odd dim
+//             pads a zero column at the end.
+// CAST        x -> params.dtype.
+// COPY        x -> same (a contiguous copy).
+enum class OpKind : uint8_t {
+  LINEAR = 0,
+  MATMUL,
+  CONV2D,
+  GROUP_NORM,
+  LAYER_NORM,
+  SOFTMAX,
+  ATTENTION,
+  GELU,
+  GELU_TANH,
+  QUICK_GELU,
+  SILU,
+  GEGLU,
+  ADD,
+  SUB,
+  MUL,
+  DIV,
+  SCALE,
+  CONCAT,
+  SLICE,
+  PERMUTE,
+  RESHAPE,
+  UPSAMPLE_NEAREST,
+  EMBEDDING,
+  TIMESTEP_EMBEDDING,
+  CAST,
+  COPY,
+  COUNT_,  // number of ops; not an op
+};
+
+const char* op_name(OpKind kind);  // "linear", "conv2d", ...
+
+// Flat parameter block shared by all ops; each op reads the fields its note names.
+struct OpParams {
+  float eps = 1e-5f;
+  float alpha = 0.0f;  // SCALE multiplier, SOFTMAX/ATTENTION scale (0 = default)
+  float beta = 0.0f;   // SCALE offset
+  int32_t groups = 1;
+  int32_t heads = 1;
+  int32_t axis = 0;
+  int32_t factor = 2;
+  int32_t dim = 0;
+  int32_t stride[2] = {1, 1};
+  int32_t pad[4] = {0, 0, 0, 0};  // top, bottom, left, right
+  int32_t dilation[2] = {1, 1};
+  int32_t perm[kMaxDims] = {0, 1, 2, 3, 4, 5};
+  int64_t start = 0, end = 0, step = 1;
+  float max_period = 10000.0f;
+  float freq_shift = 0.0f;
+  bool flip_sin_to_cos = true;
+  bool causal = false;
+  bool fuse_silu = false;
+  bool trans_b = false;
+  DType dtype = DType::F32;
+  Shape shape;
+
+  bool operator==(const OpParams& o) const;
+  // Fields that matter for `kind`, for plan keys and printing.
+  std::string str(OpKind kind) const;
+};
+
+// Output descriptor of an op, or INVALID_ARGUMENT naming the op and the mismatch.
+Result<TensorDesc> op_infer(OpKind kind, const OpParams& params,
+                            std::span<const TensorDesc> inputs);
+
+// Multiply-adds x 2 of an op (for GFLOP/s reporting); 0 for data-movement ops.
+double op_flops(OpKind kind, const OpParams& params, std::span<const TensorDesc> inputs,
+                const TensorDesc& output);
+
+}  // namespace hr

@@ -1,0 +1,55 @@
+// The executor: plans a graph (arena planner, cached per structure key), allocates the
+// activation arena once through the Allocator, binds weights by name from a WeightSource and
+// runs the nodes in order on a Backend.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "backend/allocator.h"
+#include "backend/backend.h"
+#include "graph/graph.h"
+
+namespace hr {
+
+struct ArenaPlan;  // graph/planner.h
+
+// Supplies weights at execution time: memory on the executing backend, in the dtype and
+// shape the graph declared. The pointer must stay valid until the run returns.
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  virtual Result<TensorRef> weight_get(const std::string& name, const TensorDesc& desc) = 0;
+};
+
+using HostInputs = std::vector<std::pair<std::string, const HostTensor*>>;
+
+class Executor {
+ public:
+  Executor(Backend& backend, Allocator& allocator);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Runs g: binds `inputs` (host tensors, copied to the backend) to the graph's INPUT values
+  // by name, weights from `weights`, and returns the outputs (copied to the host) in the
+  // order they were marked. Fails with a Status naming the node on any error.
+  Result<std::vector<HostTensor>> run(const Graph& g, const HostInputs& inputs,
+                                      WeightSource& weights);
+
+  // The plan run() would use (computed and cached on first use).
+  Result<std::shared_ptr<const ArenaPlan>> plan(const Graph& g);
+
+  Backend& backend() { return backend_; }
+  Allocator& allocator() { return allocator_; }
+
+ private:
+  Backend& backend_;
+  Allocator& allocator_;
+  std::unordered_map<std::string, std::shared_ptr<const ArenaPlan>> plans_;
+};
+
+}  // namespace hr

@@ -1,0 +1,93 @@
+// The compute-graph IR: nodes in execution order over values with concrete tensor
+// descriptors. Values are runtime inputs, weights (named, bound at execution time so their
+// placement can change without rebuilding the graph) or intermediates produced by one node.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/op.h"
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace hr {
+
+using ValueId = int32_t;
+constexpr ValueId kNoValue = -1;
+
+enum class ValueKind : uint8_t { INPUT, WEIGHT, INTERMEDIATE };
+
+struct Value {
+  TensorDesc desc;
+  ValueKind kind = ValueKind::INTERMEDIATE;
+  std::string name;        // inputs and weights: binding name; outputs: output name
+  int32_t producer = -1;   // node index for intermediates
+  bool is_output = false;
+};
+
+struct Node {
+  OpKind kind = OpKind::COPY;
+  OpParams params;
+  std::vector<ValueId> inputs;
+  ValueId output = kNoValue;
+  std::string name;  // for plans and errors, e.g. "input_blocks.1.1.attn1"
+};
+
+// Builder and container. Shape errors do not abort building: the first one is kept in
+// status() and later calls return kNoValue, so model code can build straight through and
+// check once at the end.
+class Graph {
+ public:
+  ValueId input(const std::string& name, TensorDesc desc);
+  ValueId weight(const std::string& name, TensorDesc desc);
+  // Appends a node; infers the output descriptor with op_infer.
+  ValueId op(OpKind kind, const OpParams& params, std::vector<ValueId> inputs,
+             const std::string& name = "");
+  void output(ValueId v, const std::string& name);
+
+  // Convenience builders (all go through op()).
+  ValueId linear(ValueId x, ValueId w, ValueId b = kNoValue, const std::string& name = "");
+  ValueId conv2d(ValueId x, ValueId w, ValueId b, int stride, int pad,
+                 const std::string& name = "");
+  ValueId group_norm(ValueId x, ValueId g, ValueId b, int groups, float eps, bool silu,
+                     const std::string& name = "");
+  ValueId layer_norm(ValueId x, ValueId g, ValueId b, float eps, const std::string& name = "");
+  ValueId attention(ValueId q, ValueId k, ValueId v, int heads, bool causal,
+                    const std::string& name = "");
+  ValueId unary(OpKind kind, ValueId x, const std::string& name = "");
+  ValueId binary(OpKind kind, ValueId a, ValueId b, const std::string& name = "");
+  ValueId add(ValueId a, ValueId b, const std::string& name = "") {
+    return binary(OpKind::ADD, a, b, name);
+  }
+  ValueId mul(ValueId a, ValueId b, const std::string& name = "") {
+    return binary(OpKind::MUL, a, b, name);
+  }
+  ValueId scale(ValueId x, float alpha, float beta = 0.0f, const std::string& name = "");
+  ValueId concat(std::vector<ValueId> xs, int axis, const std::string& name = "");
+  ValueId slice(ValueId x, int axis, int64_t start, int64_t end, int64_t step = 1,
+                const std::string& name = "");
+  ValueId permute(ValueId x, std::initializer_list<int> perm, const std::string& name = "");
+  ValueId reshape(ValueId x, Shape shape, const std::string& name = "");
+  ValueId cast(ValueId x, DType dtype, const std::string& name = "");
+
+  const Status& status() const { return status_; }
+  const std::vector<Value>& values() const { return values_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const Value& value(ValueId v) const { return values_[size_t(v)]; }
+  const TensorDesc& desc(ValueId v) const { return values_[size_t(v)].desc; }
+  const Shape& shape(ValueId v) const { return values_[size_t(v)].desc.shape; }
+  std::vector<ValueId> outputs() const;
+  // Weights: total bytes of all WEIGHT values.
+  uint64_t weight_bytes() const;
+  // A key equal for graphs with the same structure, ops, params and shapes (for plan caches).
+  std::string structure_key() const;
+
+ private:
+  ValueId add_value(Value v);
+  std::vector<Value> values_;
+  std::vector<Node> nodes_;
+  Status status_;
+};
+
+}  // namespace hr

@@ -1,0 +1,68 @@
+// safetensors reading (mmap, lazy per-tensor access, conversion on load) and writing.
+// Every malformed-file condition is a CORRUPT Status naming the file and the problem.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace hr {
+
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype = DType::F32;  // stored dtype (storage-only types allowed)
+  Shape shape;
+  uint64_t begin = 0;  // byte offsets into the data section
+  uint64_t end = 0;
+};
+
+class SafetensorsFile {
+ public:
+  // Maps the file and validates the header (JSON, dtypes, shapes vs sizes, offsets in range
+  // and non-overlapping).
+  static Result<std::unique_ptr<SafetensorsFile>> open(const std::string& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  // All tensors, sorted by name.
+  const std::vector<SafetensorsEntry>& entries() const { return entries_; }
+  const SafetensorsEntry* find(std::string_view name) const;
+  bool contains(std::string_view name) const { return find(name) != nullptr; }
+  // The "__metadata__" string map (empty when absent).
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // Stored bytes of a tensor (valid while this object lives).
+  std::span<const std::byte> raw(const SafetensorsEntry& e) const;
+  // A tensor converted to `dtype` (default: its stored dtype when that is a compute dtype,
+  // else f32). NOT_FOUND names the file and the tensor.
+  Result<HostTensor> load(std::string_view name, std::optional<DType> dtype = std::nullopt) const;
+
+ private:
+  SafetensorsFile() = default;
+  std::string path_;
+  const std::byte* map_ = nullptr;
+  size_t map_size_ = 0;
+  const std::byte* data_ = nullptr;  // start of the data section
+  size_t data_size_ = 0;
+  std::vector<SafetensorsEntry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Writes tensors (in their dtypes) and metadata; the file is written to a temporary name
+// and renamed, so readers never see a partial file.
+Status safetensors_write(const std::string& path,
+                         const std::vector<std::pair<std::string, const HostTensor*>>& tensors,
+                         const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace hr
