@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -40,8 +41,19 @@ class Executor {
   Result<std::vector<HostTensor>> run(const Graph& g, const HostInputs& inputs,
                                       WeightSource& weights);
 
-  // The plan run() would use (computed and cached on first use).
+  // The plan run() would use (computed and cached on first use, keyed by
+  // Graph::structure_key). Safe to call from several threads.
   Result<std::shared_ptr<const ArenaPlan>> plan(const Graph& g);
+
+  // Frees the activation arena that run() keeps between runs (Note [arena reuse] in
+  // executor.cpp); waits for a run in progress on another thread.
+  void release_arena();
+  // Bytes of the arena held now (0 when released).
+  size_t arena_held() const { return arena_.size(); }
+  // Number of plans computed (cache misses) and served from the cache (hits).
+  size_t plans_computed() const;
+  size_t plans_cached() const;
+  void clear_plans();
 
   Backend& backend() { return backend_; }
   Allocator& allocator() { return allocator_; }
@@ -49,7 +61,13 @@ class Executor {
  private:
   Backend& backend_;
   Allocator& allocator_;
+  mutable std::mutex plans_mu_;
   std::unordered_map<std::string, std::shared_ptr<const ArenaPlan>> plans_;
+  size_t plans_computed_ = 0;
+  size_t plans_cached_ = 0;
+  // run() is not reentrant: one run at a time uses the arena.
+  std::mutex run_mu_;
+  DeviceBuffer arena_;
 };
 
 }  // namespace hr

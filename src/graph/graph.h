@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/op.h"
@@ -24,6 +26,10 @@ struct Value {
   std::string name;        // inputs and weights: binding name; outputs: output name
   int32_t producer = -1;   // node index for intermediates
   bool is_output = false;
+  // RESHAPE outputs are views: they alias the storage of `view_of` (always a non-view value,
+  // resolved through chains of reshapes) and take no memory of their own. The planner keeps
+  // that storage alive until the view's last use (Note [views] in planner.cpp).
+  ValueId view_of = kNoValue;
 };
 
 struct Node {
@@ -39,9 +45,12 @@ struct Node {
 // check once at the end.
 class Graph {
  public:
+  // Input and weight names are unique; asking for a weight again by name with the same
+  // descriptor returns the same value (shared weights), a different descriptor is an error.
   ValueId input(const std::string& name, TensorDesc desc);
   ValueId weight(const std::string& name, TensorDesc desc);
-  // Appends a node; infers the output descriptor with op_infer.
+  // Appends a node; infers the output descriptor with op_infer. An empty name becomes
+  // "<op>.<node index>". RESHAPE nodes produce views (Value::view_of).
   ValueId op(OpKind kind, const OpParams& params, std::vector<ValueId> inputs,
              const std::string& name = "");
   void output(ValueId v, const std::string& name);
@@ -72,6 +81,7 @@ class Graph {
   ValueId cast(ValueId x, DType dtype, const std::string& name = "");
 
   const Status& status() const { return status_; }
+  bool ok() const { return status_.ok(); }
   const std::vector<Value>& values() const { return values_; }
   const std::vector<Node>& nodes() const { return nodes_; }
   const Value& value(ValueId v) const { return values_[size_t(v)]; }
@@ -81,12 +91,25 @@ class Graph {
   // Weights: total bytes of all WEIGHT values.
   uint64_t weight_bytes() const;
   // A key equal for graphs with the same structure, ops, params and shapes (for plan caches).
+  // Exact (not a hash): it spells out every node, parameter, descriptor and binding name.
   std::string structure_key() const;
+  // The storage a value lives in: itself, or for a RESHAPE view the value it aliases.
+  ValueId storage_of(ValueId v) const {
+    const Value& x = values_[size_t(v)];
+    return x.view_of == kNoValue ? v : x.view_of;
+  }
+  // The value with this input/weight binding name, or kNoValue.
+  ValueId find_input(const std::string& name) const;
+  ValueId find_weight(const std::string& name) const;
 
  private:
   ValueId add_value(Value v);
+  void fail(Status s);
   std::vector<Value> values_;
   std::vector<Node> nodes_;
+  std::vector<ValueId> outputs_;  // in marking order
+  std::unordered_map<std::string, ValueId> inputs_by_name_;
+  std::unordered_map<std::string, ValueId> weights_by_name_;
   Status status_;
 };
 

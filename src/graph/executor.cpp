@@ -1,0 +1,201 @@
+// The executor: plan cache, the one activation arena, input/weight binding, running the
+// nodes in order on the backend's default stream, and copying outputs back to the host.
+#include "graph/executor.h"
+
+#include "graph/planner.h"
+
+namespace hr {
+
+// Note [arena reuse]
+// run() keeps its arena between runs and reallocates only when a plan needs more. All work of
+// a run (input copies, kernels, output copies) is ordered on the backend's default stream and
+// run() ends with stream_sync, so when the next run (or release_arena) touches the arena no
+// earlier work can still be reading or writing it (Note [stream-ordered reuse] in STYLE.md:
+// the arena belongs to the default stream only). On an error run() also syncs before returning.
+
+Executor::Executor(Backend& backend, Allocator& allocator)
+    : backend_(backend), allocator_(allocator) {}
+
+Executor::~Executor() = default;
+
+size_t Executor::plans_computed() const {
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  return plans_computed_;
+}
+
+size_t Executor::plans_cached() const {
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  return plans_cached_;
+}
+
+void Executor::clear_plans() {
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  plans_.clear();
+}
+
+void Executor::release_arena() {
+  std::lock_guard<std::mutex> lock(run_mu_);
+  arena_.reset();
+}
+
+Result<std::shared_ptr<const ArenaPlan>> Executor::plan(const Graph& g) {
+  if (!g.status().ok()) return g.status().with_context("graph has a build error");
+  std::string key = g.structure_key();
+  {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) {
+      ++plans_cached_;
+      return it->second;
+    }
+  }
+  // Planned outside the lock: a second thread planning the same key wastes only time.
+  HR_ASSIGN_OR_RETURN(ArenaPlan p, arena_plan(g, backend_));
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  auto [it, inserted] = plans_.emplace(std::move(key), std::make_shared<const ArenaPlan>(std::move(p)));
+  if (inserted)
+    ++plans_computed_;
+  else
+    ++plans_cached_;
+  return it->second;
+}
+
+namespace {
+
+std::string node_context(const Graph& g, size_t i) {
+  const Node& n = g.nodes()[i];
+  std::string in;
+  for (size_t k = 0; k < n.inputs.size(); ++k)
+    in += (k ? ", " : "") + g.desc(n.inputs[k]).str();
+  return fmt::format("node {} '{}' ({}) with inputs ({})", i, n.name, op_name(n.kind), in);
+}
+
+std::string input_names(const Graph& g) {
+  std::string s;
+  for (const Value& v : g.values())
+    if (v.kind == ValueKind::INPUT) s += (s.empty() ? "'" : ", '") + v.name + "'";
+  return s.empty() ? "none" : s;
+}
+
+// Host tensors for each INPUT value, or INVALID_ARGUMENT naming the input.
+Result<std::vector<const HostTensor*>> inputs_bind(const Graph& g, const HostInputs& inputs) {
+  std::vector<const HostTensor*> bound(g.values().size(), nullptr);
+  for (const auto& [name, t] : inputs) {
+    ValueId v = g.find_input(name);
+    if (v == kNoValue)
+      return make_error(ErrorCode::INVALID_ARGUMENT, "'{}' is not an input of the graph (inputs: {})",
+                        name, input_names(g));
+    if (!t || (t->empty() && t->bytes() > 0))
+      return make_error(ErrorCode::INVALID_ARGUMENT, "input '{}' is bound to no tensor", name);
+    if (t->desc() != g.desc(v))
+      return make_error(ErrorCode::INVALID_ARGUMENT, "input '{}' is {} but the graph expects {}",
+                        name, t->desc().str(), g.desc(v).str());
+    if (bound[size_t(v)])
+      return make_error(ErrorCode::INVALID_ARGUMENT, "input '{}' is bound twice", name);
+    bound[size_t(v)] = t;
+  }
+  for (size_t v = 0; v < g.values().size(); ++v) {
+    const Value& x = g.values()[v];
+    if (x.kind == ValueKind::INPUT && !bound[v])
+      return make_error(ErrorCode::INVALID_ARGUMENT, "input '{}' ({}) is not bound", x.name,
+                        x.desc.str());
+  }
+  return bound;
+}
+
+}  // namespace
+
+Result<std::vector<HostTensor>> Executor::run(const Graph& g, const HostInputs& inputs,
+                                              WeightSource& weights) {
+  std::lock_guard<std::mutex> run_lock(run_mu_);
+  HR_ASSIGN_OR_RETURN(std::shared_ptr<const ArenaPlan> plan, this->plan(g));
+  HR_ASSIGN_OR_RETURN(std::vector<const HostTensor*> bound, inputs_bind(g, inputs));
+
+  if (plan->arena_bytes > 0 && arena_.size() < plan->arena_bytes) {
+    arena_.reset();  // free first: the old and the new arena never count together
+    HR_ASSIGN_OR_RETURN(arena_, allocator_.allocate(plan->arena_bytes, Pool::ACTIVATIONS,
+                                                    "graph arena"));
+  }
+  char* base = static_cast<char*>(arena_.data());
+  Stream* stream = backend_.default_stream();
+  const std::vector<Value>& vals = g.values();
+  const std::vector<Node>& nodes = g.nodes();
+
+  // Weights are asked for in execution order, at their first use, so that a streaming
+  // WeightSource sees the order it will be asked again next run.
+  std::vector<void*> weight_ptr(vals.size(), nullptr);
+  auto value_ptr = [&](ValueId v) -> Result<void*> {
+    ValueId s = g.storage_of(v);
+    const ValueSlot& slot = plan->values[size_t(s)];
+    if (slot.offset >= 0) return static_cast<void*>(base + slot.offset);
+    if (!weight_ptr[size_t(s)]) {
+      const Value& w = vals[size_t(s)];
+      HR_ASSIGN_OR_RETURN(TensorRef ref, weights.weight_get(w.name, w.desc));
+      if (ref.desc != w.desc)
+        return make_error(ErrorCode::INVALID_ARGUMENT, "weight '{}' is {} but the graph expects {}",
+                          w.name, ref.desc.str(), w.desc.str());
+      if (!ref.data && w.desc.bytes() > 0)
+        return make_error(ErrorCode::INTERNAL, "weight '{}' was served without memory", w.name);
+      weight_ptr[size_t(s)] = ref.data;
+    }
+    return weight_ptr[size_t(s)];
+  };
+  auto input_copy = [&](ValueId v) -> Status {
+    const HostTensor* t = bound[size_t(v)];
+    if (t->bytes() == 0) return Status();
+    return backend_.copy_h2d(base + plan->values[size_t(v)].offset, t->data(), t->bytes(), stream)
+        .with_context(fmt::format("copying input '{}'", vals[size_t(v)].name));
+  };
+
+  // Inputs are copied just before their first reader (Note [inputs in the arena]).
+  std::vector<std::vector<ValueId>> inputs_at(std::max<size_t>(nodes.size(), 1));
+  for (size_t v = 0; v < vals.size(); ++v)
+    if (vals[v].kind == ValueKind::INPUT)
+      inputs_at[size_t(plan->values[v].first)].push_back(ValueId(v));
+
+  auto body = [&]() -> Result<std::vector<HostTensor>> {
+    if (nodes.empty())
+      for (ValueId v : inputs_at[0]) HR_TRY(input_copy(v));
+    std::vector<TensorRef> refs;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      for (ValueId v : inputs_at[i]) HR_TRY(input_copy(v));
+      const Node& n = nodes[i];
+      const NodeSlot& ns = plan->nodes[i];
+      if (ns.view) continue;  // Note [views]: the output aliases the input's storage
+      refs.clear();
+      for (ValueId x : n.inputs) {
+        Result<void*> p = value_ptr(x);
+        if (!p.ok()) return p.status().with_context(node_context(g, i));
+        refs.push_back(TensorRef{g.desc(x), *p});
+      }
+      OpCall call;
+      call.kind = n.kind;
+      call.params = &n.params;
+      call.inputs = refs;
+      call.output = TensorRef{g.desc(n.output), base + plan->values[size_t(n.output)].offset};
+      if (ns.workspace_bytes > 0) {
+        call.workspace = base + ns.workspace_offset;
+        call.workspace_bytes = ns.workspace_bytes;
+      }
+      Status st = backend_.op_run(call, stream);
+      if (!st.ok()) return st.with_context(node_context(g, i));
+    }
+    std::vector<HostTensor> out;
+    for (ValueId o : g.outputs()) {
+      HostTensor h(g.desc(o));
+      if (h.bytes() > 0) {
+        HR_ASSIGN_OR_RETURN(void* p, value_ptr(o));
+        HR_TRY(backend_.copy_d2h(h.data(), p, h.bytes(), stream)
+                   .with_context(fmt::format("copying output '{}'", vals[size_t(o)].name)));
+      }
+      out.push_back(std::move(h));
+    }
+    HR_TRY(backend_.stream_sync(stream));
+    return out;
+  };
+  Result<std::vector<HostTensor>> r = body();
+  if (!r.ok()) (void)backend_.stream_sync(stream);  // Note [arena reuse]
+  return r;
+}
+
+}  // namespace hr

@@ -1,0 +1,57 @@
+// ComfyUI prompt weighting ("(word:1.2)", "(word)" = x1.1, escaped \( \)) and the 77-token
+// chunking of comfy/sd1_clip.py (SDTokenizer.tokenize_with_weights), for any Tokenizer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/clip_tokenizer.h"
+
+namespace hr {
+
+// A piece of prompt text with the weight ComfyUI's token_weights gives it.
+struct WeightedSegment {
+  std::string text;  // escapes already resolved: "\(" is "(" here
+  double weight = 1.0;
+};
+
+// ComfyUI's escape_important + token_weights + unescape_important: top-level parenthesised
+// groups multiply the weight by 1.1 (nested: 1.1 * 1.1), "(text:w)" sets it to w (the part after
+// the last ':' when that ':' is not the first character and w parses as a Python float).
+// Square brackets and unbalanced parentheses are ordinary text. Weights are doubles so that
+// "((x))" is exactly 1.2100000000000002, as in Python.
+std::vector<WeightedSegment> prompt_parse_weights(std::string_view text);
+
+// Token rows for one prompt: every row has max_length tokens (BOS ... EOS pad...).
+struct TokenChunks {
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<std::vector<double>> weights;
+
+  size_t size() const { return ids.size(); }
+  // True when every token weight is exactly 1 (then ComfyUI skips the empty-prompt row).
+  bool unweighted() const;
+};
+
+struct ChunkOptions {
+  int max_length = 77;
+  // Padding id: the tokenizer's EOS for SD1 / SDXL CLIP-L (pad_with_end), 0 for SDXL bigG.
+  int32_t pad = CLIPTokenizer::kEOS;
+  // Groups this long or longer are split across chunks; shorter ones move whole.
+  int max_word_length = 8;
+};
+
+// SDTokenizer.tokenize_with_weights: each weighted segment (further split before every
+// " embedding:" / "\nembedding:" word) is tokenized alone and forms one group; groups fill
+// chunks of BOS + up to max_length - 2 tokens + EOS. A group that does not fit is split when
+// it has max_word_length tokens or more (the chunk is filled first); otherwise the chunk is
+// closed (EOS, padding) and the group starts the next chunk. An empty prompt gives one chunk.
+TokenChunks prompt_tokenize(const Tokenizer& tokenizer, std::string_view text,
+                            const ChunkOptions& options = {});
+
+// The row ComfyUI encodes as the reference for weighting (gen_empty_tokens):
+// [BOS, EOS, pad, ..., pad] of max_length tokens.
+std::vector<int32_t> prompt_empty_row(const Tokenizer& tokenizer, const ChunkOptions& options = {});
+
+}  // namespace hr

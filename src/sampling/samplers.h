@@ -1,0 +1,57 @@
+// k-diffusion samplers as ComfyUI runs them (comfy/k_diffusion/sampling.py), over host float32
+// latents with the model as a callback that returns the (CFG-combined) denoised tensor.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "sampling/model_sampling.h"
+#include "sampling/torch_rng.h"
+
+namespace hr {
+
+// x (model space, the sampler's current latent) and sigma -> denoised estimate of x0.
+using DenoiseFn = std::function<Result<HostTensor>(const HostTensor& x, float sigma)>;
+// Called once per step after its first model call, before the update (ComfyUI's callback).
+using StepCallback =
+    std::function<void(int step, int total, const HostTensor& x, const HostTensor& denoised)>;
+// Polled before every model call; true stops sampling with CANCELLED.
+using InterruptFn = std::function<bool()>;
+
+struct SamplerOptions {
+  double eta = 1.0;      // ancestral / SDE noise amount (ComfyUI default 1)
+  double s_noise = 1.0;  // noise multiplier
+  // Source of the ancestral / SDE noise (ComfyUI default_noise_sampler: a generator seeded
+  // with the sampler seed, one torch.randn(x.shape) per draw). Needed by samplers that add
+  // noise; sampler_needs_noise() says which.
+  NoiseGenerator* noise = nullptr;
+  // Needed by lcm (noise_scaling); others ignore it.
+  const ModelSamplingDiscrete* model_sampling = nullptr;
+  StepCallback callback;
+  InterruptFn interrupted;
+};
+
+// The sampler names implemented here, in ComfyUI's order.
+const std::vector<std::string>& sampler_names();
+bool sampler_is_implemented(std::string_view name);
+// Samplers that draw noise during sampling (need SamplerOptions::noise).
+bool sampler_needs_noise(std::string_view name);
+
+// Runs sampler `name` from x (already noised: noise_scaling applied) over sigmas; returns the
+// final latent. UNSUPPORTED for names not implemented, CANCELLED when interrupted, and any
+// error the denoiser returns.
+Result<HostTensor> sampler_run(std::string_view name, const DenoiseFn& denoise, HostTensor x,
+                               const std::vector<float>& sigmas, const SamplerOptions& options);
+
+// Sigma down / sigma up of an ancestral step (k-diffusion get_ancestral_step), in float32.
+struct AncestralStep {
+  float down;
+  float up;
+};
+AncestralStep ancestral_step(float sigma_from, float sigma_to, float eta = 1.0f);
+
+}  // namespace hr

@@ -1,0 +1,83 @@
+// Executes a validated prompt: only what the output nodes need, in dependency order, with an
+// output cache across prompts so that a re-run with one changed input re-executes only the
+// nodes downstream of the change (ComfyUI's behaviour).
+#pragma once
+
+#include <any>
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "workflow/node_def.h"
+#include "workflow/prompt.h"
+
+namespace hr {
+
+class Backend;
+class Allocator;
+class Executor;
+
+// What a running prompt reports (the server turns these into WebSocket messages).
+struct ExecEvent {
+  enum class Kind { EXECUTING, PROGRESS, EXECUTED, CACHED } kind;
+  std::string node_id;
+  std::string class_type;
+  int value = 0, max = 0;  // PROGRESS
+  Json output;             // EXECUTED: the node's UI output
+  std::vector<std::string> cached;  // CACHED
+};
+
+struct ExecOptions {
+  std::string models_dir = "models";
+  std::string output_dir = "output";
+  std::string input_dir = "input";
+  std::string temp_dir = "temp";
+  std::string tokenizer_dir;  // CLIP vocabulary folder (empty: discover)
+  Backend* backend = nullptr;
+  Allocator* allocator = nullptr;
+  Executor* executor = nullptr;
+  std::function<void(const ExecEvent&)> on_event;
+  const std::atomic<bool>* interrupt = nullptr;
+  // Shared state that outlives one prompt (loaded models), keyed by the nodes that own it.
+  std::map<std::string, std::shared_ptr<void>>* resources = nullptr;
+};
+
+struct ExecContext {
+  const ExecOptions& opts;
+  const Prompt& prompt;
+  std::string node_id;
+  Json ui = Json::object();  // the node's UI output ({"images": [...]})
+
+  void progress(int value, int max) const;
+  bool interrupted() const { return opts.interrupt && opts.interrupt->load(); }
+  Status check_interrupt() const;
+};
+
+struct ExecResult {
+  std::map<std::string, Json> ui_outputs;  // node id -> UI output (output nodes)
+  std::vector<std::string> executed;       // node ids run this time, in order
+  std::vector<std::string> cached;         // node ids served from the cache
+};
+
+class PromptExecutor {
+ public:
+  PromptExecutor() = default;
+  // Runs `prompt`. A failing node stops the prompt with a Status naming the node.
+  Result<ExecResult> execute(const Prompt& prompt, const ExecOptions& opts);
+  // Order in which the nodes needed by the outputs run (dependencies first).
+  static std::vector<std::string> execution_order(const Prompt& prompt);
+  void cache_clear() { cache_.clear(); }
+
+ private:
+  struct CacheEntry {
+    std::string signature;
+    std::vector<std::any> outputs;
+    Json ui;
+  };
+  std::map<std::string, CacheEntry> cache_;
+};
+
+}  // namespace hr

@@ -1,0 +1,277 @@
+// Tests for the budget-aware Allocator: per-pool statistics, budget refusal with the segment
+// breakdown, reset_peak, DeviceBuffer ownership, and device refusals via a fake backend.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <utility>
+
+#include "backend/allocator.h"
+#include "backend/backend.h"
+
+namespace hr {
+namespace {
+
+constexpr size_t kA = Allocator::kAlignment;
+
+// A backend whose device memory is host memory and which refuses allocations on demand.
+// Only the memory calls matter here; the rest report UNSUPPORTED.
+class FakeBackend final : public Backend {
+ public:
+  bool refuse = false;
+  int device_allocs = 0;
+  int device_frees = 0;
+  std::set<void*> live;
+
+  DeviceInfo info() const override { return DeviceInfo{"fake", "fake", 0, 0, 0}; }
+  bool host_visible() const override { return true; }
+  Result<void*> device_alloc(size_t bytes) override {
+    ++device_allocs;
+    if (refuse) return make_error(ErrorCode::OUT_OF_MEMORY, "fake device is full");
+    void* p = std::malloc(bytes);
+    live.insert(p);
+    return p;
+  }
+  void device_free(void* p) override {
+    ++device_frees;
+    EXPECT_EQ(live.erase(p), 1u) << "freed a pointer the device never handed out";
+    std::free(p);
+  }
+  Result<void*> host_alloc_pinned(size_t) override { return unsupported(); }
+  void host_free_pinned(void*) override {}
+  Stream* default_stream() override { return nullptr; }
+  Result<std::unique_ptr<Stream>> stream_create() override { return unsupported(); }
+  Status stream_sync(Stream*) override { return unsupported(); }
+  Result<std::unique_ptr<Event>> event_create() override { return unsupported(); }
+  Status event_record(Event*, Stream*) override { return unsupported(); }
+  Status stream_wait_event(Stream*, Event*) override { return unsupported(); }
+  Status event_sync(Event*) override { return unsupported(); }
+  Status copy_h2d(void*, const void*, size_t, Stream*) override { return unsupported(); }
+  Status copy_d2h(void*, const void*, size_t, Stream*) override { return unsupported(); }
+  Status copy_d2d(void*, const void*, size_t, Stream*) override { return unsupported(); }
+  Status memset_zero(void*, size_t, Stream*) override { return unsupported(); }
+  bool op_supported(OpKind, DType) const override { return false; }
+  size_t op_workspace(OpKind, const OpParams&, std::span<const TensorDesc>,
+                      const TensorDesc&) const override {
+    return 0;
+  }
+  Status op_run(const OpCall&, Stream*) override { return unsupported(); }
+
+ private:
+  static Status unsupported() { return Status(ErrorCode::UNSUPPORTED, "fake backend"); }
+};
+
+TEST(Allocator, StatsPerPoolOnCpu) {
+  std::unique_ptr<Backend> cpu = cpu_backend_create();
+  Allocator a(*cpu);
+  EXPECT_EQ(a.budget(), Allocator::kUnlimited);
+  {
+    Result<DeviceBuffer> w = a.allocate(1000, Pool::WEIGHTS, "w");
+    ASSERT_TRUE(w.ok()) << w.status().str();
+    EXPECT_EQ(w->size(), 4 * kA);  // rounded up to the alignment
+    EXPECT_EQ(w->pool(), Pool::WEIGHTS);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(w->data()) % kA, 0u);
+    std::memset(w->data(), 0xab, w->size());  // the memory is really there
+
+    Result<DeviceBuffer> act = a.allocate(kA, Pool::ACTIVATIONS, "arena");
+    ASSERT_TRUE(act.ok());
+    Result<DeviceBuffer> zero = a.allocate(0, Pool::ACTIVATIONS, "empty");
+    ASSERT_TRUE(zero.ok());
+    EXPECT_EQ(zero->size(), kA);  // a zero-byte request still gets a distinct buffer
+    EXPECT_NE(zero->data(), act->data());
+
+    PoolStats ws = a.stats(Pool::WEIGHTS);
+    EXPECT_EQ(ws.current, 4 * kA);
+    EXPECT_EQ(ws.peak, 4 * kA);
+    EXPECT_EQ(ws.allocated, 4 * kA);
+    EXPECT_EQ(ws.freed, 0u);
+    EXPECT_EQ(ws.allocations, 1u);
+    EXPECT_EQ(ws.failures, 0u);
+    PoolStats as = a.stats(Pool::ACTIVATIONS);
+    EXPECT_EQ(as.current, 2 * kA);
+    EXPECT_EQ(as.allocations, 2u);
+    EXPECT_EQ(a.stats(Pool::CONTEXT).current, 0u);
+    PoolStats t = a.total();
+    EXPECT_EQ(t.current, 6 * kA);
+    EXPECT_EQ(t.peak, 6 * kA);
+    EXPECT_EQ(t.allocations, 3u);
+
+    act->reset();  // explicit early free
+    EXPECT_FALSE(*act);
+    EXPECT_EQ(a.stats(Pool::ACTIVATIONS).current, kA);
+    EXPECT_EQ(a.stats(Pool::ACTIVATIONS).freed, kA);
+    EXPECT_EQ(a.stats(Pool::ACTIVATIONS).peak, 2 * kA);
+    act->reset();  // resetting an empty buffer changes nothing
+    EXPECT_EQ(a.stats(Pool::ACTIVATIONS).freed, kA);
+  }
+  PoolStats t = a.total();
+  EXPECT_EQ(t.current, 0u);
+  EXPECT_EQ(t.peak, 6 * kA);
+  EXPECT_EQ(t.allocated, 6 * kA);
+  EXPECT_EQ(t.freed, 6 * kA);
+  EXPECT_EQ(a.stats(Pool::WEIGHTS).freed, 4 * kA);
+}
+
+TEST(Allocator, ResetPeak) {
+  std::unique_ptr<Backend> cpu = cpu_backend_create();
+  Allocator a(*cpu);
+  Result<DeviceBuffer> keep = a.allocate(kA, Pool::ACTIVATIONS, "keep");
+  ASSERT_TRUE(keep.ok());
+  {
+    Result<DeviceBuffer> big = a.allocate(10 * kA, Pool::ACTIVATIONS, "big");
+    ASSERT_TRUE(big.ok());
+  }
+  EXPECT_EQ(a.stats(Pool::ACTIVATIONS).peak, 11 * kA);
+  EXPECT_EQ(a.total().peak, 11 * kA);
+  a.reset_peak();
+  EXPECT_EQ(a.stats(Pool::ACTIVATIONS).peak, kA);  // peak drops to what is held now
+  EXPECT_EQ(a.total().peak, kA);
+  EXPECT_EQ(a.stats(Pool::WEIGHTS).peak, 0u);
+  EXPECT_EQ(a.stats(Pool::ACTIVATIONS).allocated, 11 * kA);  // lifetime counters survive
+  Result<DeviceBuffer> more = a.allocate(2 * kA, Pool::ACTIVATIONS, "more");
+  ASSERT_TRUE(more.ok());
+  EXPECT_EQ(a.stats(Pool::ACTIVATIONS).peak, 3 * kA);
+}
+
+TEST(Allocator, BudgetRefusalCarriesSegments) {
+  std::unique_ptr<Backend> cpu = cpu_backend_create();
+  Allocator a(*cpu, 10 * kA);
+  Result<DeviceBuffer> ctx = a.allocate(kA, Pool::CONTEXT, "cublas workspace");
+  Result<DeviceBuffer> w = a.allocate(4 * kA, Pool::WEIGHTS, "unet weights");
+  Result<DeviceBuffer> st = a.allocate(kA, Pool::STAGING, "ring");
+  Result<DeviceBuffer> act = a.allocate(3 * kA, Pool::ACTIVATIONS, "arena");
+  ASSERT_TRUE(ctx.ok() && w.ok() && st.ok() && act.ok());
+  // 9 of 10 units held: one more unit fits exactly, then nothing does.
+  Result<DeviceBuffer> fits = a.allocate(kA - 10, Pool::OTHER, "last");
+  ASSERT_TRUE(fits.ok()) << fits.status().str();
+  Result<DeviceBuffer> refused = a.allocate(1, Pool::ACTIVATIONS, "vae decode");
+  ASSERT_FALSE(refused.ok());
+  const Status& s = refused.status();
+  EXPECT_EQ(s.code(), ErrorCode::OUT_OF_MEMORY);
+  EXPECT_NE(s.message().find("vae decode"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("activations"), std::string::npos) << s.message();
+  ASSERT_TRUE(s.segments().has_value());
+  const MemorySegments& m = *s.segments();
+  EXPECT_EQ(m.requested, kA);  // the rounded request
+  EXPECT_EQ(m.budget, 10 * kA);
+  EXPECT_EQ(m.context, kA);
+  EXPECT_EQ(m.weights, 4 * kA);
+  EXPECT_EQ(m.activations, 3 * kA);
+  EXPECT_EQ(m.other, 2 * kA);  // staging + other
+  EXPECT_NE(s.str().find("weights 1.0 KiB"), std::string::npos) << s.str();
+
+  EXPECT_EQ(a.stats(Pool::ACTIVATIONS).failures, 1u);
+  EXPECT_EQ(a.stats(Pool::WEIGHTS).failures, 0u);
+  EXPECT_EQ(a.total().failures, 1u);
+  EXPECT_EQ(a.total().current, 10 * kA);  // a refusal holds nothing
+
+  // Freeing makes room again; raising the budget does too.
+  fits->reset();
+  EXPECT_TRUE(a.allocate(1, Pool::ACTIVATIONS, "retry").ok());
+  a.set_budget(20 * kA);
+  EXPECT_EQ(a.budget(), 20 * kA);
+  Result<DeviceBuffer> after = a.allocate(9 * kA, Pool::ACTIVATIONS, "bigger");
+  EXPECT_TRUE(after.ok()) << after.status().str();
+}
+
+TEST(Allocator, BudgetLoweredBelowCurrent) {
+  std::unique_ptr<Backend> cpu = cpu_backend_create();
+  Allocator a(*cpu);
+  Result<DeviceBuffer> w = a.allocate(8 * kA, Pool::WEIGHTS, "w");
+  ASSERT_TRUE(w.ok());
+  a.set_budget(4 * kA);  // already over: every request is refused, none underflows
+  Result<DeviceBuffer> r = a.allocate(1, Pool::OTHER, "tiny");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::OUT_OF_MEMORY);
+  EXPECT_EQ(a.stats(Pool::OTHER).failures, 1u);
+  // A request larger than the whole budget is refused even when nothing is held.
+  w->reset();
+  EXPECT_FALSE(a.allocate(5 * kA, Pool::WEIGHTS, "too big").ok());
+  EXPECT_TRUE(a.allocate(4 * kA, Pool::WEIGHTS, "exact").ok());
+}
+
+TEST(DeviceBuffer, MoveTransfersOwnership) {
+  FakeBackend dev;
+  Allocator a(dev);
+  Result<DeviceBuffer> r1 = a.allocate(kA, Pool::WEIGHTS, "one");
+  Result<DeviceBuffer> r2 = a.allocate(2 * kA, Pool::ACTIVATIONS, "two");
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  DeviceBuffer b1 = std::move(r1).value();
+  void* p1 = b1.data();
+
+  DeviceBuffer moved(std::move(b1));  // move construction: no free, no alloc
+  EXPECT_FALSE(b1);                   // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(b1.data(), nullptr);      // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(b1.size(), 0u);           // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(moved.data(), p1);
+  EXPECT_EQ(moved.size(), kA);
+  EXPECT_EQ(dev.device_frees, 0);
+
+  DeviceBuffer b2 = std::move(r2).value();
+  moved = std::move(b2);  // move assignment frees what `moved` held (the weights buffer)
+  EXPECT_EQ(dev.device_frees, 1);
+  EXPECT_EQ(a.stats(Pool::WEIGHTS).current, 0u);
+  EXPECT_EQ(a.stats(Pool::WEIGHTS).freed, kA);
+  EXPECT_EQ(moved.pool(), Pool::ACTIVATIONS);
+  EXPECT_EQ(moved.size(), 2 * kA);
+
+  DeviceBuffer& self = moved;
+  moved = std::move(self);  // self-move keeps the buffer
+  EXPECT_TRUE(moved);
+  EXPECT_EQ(dev.device_frees, 1);
+
+  DeviceBuffer empty;
+  EXPECT_FALSE(empty);
+  moved = std::move(empty);  // assigning an empty buffer releases the old one
+  EXPECT_FALSE(moved);
+  EXPECT_EQ(dev.device_frees, 2);
+  EXPECT_EQ(a.total().current, 0u);
+  EXPECT_TRUE(dev.live.empty());
+}
+
+TEST(Allocator, DeviceRefusalIsCounted) {
+  FakeBackend dev;
+  Allocator a(dev);  // unlimited budget: only the device can say no
+  Result<DeviceBuffer> ok = a.allocate(kA, Pool::WEIGHTS, "w");
+  ASSERT_TRUE(ok.ok());
+  dev.refuse = true;
+  Result<DeviceBuffer> r = a.allocate(3 * kA, Pool::ACTIVATIONS, "unet arena");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::OUT_OF_MEMORY);
+  EXPECT_NE(r.status().message().find("unet arena"), std::string::npos);
+  EXPECT_NE(r.status().message().find("fake device is full"), std::string::npos)
+      << r.status().message();
+  ASSERT_TRUE(r.status().segments().has_value());
+  EXPECT_EQ(r.status().segments()->requested, 3 * kA);
+  EXPECT_EQ(r.status().segments()->weights, kA);
+  EXPECT_EQ(r.status().segments()->budget, Allocator::kUnlimited);
+  EXPECT_EQ(dev.device_allocs, 2);  // the request did reach the device
+
+  PoolStats as = a.stats(Pool::ACTIVATIONS);
+  EXPECT_EQ(as.failures, 1u);
+  EXPECT_EQ(as.current, 0u);
+  EXPECT_EQ(as.allocations, 0u);
+  EXPECT_EQ(as.allocated, 0u);
+  EXPECT_EQ(a.total().failures, 1u);
+  EXPECT_EQ(a.total().current, kA);
+
+  // A budget refusal never reaches the device.
+  dev.refuse = false;
+  a.set_budget(2 * kA);
+  EXPECT_FALSE(a.allocate(2 * kA, Pool::OTHER, "over").ok());
+  EXPECT_EQ(dev.device_allocs, 2);
+  EXPECT_EQ(a.total().failures, 2u);
+  EXPECT_TRUE(a.allocate(kA, Pool::OTHER, "fits").ok());
+  EXPECT_EQ(dev.device_allocs, 3);
+}
+
+TEST(Allocator, PoolNames) {
+  std::set<std::string> names;
+  for (int p = 0; p < int(Pool::COUNT_); ++p) names.insert(pool_name(Pool(p)));
+  EXPECT_EQ(names.size(), size_t(Pool::COUNT_));
+  EXPECT_STREQ(pool_name(Pool::ACTIVATIONS), "activations");
+}
+
+}  // namespace
+}  // namespace hr

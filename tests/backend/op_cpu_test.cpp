@@ -1,0 +1,294 @@
+// Runs every op case of the harness on the CPU backend against the float64 reference, plus
+// op_infer error checks, the embedding range check, and tests that the harness catches faults.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <set>
+
+#include "backend/backend.h"
+#include "op_harness.h"
+
+namespace hr::test {
+namespace {
+
+Backend& cpu() {
+  static std::unique_ptr<Backend> backend = cpu_backend_create(0);
+  return *backend;
+}
+
+// HR_OP_SEED in the environment replays or varies the inputs; the default keeps CI stable.
+uint64_t op_seed() {
+  if (const char* e = std::getenv("HR_OP_SEED")) return std::strtoull(e, nullptr, 0);
+  return 0x5EEDull;
+}
+
+const std::vector<OpCase>& cases() {
+  static const std::vector<OpCase> all = op_cases();
+  return all;
+}
+
+struct CaseParam {
+  size_t index;
+  DType dtype;
+};
+
+std::vector<CaseParam> case_params() {
+  std::vector<CaseParam> out;
+  for (size_t i = 0; i < cases().size(); ++i)
+    for (DType t : cases()[i].dtypes()) out.push_back({i, t});
+  return out;
+}
+
+class OpCpuTest : public ::testing::TestWithParam<CaseParam> {};
+
+TEST_P(OpCpuTest, MatchesReference) {
+  const OpCase& c = cases()[GetParam().index];
+  OpResult r = op_case_run(cpu(), c, GetParam().dtype, op_seed());
+  if (r.skipped) GTEST_SKIP() << r.message;
+  std::cout << "  " << r.message << "\n";
+  ASSERT_TRUE(r.status.ok()) << r.message;
+  EXPECT_TRUE(r.pass) << r.message << " (seed " << op_seed() << ")";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, OpCpuTest, ::testing::ValuesIn(case_params()),
+                         [](const ::testing::TestParamInfo<CaseParam>& info) {
+                           return cases()[info.param.index].name + "_" +
+                                  dtype_name(info.param.dtype);
+                         });
+
+TEST(OpCases, CoverEveryOpKind) {
+  std::set<OpKind> seen;
+  for (const OpCase& c : cases()) seen.insert(c.kind);
+  for (int k = 0; k < int(OpKind::COUNT_); ++k)
+    EXPECT_TRUE(seen.count(OpKind(k))) << "no op case for " << op_name(OpKind(k));
+}
+
+TEST(OpCases, NamesAreUniqueIdentifiers) {
+  std::set<std::string> names;
+  for (const OpCase& c : cases()) {
+    EXPECT_TRUE(names.insert(c.name).second) << "duplicate case " << c.name;
+    for (char ch : c.name)
+      EXPECT_TRUE(std::isalnum(uint8_t(ch)) || ch == '_') << "bad name " << c.name;
+  }
+}
+
+// --- op_infer errors --------------------------------------------------------------------------
+
+void expect_infer_error(OpKind kind, const OpParams& p, std::vector<TensorDesc> in) {
+  Result<TensorDesc> r = op_infer(kind, p, in);
+  ASSERT_FALSE(r.ok()) << op_name(kind) << " accepted bad inputs";
+  EXPECT_EQ(r.status().code(), ErrorCode::INVALID_ARGUMENT) << r.status().str();
+  EXPECT_NE(r.status().message().find(op_name(kind)), std::string::npos)
+      << "message does not name the op: " << r.status().message();
+}
+
+TensorDesc f32(Shape s) { return TensorDesc{DType::F32, s}; }
+
+TEST(OpInfer, RejectsLinearShapeMismatch) {
+  expect_infer_error(OpKind::LINEAR, {}, {f32({2, 64}), f32({32, 48})});
+  expect_infer_error(OpKind::LINEAR, {}, {f32({2, 64}), f32({32, 64}), f32({31})});
+}
+
+TEST(OpInfer, RejectsConvChannelMismatch) {
+  expect_infer_error(OpKind::CONV2D, {}, {f32({1, 8, 8, 8}), f32({16, 4, 3, 3})});
+  OpParams g;
+  g.groups = 3;
+  expect_infer_error(OpKind::CONV2D, g, {f32({1, 8, 8, 8}), f32({16, 4, 3, 3})});
+  expect_infer_error(OpKind::CONV2D, {}, {f32({1, 8, 2, 2}), f32({16, 8, 3, 3})});  // kernel > input
+}
+
+TEST(OpInfer, RejectsBadBroadcast) {
+  expect_infer_error(OpKind::ADD, {}, {f32({2, 3}), f32({4, 3})});
+  expect_infer_error(OpKind::MUL, {}, {f32({2, 32, 8, 8}), f32({16, 1, 1})});
+  OpParams tb;
+  expect_infer_error(OpKind::MATMUL, tb, {f32({2, 4, 8}), f32({3, 8, 5})});
+  expect_infer_error(OpKind::MATMUL, tb, {f32({4, 8}), f32({7, 5})});
+}
+
+TEST(OpInfer, RejectsBadPermute) {
+  OpParams p;
+  p.perm[0] = 0;
+  p.perm[1] = 0;
+  p.perm[2] = 1;
+  expect_infer_error(OpKind::PERMUTE, p, {f32({2, 3, 4})});
+  p.perm[1] = 3;  // out of range for rank 3
+  expect_infer_error(OpKind::PERMUTE, p, {f32({2, 3, 4})});
+}
+
+TEST(OpInfer, RejectsReshapeNumelMismatch) {
+  OpParams p;
+  p.shape = Shape{2, 63};
+  expect_infer_error(OpKind::RESHAPE, p, {f32({2, 8, 8})});
+}
+
+TEST(OpInfer, RejectsFloatEmbeddingIds) {
+  expect_infer_error(OpKind::EMBEDDING, {}, {f32({2, 77}), f32({1000, 64})});
+}
+
+TEST(OpInfer, RejectsConcatMismatch) {
+  OpParams p;
+  p.axis = 1;
+  expect_infer_error(OpKind::CONCAT, p, {f32({2, 3, 4}), f32({2, 5, 5})});
+  expect_infer_error(OpKind::CONCAT, p, {f32({2, 3, 4}), TensorDesc{DType::F16, Shape{2, 5, 4}}});
+  expect_infer_error(OpKind::CONCAT, p, {f32({2, 3, 4})});
+}
+
+TEST(OpInfer, RejectsAttentionHeadMismatch) {
+  OpParams p;
+  p.heads = 3;
+  expect_infer_error(OpKind::ATTENTION, p, {f32({1, 8, 64}), f32({1, 8, 64}), f32({1, 8, 64})});
+  p.heads = 1;
+  expect_infer_error(OpKind::ATTENTION, p, {f32({1, 8, 64}), f32({1, 9, 64}), f32({1, 8, 64})});
+}
+
+// --- backend-side checks ----------------------------------------------------------------------
+
+TEST(OpRun, EmbeddingIdOutOfRangeIsAnError) {
+  for (DType id_type : {DType::I32, DType::I64})
+    for (double bad : {10.0, -1.0}) {
+      RefTensor ids{TensorDesc{id_type, Shape{3}}, {0.0, bad, 2.0}};
+      RefTensor table{f32({10, 4}), std::vector<double>(40, 0.5)};
+      std::vector<RefTensor> in{ids, table};
+      Result<RefTensor> r = op_execute(cpu(), OpKind::EMBEDDING, OpParams{}, in);
+      EXPECT_FALSE(r.ok()) << dtype_name(id_type) << " id " << bad << " was accepted";
+    }
+}
+
+// --- the harness itself -----------------------------------------------------------------------
+
+// Delegates to the CPU backend, then damages op results in one of a few ways.
+class FaultyBackend final : public Backend {
+ public:
+  enum class Fault { SKIP_LAST, OVERRUN, PERTURB, CLOBBER_INPUT };
+  FaultyBackend(Backend& inner, Fault fault) : inner_(inner), fault_(fault) {}
+
+  DeviceInfo info() const override { return inner_.info(); }
+  bool host_visible() const override { return inner_.host_visible(); }
+  Result<void*> device_alloc(size_t b) override { return inner_.device_alloc(b); }
+  void device_free(void* p) override { inner_.device_free(p); }
+  Result<void*> host_alloc_pinned(size_t b) override { return inner_.host_alloc_pinned(b); }
+  void host_free_pinned(void* p) override { inner_.host_free_pinned(p); }
+  Stream* default_stream() override { return inner_.default_stream(); }
+  Result<std::unique_ptr<Stream>> stream_create() override { return inner_.stream_create(); }
+  Status stream_sync(Stream* s) override { return inner_.stream_sync(s); }
+  Result<std::unique_ptr<Event>> event_create() override { return inner_.event_create(); }
+  Status event_record(Event* e, Stream* s) override { return inner_.event_record(e, s); }
+  Status stream_wait_event(Stream* s, Event* e) override { return inner_.stream_wait_event(s, e); }
+  Status event_sync(Event* e) override { return inner_.event_sync(e); }
+  Status copy_h2d(void* d, const void* s, size_t n, Stream* st) override { return inner_.copy_h2d(d, s, n, st); }
+  Status copy_d2h(void* d, const void* s, size_t n, Stream* st) override { return inner_.copy_d2h(d, s, n, st); }
+  Status copy_d2d(void* d, const void* s, size_t n, Stream* st) override { return inner_.copy_d2d(d, s, n, st); }
+  Status memset_zero(void* d, size_t n, Stream* st) override { return inner_.memset_zero(d, n, st); }
+  bool op_supported(OpKind k, DType t) const override { return inner_.op_supported(k, t); }
+  size_t op_workspace(OpKind k, const OpParams& p, std::span<const TensorDesc> in,
+                      const TensorDesc& out) const override {
+    return inner_.op_workspace(k, p, in, out);
+  }
+
+  Status op_run(const OpCall& call, Stream* s) override {
+    if (fault_ == Fault::SKIP_LAST) {
+      // Keep the last element as it was before the op (poison).
+      size_t es = dtype_size(call.output.desc.dtype), n = call.output.desc.bytes();
+      std::vector<uint8_t> keep(es);
+      std::memcpy(keep.data(), static_cast<uint8_t*>(call.output.data) + n - es, es);
+      HR_TRY(inner_.op_run(call, s));
+      std::memcpy(static_cast<uint8_t*>(call.output.data) + n - es, keep.data(), es);
+      return Status();
+    }
+    HR_TRY(inner_.op_run(call, s));
+    uint8_t* out = static_cast<uint8_t*>(call.output.data);
+    switch (fault_) {
+      case Fault::OVERRUN: out[call.output.desc.bytes()] = 0; break;
+      case Fault::PERTURB: call.output.as<float>()[0] *= 1.001f; break;
+      case Fault::CLOBBER_INPUT: static_cast<uint8_t*>(call.inputs[0].data)[0] ^= 1; break;
+      default: break;
+    }
+    return Status();
+  }
+
+ private:
+  Backend& inner_;
+  Fault fault_;
+};
+
+OpCase small_add_case() {
+  OpCase c;
+  c.name = "faulty_add";
+  c.kind = OpKind::ADD;
+  c.inputs = {f32({4, 16}), f32({16})};
+  return c;
+}
+
+TEST(OpHarness, CatchesFaults) {
+  ASSERT_TRUE(cpu().host_visible()) << "the fault injector writes device memory directly";
+  OpCase c = small_add_case();
+  OpResult good = op_case_run(cpu(), c, DType::F32, 1);
+  ASSERT_TRUE(good.pass) << good.message;
+
+  using F = FaultyBackend::Fault;
+  for (F fault : {F::SKIP_LAST, F::OVERRUN, F::PERTURB, F::CLOBBER_INPUT}) {
+    FaultyBackend bad(cpu(), fault);
+    OpResult r = op_case_run(bad, c, DType::F32, 1);
+    EXPECT_FALSE(r.pass) << "fault " << int(fault) << " not caught: " << r.message;
+  }
+}
+
+TEST(OpHarness, CompareAgainstBackendOracle) {
+  // The CPU backend checked against itself through the backend oracle: the path a GPU test takes.
+  for (const OpCase& c : cases()) {
+    if (c.kind != OpKind::CONV2D && c.kind != OpKind::ATTENTION && c.kind != OpKind::CAST) continue;
+    OpResult r = op_case_compare(cpu(), cpu(), c, DType::F32, op_seed());
+    if (r.skipped) continue;
+    ASSERT_TRUE(r.status.ok()) << r.message;
+    EXPECT_EQ(r.rel_error, 0.0) << r.message;
+  }
+}
+
+// The oracle checked against itself in independent formulations, so its bugs cannot hide.
+TEST(OpReference, SelfConsistent) {
+  // conv 1x1 on one pixel equals linear; attention over one key returns v.
+  RefTensor x{f32({1, 3, 1, 1}), {1.0, -2.0, 0.5}};
+  RefTensor w{f32({2, 3, 1, 1}), {1.0, 2.0, 3.0, -1.0, 0.0, 4.0}};
+  RefTensor b{f32({2}), {0.25, -0.25}};
+  std::vector<RefTensor> conv_in{x, w, b};
+  Result<RefTensor> conv = op_reference(OpKind::CONV2D, OpParams{}, conv_in);
+  ASSERT_TRUE(conv.ok()) << conv.status().str();
+  EXPECT_DOUBLE_EQ(conv->data[0], 1.0 - 4.0 + 1.5 + 0.25);
+  EXPECT_DOUBLE_EQ(conv->data[1], -1.0 + 2.0 - 0.25);
+
+  RefTensor q{f32({1, 2, 2}), {1.0, 2.0, 3.0, 4.0}};
+  RefTensor k{f32({1, 1, 2}), {0.5, 0.5}};
+  RefTensor v{f32({1, 1, 2}), {7.0, -3.0}};
+  OpParams p;
+  p.heads = 1;
+  std::vector<RefTensor> attn_in{q, k, v};
+  Result<RefTensor> attn = op_reference(OpKind::ATTENTION, p, attn_in);
+  ASSERT_TRUE(attn.ok());
+  EXPECT_DOUBLE_EQ(attn->data[0], 7.0);
+  EXPECT_DOUBLE_EQ(attn->data[3], -3.0);
+
+  // causal: the first query sees only the first key
+  RefTensor k2{f32({1, 2, 2}), {0.5, 0.5, 9.0, 9.0}};
+  RefTensor v2{f32({1, 2, 2}), {7.0, -3.0, 100.0, 100.0}};
+  p.causal = true;
+  std::vector<RefTensor> causal_in{q, k2, v2};
+  Result<RefTensor> causal = op_reference(OpKind::ATTENTION, p, causal_in);
+  ASSERT_TRUE(causal.ok());
+  EXPECT_DOUBLE_EQ(causal->data[0], 7.0);
+  EXPECT_DOUBLE_EQ(causal->data[1], -3.0);
+
+  // timestep embedding: t = 0 gives cos 1, sin 0; odd dim pads a zero
+  OpParams tp;
+  tp.dim = 5;
+  RefTensor t{f32({1}), {0.0}};
+  std::vector<RefTensor> t_in{t};
+  Result<RefTensor> te = op_reference(OpKind::TIMESTEP_EMBEDDING, tp, t_in);
+  ASSERT_TRUE(te.ok());
+  std::vector<double> want{1.0, 1.0, 0.0, 0.0, 0.0};
+  EXPECT_EQ(te->data, want);
+}
+
+}  // namespace
+}  // namespace hr::test

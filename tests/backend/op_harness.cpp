@@ -1,0 +1,595 @@
+// The op-test harness (see op_harness.h): the case list, input drawing, device buffers with
+// poisoned outputs, op_run, and the relative-error comparison against an oracle.
+#include "op_harness.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backend/allocator.h"
+
+namespace hr::test {
+
+double OpCase::tol(DType dtype) const {
+  switch (dtype) {
+    case DType::F16: return tol_f16;
+    case DType::BF16: return tol_bf16;
+    default: return tol_f32;
+  }
+}
+
+InputRange OpCase::range(size_t input) const {
+  return input < ranges.size() ? ranges[input] : InputRange{};
+}
+
+std::vector<DType> OpCase::dtypes() const {
+  if (!sweep) return {DType::F32};
+  return {DType::F32, DType::F16, DType::BF16};
+}
+
+OpCase& OpCase::with_range(size_t input, double lo, double hi) {
+  if (ranges.size() <= input) ranges.resize(input + 1);
+  ranges[input].lo = lo;
+  ranges[input].hi = hi;
+  return *this;
+}
+
+OpCase& OpCase::with_fixed(size_t input) {
+  if (ranges.size() <= input) ranges.resize(input + 1);
+  ranges[input].fixed_dtype = true;
+  return *this;
+}
+
+OpCase& OpCase::with_tol(double f32, double f16, double bf16) {
+  tol_f32 = f32;
+  tol_f16 = f16;
+  tol_bf16 = bf16;
+  return *this;
+}
+
+namespace {
+
+constexpr size_t kGuardBytes = 256;  // poisoned zone after the output that must stay untouched
+constexpr uint8_t kPoison = 0xFF;    // all-ones bytes: NaN in every float dtype, -1 in integers
+
+// splitmix64: a tiny generator with the same stream on every platform and standard library.
+struct Rng {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return double(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+};
+
+uint64_t name_hash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (char ch : s) h = (h ^ uint8_t(ch)) * 1099511628211ull;
+  return h;
+}
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+std::vector<uint8_t> to_bytes(const RefTensor& t) {
+  std::vector<uint8_t> b(t.desc.bytes());
+  for (size_t i = 0; i < t.data.size(); ++i) dtype_store(b.data(), t.desc.dtype, i, t.data[i]);
+  return b;
+}
+
+std::string descs_str(std::span<const RefTensor> in) {
+  std::string s;
+  for (size_t i = 0; i < in.size(); ++i) s += (i ? ", " : "") + in[i].desc.str();
+  return s;
+}
+
+}  // namespace
+
+Result<RefTensor> op_execute(Backend& backend, OpKind kind, const OpParams& params,
+                             std::span<const RefTensor> inputs) {
+  std::vector<TensorDesc> descs;
+  for (const RefTensor& t : inputs) descs.push_back(t.desc);
+  HR_ASSIGN_OR_RETURN(TensorDesc out_desc, op_infer(kind, params, descs));
+
+  Allocator alloc(backend);
+  std::vector<DeviceBuffer> in_bufs;
+  std::vector<std::vector<uint8_t>> in_bytes;
+  std::vector<TensorRef> in_refs;
+  for (const RefTensor& t : inputs) {
+    in_bytes.push_back(to_bytes(t));
+    HR_ASSIGN_OR_RETURN(DeviceBuffer buf, alloc.allocate(t.desc.bytes(), Pool::ACTIVATIONS, "op test input"));
+    if (t.desc.bytes()) HR_TRY(backend.copy_h2d(buf.data(), in_bytes.back().data(), t.desc.bytes(), nullptr));
+    in_refs.push_back(TensorRef{t.desc, buf.data()});
+    in_bufs.push_back(std::move(buf));
+  }
+
+  size_t out_bytes = out_desc.bytes();
+  HR_ASSIGN_OR_RETURN(DeviceBuffer out_buf,
+                      alloc.allocate(out_bytes + kGuardBytes, Pool::ACTIVATIONS, "op test output"));
+  std::vector<uint8_t> host_out(out_bytes + kGuardBytes, kPoison);
+  HR_TRY(backend.copy_h2d(out_buf.data(), host_out.data(), host_out.size(), nullptr));
+
+  size_t ws_bytes = backend.op_workspace(kind, params, descs, out_desc);
+  DeviceBuffer ws_buf;
+  if (ws_bytes) {
+    HR_ASSIGN_OR_RETURN(ws_buf, alloc.allocate(ws_bytes, Pool::ACTIVATIONS, "op test workspace"));
+    std::vector<uint8_t> poison(ws_bytes, kPoison);
+    HR_TRY(backend.copy_h2d(ws_buf.data(), poison.data(), ws_bytes, nullptr));
+  }
+
+  OpCall call;
+  call.kind = kind;
+  call.params = &params;
+  call.inputs = in_refs;
+  call.output = TensorRef{out_desc, out_buf.data()};
+  call.workspace = ws_bytes ? ws_buf.data() : nullptr;
+  call.workspace_bytes = ws_bytes;
+  HR_TRY(backend.op_run(call, nullptr));
+  HR_TRY(backend.stream_sync(backend.default_stream()));
+
+  HR_TRY(backend.copy_d2h(host_out.data(), out_buf.data(), host_out.size(), nullptr));
+  for (size_t i = out_bytes; i < host_out.size(); ++i)
+    if (host_out[i] != kPoison)
+      return make_error(ErrorCode::INTERNAL, "{} wrote past the end of its {}-byte output (byte +{})",
+                        op_name(kind), out_bytes, i - out_bytes);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    std::vector<uint8_t> back(in_bytes[k].size());
+    if (!back.empty()) HR_TRY(backend.copy_d2h(back.data(), in_bufs[k].data(), back.size(), nullptr));
+    if (back != in_bytes[k])
+      return make_error(ErrorCode::INTERNAL, "{} modified its input {}", op_name(kind), k);
+  }
+
+  RefTensor out;
+  out.desc = out_desc;
+  out.data.resize(size_t(out_desc.numel()));
+  for (size_t i = 0; i < out.data.size(); ++i) out.data[i] = dtype_load(host_out.data(), out_desc.dtype, i);
+  return out;
+}
+
+OpOracle reference_oracle() {
+  return [](OpKind kind, const OpParams& p, std::span<const RefTensor> in) {
+    return op_reference(kind, p, in);
+  };
+}
+
+OpOracle backend_oracle(Backend& backend) {
+  return [&backend](OpKind kind, const OpParams& p, std::span<const RefTensor> in) {
+    std::vector<RefTensor> wide(in.begin(), in.end());
+    for (RefTensor& t : wide)
+      if (is_float(t.desc.dtype)) t.desc.dtype = DType::F32;  // exact widening
+    OpParams q = p;
+    if (kind == OpKind::TIMESTEP_EMBEDDING) q.dtype = DType::F32;
+    return op_execute(backend, kind, q, wide);
+  };
+}
+
+OpResult op_case_run(Backend& backend, const OpCase& c, DType dtype, uint64_t seed,
+                     const OpOracle& oracle) {
+  OpResult r;
+  r.tol = c.tol(dtype);
+  std::string what = fmt::format("{} [{} {}]", c.name, op_name(c.kind), dtype_name(dtype));
+
+  // Note [dtype under test]
+  OpParams params = c.params;
+  if (c.kind == OpKind::TIMESTEP_EMBEDDING) params.dtype = dtype;
+  std::vector<TensorDesc> descs = c.inputs;
+  for (size_t i = 0; i < descs.size(); ++i)
+    if (descs[i].dtype == DType::F32 && !c.range(i).fixed_dtype) descs[i].dtype = dtype;
+
+  Result<TensorDesc> out_desc = op_infer(c.kind, params, descs);
+  if (!out_desc.ok()) {
+    r.status = out_desc.status();
+    r.message = what + ": op_infer: " + r.status.str();
+    return r;
+  }
+  std::vector<DType> used{out_desc->dtype};
+  for (const TensorDesc& d : descs) used.push_back(d.dtype);
+  for (DType t : used)
+    if (!backend.op_supported(c.kind, t)) {
+      r.skipped = true;
+      r.message = fmt::format("{}: {} does not support {} for {}", what, backend.info().kind,
+                              op_name(c.kind), dtype_name(t));
+      return r;
+    }
+
+  // Inputs, rounded to their dtypes: the oracle sees exactly what the backend sees.
+  Rng rng{seed ^ name_hash(c.name) ^ (uint64_t(dtype) << 56)};
+  std::vector<RefTensor> inputs;
+  for (size_t i = 0; i < descs.size(); ++i) {
+    InputRange range = c.range(i);
+    RefTensor t;
+    t.desc = descs[i];
+    t.data.resize(size_t(descs[i].numel()));
+    for (double& x : t.data) {
+      double u = range.lo + (range.hi - range.lo) * rng.uniform();
+      x = is_float(t.desc.dtype) ? dtype_round(u, t.desc.dtype)
+                                 : std::min(std::floor(u), std::ceil(range.hi) - 1);
+    }
+    inputs.push_back(std::move(t));
+  }
+
+  Result<RefTensor> out = op_execute(backend, c.kind, params, inputs);
+  if (!out.ok()) {
+    r.status = out.status();
+    r.message = fmt::format("{} on {}: {}", what, descs_str(inputs), r.status.str());
+    return r;
+  }
+  Result<RefTensor> ref = oracle ? oracle(c.kind, params, inputs) : op_reference(c.kind, params, inputs);
+  if (!ref.ok()) {
+    r.status = ref.status().with_context("oracle");
+    r.message = what + ": " + r.status.str();
+    return r;
+  }
+  if (ref->desc.shape != out->desc.shape || (!oracle && ref->desc.dtype != out->desc.dtype)) {
+    r.status = Status(ErrorCode::INTERNAL, "output descriptor mismatch");
+    r.message = fmt::format("{}: op_infer gives {}, the oracle {}", what, out->desc.str(),
+                            ref->desc.str());
+    return r;
+  }
+
+  double diff2 = 0.0, ref2 = 0.0;
+  int64_t nonfinite = 0, worst = -1;
+  for (size_t i = 0; i < out->data.size(); ++i) {
+    double o = out->data[i], e = ref->data[i];
+    if (!std::isfinite(o)) {
+      if (nonfinite++ == 0) worst = int64_t(i);
+      continue;
+    }
+    double d = std::abs(o - e);
+    diff2 += d * d;
+    ref2 += e * e;
+    if (nonfinite == 0 && d > r.max_abs_error) {
+      r.max_abs_error = d;
+      worst = int64_t(i);
+    }
+  }
+  if (nonfinite) {
+    r.rel_error = std::numeric_limits<double>::infinity();
+    r.max_abs_error = std::numeric_limits<double>::infinity();
+  } else {
+    r.rel_error = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+  }
+  r.pass = r.rel_error <= r.tol;
+  r.message = fmt::format("{} {}: rel error {:.3g} (tol {:.3g}), max abs {:.3g}", what,
+                          out->desc.str(), r.rel_error, r.tol, r.max_abs_error);
+  if (nonfinite) r.message += fmt::format(", {} non-finite outputs", nonfinite);
+  if (worst >= 0)
+    r.message += fmt::format(" (worst at flat {}: out {} ref {})", worst,
+                             out->data[size_t(worst)], ref->data[size_t(worst)]);
+  return r;
+}
+
+OpResult op_case_compare(Backend& reference, Backend& test, const OpCase& c, DType dtype,
+                         uint64_t seed) {
+  return op_case_run(test, c, dtype, seed, backend_oracle(reference));
+}
+
+namespace {
+
+TensorDesc f32(Shape s) { return TensorDesc{DType::F32, s}; }
+TensorDesc i32(Shape s) { return TensorDesc{DType::I32, s}; }
+TensorDesc i64(Shape s) { return TensorDesc{DType::I64, s}; }
+
+OpCase make_case(std::string name, OpKind kind, std::vector<TensorDesc> inputs, OpParams p = {}) {
+  OpCase c;
+  c.name = std::move(name);
+  c.kind = kind;
+  c.params = p;
+  c.inputs = std::move(inputs);
+  return c;
+}
+
+OpParams conv_params(int sh, int sw, int pt, int pb, int pl, int pr, int groups = 1, int dil = 1) {
+  OpParams p;
+  p.stride[0] = sh;
+  p.stride[1] = sw;
+  p.pad[0] = pt;
+  p.pad[1] = pb;
+  p.pad[2] = pl;
+  p.pad[3] = pr;
+  p.groups = groups;
+  p.dilation[0] = p.dilation[1] = dil;
+  return p;
+}
+
+void add_matmul_cases(std::vector<OpCase>& v) {
+  v.push_back(make_case("linear_bias_3d", OpKind::LINEAR, {f32({2, 77, 64}), f32({96, 64}), f32({96})}));
+  v.push_back(make_case("linear_nobias", OpKind::LINEAR, {f32({8, 64}), f32({32, 64})}));
+  v.push_back(make_case("linear_nobias_3d", OpKind::LINEAR, {f32({2, 16, 320}), f32({40, 320})}));
+  v.push_back(make_case("linear_bias_1d", OpKind::LINEAR, {f32({33}), f32({17, 33}), f32({17})}));
+  v.push_back(make_case("linear_k1280", OpKind::LINEAR, {f32({4, 1280}), f32({64, 1280}), f32({64})}));
+
+  OpParams tb;
+  tb.trans_b = true;
+  v.push_back(make_case("matmul_2d", OpKind::MATMUL, {f32({32, 48}), f32({48, 40})}));
+  v.push_back(make_case("matmul_batched", OpKind::MATMUL, {f32({2, 3, 32, 24}), f32({2, 3, 24, 16})}));
+  v.push_back(make_case("matmul_bcast_b2d", OpKind::MATMUL, {f32({2, 3, 16, 24}), f32({24, 16})}));
+  v.push_back(make_case("matmul_bcast_both", OpKind::MATMUL, {f32({2, 1, 16, 24}), f32({1, 3, 24, 8})}));
+  v.push_back(make_case("matmul_bcast_a2d", OpKind::MATMUL, {f32({16, 24}), f32({3, 24, 8})}));
+  v.push_back(make_case("matmul_trans_b", OpKind::MATMUL, {f32({2, 4, 64, 40}), f32({2, 4, 64, 40})}, tb));
+  v.push_back(make_case("matmul_trans_b_bcast", OpKind::MATMUL, {f32({3, 16, 32}), f32({20, 32})}, tb));
+}
+
+void add_conv_cases(std::vector<OpCase>& v) {
+  v.push_back(make_case("conv1x1_bias", OpKind::CONV2D,
+                        {f32({2, 64, 8, 8}), f32({32, 64, 1, 1}), f32({32})}, conv_params(1, 1, 0, 0, 0, 0)));
+  v.push_back(make_case("conv1x1_nobias", OpKind::CONV2D,
+                        {f32({1, 16, 5, 7}), f32({24, 16, 1, 1})}, conv_params(1, 1, 0, 0, 0, 0)));
+  v.push_back(make_case("conv3x3_pad1_bias", OpKind::CONV2D,
+                        {f32({1, 32, 16, 16}), f32({64, 32, 3, 3}), f32({64})}, conv_params(1, 1, 1, 1, 1, 1)));
+  v.push_back(make_case("conv3x3_pad1_nobias_latent", OpKind::CONV2D,
+                        {f32({2, 4, 16, 16}), f32({32, 4, 3, 3})}, conv_params(1, 1, 1, 1, 1, 1)));
+  v.push_back(make_case("conv3x3_pad1_out3", OpKind::CONV2D,
+                        {f32({1, 32, 16, 16}), f32({3, 32, 3, 3}), f32({3})}, conv_params(1, 1, 1, 1, 1, 1)));
+  v.push_back(make_case("conv3x3_stride2_pad1", OpKind::CONV2D,
+                        {f32({1, 32, 16, 16}), f32({32, 32, 3, 3}), f32({32})}, conv_params(2, 2, 1, 1, 1, 1)));
+  // The VAE encoder's downsample pads (0, 1, 0, 1) and strides 2.
+  v.push_back(make_case("conv3x3_stride2_asym_pad", OpKind::CONV2D,
+                        {f32({1, 32, 16, 16}), f32({32, 32, 3, 3}), f32({32})}, conv_params(2, 2, 0, 1, 0, 1)));
+  v.push_back(make_case("conv3x3_stride2_asym_pad_odd", OpKind::CONV2D,
+                        {f32({2, 8, 15, 13}), f32({16, 8, 3, 3})}, conv_params(2, 2, 0, 1, 0, 1)));
+  v.push_back(make_case("conv3x3_groups4", OpKind::CONV2D,
+                        {f32({1, 32, 8, 8}), f32({32, 8, 3, 3}), f32({32})}, conv_params(1, 1, 1, 1, 1, 1, 4)));
+  v.push_back(make_case("conv3x3_depthwise", OpKind::CONV2D,
+                        {f32({1, 16, 8, 8}), f32({16, 1, 3, 3})}, conv_params(1, 1, 1, 1, 1, 1, 16)));
+  v.push_back(make_case("conv3x3_dilation2", OpKind::CONV2D,
+                        {f32({1, 8, 12, 12}), f32({8, 8, 3, 3}), f32({8})}, conv_params(1, 1, 2, 2, 2, 2, 1, 2)));
+  v.push_back(make_case("conv3x3_rect_stride21", OpKind::CONV2D,
+                        {f32({1, 8, 12, 20}), f32({16, 8, 3, 3}), f32({16})}, conv_params(2, 1, 1, 1, 1, 1)));
+}
+
+void add_norm_cases(std::vector<OpCase>& v) {
+  auto gn = [](int groups, float eps, bool silu) {
+    OpParams p;
+    p.groups = groups;
+    p.eps = eps;
+    p.fuse_silu = silu;
+    return p;
+  };
+  // Inputs off-centre so that the mean subtraction matters; gamma near 1.
+  auto norm_ranges = [](OpCase c) {
+    return std::move(c.with_range(0, -1.0, 3.0).with_range(1, 0.5, 1.5));
+  };
+  v.push_back(norm_ranges(make_case("group_norm_32", OpKind::GROUP_NORM,
+                                    {f32({2, 64, 8, 8}), f32({64}), f32({64})}, gn(32, 1e-5f, false))));
+  v.push_back(norm_ranges(make_case("group_norm_32_silu", OpKind::GROUP_NORM,
+                                    {f32({1, 128, 8, 8}), f32({128}), f32({128})}, gn(32, 1e-6f, true))));
+  v.push_back(norm_ranges(make_case("group_norm_32_c320_silu", OpKind::GROUP_NORM,
+                                    {f32({1, 320, 6, 6}), f32({320}), f32({320})}, gn(32, 1e-5f, true))));
+  v.push_back(norm_ranges(make_case("group_norm_32_rank3", OpKind::GROUP_NORM,
+                                    {f32({2, 64, 77}), f32({64}), f32({64})}, gn(32, 1e-6f, false))));
+  v.push_back(norm_ranges(make_case("group_norm_4_rank2", OpKind::GROUP_NORM,
+                                    {f32({3, 16}), f32({16}), f32({16})}, gn(4, 1e-5f, false))));
+
+  v.push_back(norm_ranges(make_case("layer_norm_beta", OpKind::LAYER_NORM,
+                                    {f32({2, 77, 320}), f32({320}), f32({320})})));
+  v.push_back(norm_ranges(make_case("layer_norm_nobeta", OpKind::LAYER_NORM,
+                                    {f32({2, 64, 320}), f32({320})})));
+  v.push_back(norm_ranges(make_case("layer_norm_c768", OpKind::LAYER_NORM,
+                                    {f32({1, 77, 768}), f32({768}), f32({768})})));
+  v.push_back(norm_ranges(make_case("layer_norm_c33", OpKind::LAYER_NORM,
+                                    {f32({5, 33}), f32({33}), f32({33})})));
+
+  OpParams sm;
+  v.push_back(make_case("softmax_rows77", OpKind::SOFTMAX, {f32({4, 8, 77})}, sm).with_range(0, -5, 5));
+  v.push_back(make_case("softmax_long", OpKind::SOFTMAX, {f32({3, 1000})}, sm).with_range(0, -5, 5));
+  sm.alpha = 0.125f;
+  v.push_back(make_case("softmax_alpha", OpKind::SOFTMAX, {f32({2, 4, 64, 64})}, sm).with_range(0, -20, 20));
+}
+
+void add_attention_cases(std::vector<OpCase>& v) {
+  auto att = [](int heads, bool causal, float scale = 0.0f) {
+    OpParams p;
+    p.heads = heads;
+    p.causal = causal;
+    p.alpha = scale;
+    return p;
+  };
+  auto attn = [&](std::string name, int64_t b, int64_t nq, int64_t nk, int64_t heads, int64_t d,
+                  int64_t dv, bool causal, float scale = 0.0f) {
+    OpCase c = make_case(std::move(name), OpKind::ATTENTION,
+                         {f32({b, nq, heads * d}), f32({b, nk, heads * d}), f32({b, nk, heads * dv})},
+                         att(int(heads), causal, scale));
+    c.with_range(0, -2.0, 2.0).with_range(1, -2.0, 2.0);
+    v.push_back(std::move(c));
+  };
+  // SD1 levels: 8 heads of 40, 80, 160; SD2/SDXL: heads of 64; the VAE: one head of 512.
+  attn("attention_d40", 2, 64, 64, 8, 40, 40, false);
+  attn("attention_d64", 1, 96, 96, 5, 64, 64, false);
+  attn("attention_d80", 1, 64, 64, 8, 80, 80, false);
+  attn("attention_d160", 1, 64, 64, 8, 160, 160, false);
+  attn("attention_d512_vae", 1, 64, 64, 1, 512, 512, false);
+  attn("attention_tokens300", 1, 300, 300, 2, 64, 64, false);
+  attn("attention_d40_cross77", 2, 128, 77, 8, 40, 40, false);
+  attn("attention_d64_cross77", 1, 64, 77, 10, 64, 64, false);
+  attn("attention_d160_cross77", 1, 16, 77, 8, 160, 160, false);
+  attn("attention_causal_clip77", 1, 77, 77, 12, 64, 64, true);
+  attn("attention_causal_d40", 2, 40, 40, 2, 40, 40, true);
+  attn("attention_causal_d80", 1, 130, 130, 1, 80, 80, true);
+  attn("attention_scale_dv32", 1, 40, 40, 4, 64, 32, false, 0.1f);
+  attn("attention_single_key", 1, 8, 1, 1, 64, 64, false);
+}
+
+void add_elementwise_cases(std::vector<OpCase>& v) {
+  const OpKind unary[] = {OpKind::GELU, OpKind::GELU_TANH, OpKind::QUICK_GELU, OpKind::SILU};
+  for (OpKind k : unary)
+    v.push_back(make_case(std::string(op_name(k)), k, {f32({2, 64, 33})}).with_range(0, -5, 5));
+  OpParams sc;
+  sc.alpha = 0.18215f;  // the SD1 latent scale
+  v.push_back(make_case("scale_latent", OpKind::SCALE, {f32({1, 4, 16, 16})}, sc).with_range(0, -5, 5));
+  sc.alpha = 2.0f;
+  sc.beta = -1.0f;
+  v.push_back(make_case("scale_affine", OpKind::SCALE, {f32({3, 1001})}, sc));
+  v.push_back(make_case("geglu", OpKind::GEGLU, {f32({2, 77, 320})}).with_range(0, -3, 3));
+  v.push_back(make_case("geglu_odd", OpKind::GEGLU, {f32({3, 2 * 37})}).with_range(0, -3, 3));
+
+  struct Pattern {
+    const char* name;
+    Shape a, b;
+  };
+  const Pattern patterns[] = {
+      {"same", {2, 32, 8, 8}, {2, 32, 8, 8}},
+      {"channel_bias", {2, 32, 8, 8}, {32, 1, 1}},   // conv-style bias
+      {"temb", {2, 32, 8, 8}, {2, 32, 1, 1}},        // time embedding added to features
+      {"scalar", {2, 77, 40}, {1}},
+      {"both_sides", {4, 1, 8}, {1, 5, 8}},
+      {"lower_rank_a", {8}, {3, 5, 8}},
+      {"row", {2, 77, 320}, {320}},
+  };
+  const OpKind binary[] = {OpKind::ADD, OpKind::SUB, OpKind::MUL, OpKind::DIV};
+  for (OpKind k : binary)
+    for (size_t i = 0; i < std::size(patterns); ++i) {
+      // ADD gets every pattern; the others a spread of them.
+      if (k != OpKind::ADD && i % 2 == 1 && i != 1) continue;
+      OpCase c = make_case(fmt::format("{}_{}", op_name(k), patterns[i].name), k,
+                           {f32(patterns[i].a), f32(patterns[i].b)});
+      if (k == OpKind::DIV) c.with_range(1, 0.5, 2.0);  // denominators away from zero
+      v.push_back(std::move(c));
+    }
+}
+
+void add_layout_cases(std::vector<OpCase>& v) {
+  // Data movement is exact in every dtype.
+  auto exact = [](OpCase c) { return std::move(c.with_tol(0, 0, 0)); };
+  OpParams p;
+  p.axis = 1;
+  v.push_back(exact(make_case("concat_axis1_skip", OpKind::CONCAT, {f32({2, 32, 8, 8}), f32({2, 16, 8, 8})}, p)));
+  v.push_back(exact(make_case("concat_axis1_three", OpKind::CONCAT,
+                              {f32({1, 4, 5, 6}), f32({1, 1, 5, 6}), f32({1, 3, 5, 6})}, p)));
+  p.axis = -1;
+  v.push_back(exact(make_case("concat_axis_last", OpKind::CONCAT, {f32({2, 77, 40}), f32({2, 77, 24})}, p)));
+  p.axis = 0;
+  v.push_back(exact(make_case("concat_axis0", OpKind::CONCAT, {f32({1, 77, 64}), f32({2, 77, 64})}, p)));
+
+  auto slice = [](int axis, int64_t start, int64_t end, int64_t step) {
+    OpParams s;
+    s.axis = axis;
+    s.start = start;
+    s.end = end;
+    s.step = step;
+    return s;
+  };
+  v.push_back(exact(make_case("slice_chunk_axis1", OpKind::SLICE, {f32({2, 64, 8, 8})}, slice(1, 32, 64, 1))));
+  v.push_back(exact(make_case("slice_step2_last", OpKind::SLICE, {f32({2, 5, 33})}, slice(-1, 0, 33, 2))));
+  v.push_back(exact(make_case("slice_step3_clamped", OpKind::SLICE, {f32({3, 20, 4})}, slice(1, 1, 1000, 3))));
+  v.push_back(exact(make_case("slice_axis0", OpKind::SLICE, {f32({4, 77, 16})}, slice(0, 1, 3, 1))));
+
+  auto perm = [](std::initializer_list<int> order) {
+    OpParams q;
+    int i = 0;
+    for (int o : order) q.perm[i++] = o;
+    return q;
+  };
+  v.push_back(exact(make_case("permute_0213_heads", OpKind::PERMUTE, {f32({2, 77, 8, 40})}, perm({0, 2, 1, 3}))));
+  v.push_back(exact(make_case("permute_0231_nhwc", OpKind::PERMUTE, {f32({2, 32, 8, 6})}, perm({0, 2, 3, 1}))));
+  v.push_back(exact(make_case("permute_0312_nchw", OpKind::PERMUTE, {f32({2, 8, 6, 32})}, perm({0, 3, 1, 2}))));
+  v.push_back(exact(make_case("permute_021_3d", OpKind::PERMUTE, {f32({2, 64, 40})}, perm({0, 2, 1}))));
+
+  OpParams r;
+  r.shape = Shape{2, 64, 64};
+  v.push_back(exact(make_case("reshape_flatten_hw", OpKind::RESHAPE, {f32({2, 64, 8, 8})}, r)));
+  r.shape = Shape{2, 77, 8, 40};
+  v.push_back(exact(make_case("reshape_split_heads", OpKind::RESHAPE, {f32({2, 77, 320})}, r)));
+
+  OpParams u;
+  u.factor = 2;
+  v.push_back(exact(make_case("upsample_x2", OpKind::UPSAMPLE_NEAREST, {f32({1, 32, 8, 8})}, u)));
+  v.push_back(exact(make_case("upsample_x2_odd", OpKind::UPSAMPLE_NEAREST, {f32({2, 4, 5, 7})}, u)));
+  u.factor = 3;
+  v.push_back(exact(make_case("upsample_x3", OpKind::UPSAMPLE_NEAREST, {f32({1, 3, 4, 6})}, u)));
+
+  v.push_back(exact(make_case("copy_float", OpKind::COPY, {f32({3, 5, 7})})));
+  OpCase ci = exact(make_case("copy_i32", OpKind::COPY, {i32({4, 77})}).with_range(0, -1000, 1000));
+  ci.sweep = false;
+  v.push_back(std::move(ci));
+}
+
+void add_embedding_cases(std::vector<OpCase>& v) {
+  // Rows are copied: exact.
+  v.push_back(make_case("embedding_i32_tokens", OpKind::EMBEDDING, {i32({2, 77}), f32({1000, 64})})
+                  .with_range(0, 0, 1000).with_tol(0, 0, 0));
+  v.push_back(make_case("embedding_i64_tokens", OpKind::EMBEDDING, {i64({1, 77}), f32({500, 96})})
+                  .with_range(0, 0, 500).with_tol(0, 0, 0));
+  v.push_back(make_case("embedding_i32_positions", OpKind::EMBEDDING, {i32({77}), f32({77, 64})})
+                  .with_range(0, 0, 77).with_tol(0, 0, 0));
+
+  // An f32 implementation of t * f_i with t up to 1000 has an absolute argument error of
+  // ~1e-4 (f_i and the product each round at 6e-8 relative), which sin/cos pass on: hence a
+  // looser f32 tolerance than elsewhere.
+  auto ts = [](int dim, bool flip, float shift, float max_period = 10000.0f) {
+    OpParams p;
+    p.dim = dim;
+    p.flip_sin_to_cos = flip;
+    p.freq_shift = shift;
+    p.max_period = max_period;
+    return p;
+  };
+  auto temb = [&](std::string name, int64_t n, OpParams p) {
+    v.push_back(make_case(std::move(name), OpKind::TIMESTEP_EMBEDDING, {f32({n})}, p)
+                    .with_fixed(0)
+                    .with_range(0, 0, 1000)
+                    .with_tol(2e-4, 1e-3, 1e-2));
+  };
+  temb("timestep_cos_sin_320", 4, ts(320, true, 0.0f));
+  temb("timestep_sin_cos_320", 4, ts(320, false, 0.0f));
+  temb("timestep_odd_dim33", 3, ts(33, true, 0.0f));
+  temb("timestep_freq_shift1", 2, ts(256, false, 1.0f));
+  temb("timestep_sdxl_adm256", 6, ts(256, true, 0.0f));
+}
+
+void add_cast_cases(std::vector<OpCase>& v) {
+  // The reference rounds exactly as the cast must (RNE for floats, truncation for integers).
+  auto cast = [](DType to) {
+    OpParams p;
+    p.dtype = to;
+    return p;
+  };
+  const DType float_targets[] = {DType::F32, DType::F16, DType::BF16};
+  for (DType to : float_targets)
+    v.push_back(make_case(fmt::format("cast_to_{}", dtype_name(to)), OpKind::CAST, {f32({3, 257})}, cast(to))
+                    .with_range(0, -60000.0, 60000.0)
+                    .with_tol(0, 0, 0));
+  // Small magnitudes: f16 subnormals (below 6.1e-5) and their rounding.
+  v.push_back(make_case("cast_to_f16_tiny", OpKind::CAST, {f32({2, 129})}, cast(DType::F16))
+                  .with_range(0, -1e-4, 1e-4)
+                  .with_tol(0, 0, 0));
+  v.push_back(make_case("cast_to_i32", OpKind::CAST, {f32({4, 100})}, cast(DType::I32))
+                  .with_range(0, -100.0, 100.0)
+                  .with_tol(0, 0, 0));
+  v.push_back(make_case("cast_to_i64", OpKind::CAST, {f32({4, 100})}, cast(DType::I64))
+                  .with_range(0, -100.0, 100.0)
+                  .with_tol(0, 0, 0));
+  const DType all_targets[] = {DType::F32, DType::F16, DType::BF16, DType::I64};
+  for (DType to : all_targets) {
+    // Beyond 2048 (f16) and 256 (bf16) integers round.
+    OpCase c = make_case(fmt::format("cast_i32_to_{}", dtype_name(to)), OpKind::CAST, {i32({5, 99})}, cast(to))
+                   .with_range(0, -5000.0, 5000.0)
+                   .with_tol(0, 0, 0);
+    c.sweep = false;
+    v.push_back(std::move(c));
+  }
+  OpCase c = make_case("cast_i64_to_i32", OpKind::CAST, {i64({5, 99})}, cast(DType::I32))
+                 .with_range(0, -5000.0, 5000.0)
+                 .with_tol(0, 0, 0);
+  c.sweep = false;
+  v.push_back(std::move(c));
+}
+
+}  // namespace
+
+std::vector<OpCase> op_cases() {
+  std::vector<OpCase> v;
+  add_matmul_cases(v);
+  add_conv_cases(v);
+  add_norm_cases(v);
+  add_attention_cases(v);
+  add_elementwise_cases(v);
+  add_layout_cases(v);
+  add_embedding_cases(v);
+  add_cast_cases(v);
+  return v;
+}
+
+}  // namespace hr::test

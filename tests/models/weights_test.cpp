@@ -1,0 +1,221 @@
+// Tests of WeightSet: prefix loading with conversion, host pointers on the CPU backend, lazy
+// upload (through the allocator) on a backend whose memory is not host-visible, and errors.
+#include "models/weights.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+namespace hr {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The CPU backend presented as a device whose memory the host may not touch, so WeightSet
+// takes its upload path. Counts uploads.
+class OpaqueCpuBackend final : public Backend {
+ public:
+  OpaqueCpuBackend() : cpu_(cpu_backend_create(1)) {}
+  DeviceInfo info() const override { return cpu_->info(); }
+  bool host_visible() const override { return false; }
+  Result<void*> device_alloc(size_t bytes) override { return cpu_->device_alloc(bytes); }
+  void device_free(void* p) override { cpu_->device_free(p); }
+  Result<void*> host_alloc_pinned(size_t bytes) override { return cpu_->host_alloc_pinned(bytes); }
+  void host_free_pinned(void* p) override { cpu_->host_free_pinned(p); }
+  Stream* default_stream() override { return cpu_->default_stream(); }
+  Result<std::unique_ptr<Stream>> stream_create() override { return cpu_->stream_create(); }
+  Status stream_sync(Stream* s) override { return cpu_->stream_sync(s); }
+  Result<std::unique_ptr<Event>> event_create() override { return cpu_->event_create(); }
+  Status event_record(Event* e, Stream* s) override { return cpu_->event_record(e, s); }
+  Status stream_wait_event(Stream* s, Event* e) override { return cpu_->stream_wait_event(s, e); }
+  Status event_sync(Event* e) override { return cpu_->event_sync(e); }
+  Status copy_h2d(void* d, const void* s, size_t n, Stream* st) override {
+    ++uploads;
+    return cpu_->copy_h2d(d, s, n, st);
+  }
+  Status copy_d2h(void* d, const void* s, size_t n, Stream* st) override {
+    return cpu_->copy_d2h(d, s, n, st);
+  }
+  Status copy_d2d(void* d, const void* s, size_t n, Stream* st) override {
+    return cpu_->copy_d2d(d, s, n, st);
+  }
+  Status memset_zero(void* d, size_t n, Stream* s) override { return cpu_->memset_zero(d, n, s); }
+  bool op_supported(OpKind kind, DType dtype) const override {
+    return cpu_->op_supported(kind, dtype);
+  }
+  size_t op_workspace(OpKind kind, const OpParams& params, std::span<const TensorDesc> inputs,
+                      const TensorDesc& output) const override {
+    return cpu_->op_workspace(kind, params, inputs, output);
+  }
+  Status op_run(const OpCall& call, Stream* s) override { return cpu_->op_run(call, s); }
+
+  int uploads = 0;
+
+ private:
+  std::unique_ptr<Backend> cpu_;
+};
+
+class WeightSetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / fmt::format("hr_weights_{}_{}", ::getpid(),
+                                                   ::testing::UnitTest::GetInstance()
+                                                       ->current_test_info()
+                                                       ->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    path_ = (dir_ / "model.safetensors").string();
+
+    HostTensor w(DType::F32, Shape{2, 3});
+    for (int i = 0; i < 6; ++i) w.f32()[i] = 0.5f * float(i) - 1.0f;
+    HostTensor b(DType::F32, Shape{3});
+    for (int i = 0; i < 3; ++i) b.f32()[i] = 3.0f + float(i);
+    HostTensor ids(DType::I64, Shape{1, 4});
+    for (int i = 0; i < 4; ++i) static_cast<int64_t*>(ids.data())[i] = i;
+    HostTensor idx(DType::I32, Shape{2});
+    static_cast<int32_t*>(idx.data())[0] = 5;
+    static_cast<int32_t*>(idx.data())[1] = -1;
+    HostTensor other(DType::F32, Shape{1});
+    w16_ = w.to(DType::F16);
+    HostTensor b16 = b.to(DType::F16);
+    Status s = safetensors_write(path_, {{"enc.layer.weight", &w16_},
+                                         {"enc.layer.bias", &b16},
+                                         {"enc.ids", &ids},
+                                         {"enc.idx", &idx},
+                                         {"dec.weight", &other}});
+    ASSERT_TRUE(s.ok()) << s.str();
+    auto r = SafetensorsFile::open(path_);
+    ASSERT_TRUE(r.ok()) << r.status().str();
+    file_ = std::move(r).value();
+  }
+  void TearDown() override {
+    file_.reset();
+    fs::remove_all(dir_);
+  }
+
+  fs::path dir_;
+  std::string path_;
+  HostTensor w16_;
+  std::unique_ptr<SafetensorsFile> file_;
+};
+
+TEST_F(WeightSetTest, LoadPrefixStripsAndConverts) {
+  WeightSet ws;
+  ASSERT_TRUE(ws.load_prefix(*file_, "enc.", DType::F32).ok());
+  EXPECT_EQ(ws.size(), 4u);
+  std::vector<std::string> want = {"ids", "idx", "layer.bias", "layer.weight"};
+  EXPECT_EQ(ws.names(), want);
+  EXPECT_FALSE(ws.contains("dec.weight"));
+  EXPECT_FALSE(ws.contains("enc.layer.weight"));
+
+  const HostTensor* w = ws.find("layer.weight");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->desc(), (TensorDesc{DType::F32, Shape{2, 3}}));
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(w->f32()[i], f16_to_f32(static_cast<const uint16_t*>(w16_.data())[i]));
+  EXPECT_EQ(w->f32()[5], 1.5f);
+  EXPECT_EQ(ws.find("layer.bias")->f32()[2], 5.0f);
+  // Integer tensors keep an integer type.
+  EXPECT_EQ(ws.find("ids")->dtype(), DType::I64);
+  EXPECT_EQ(static_cast<const int64_t*>(ws.find("ids")->data())[3], 3);
+  EXPECT_EQ(ws.find("idx")->dtype(), DType::I32);
+  EXPECT_EQ(static_cast<const int32_t*>(ws.find("idx")->data())[1], -1);
+  EXPECT_EQ(ws.bytes(), 6u * 4 + 3u * 4 + 4u * 8 + 2u * 4);
+
+  // f16 as the compute dtype keeps the stored values.
+  WeightSet half;
+  ASSERT_TRUE(half.load_prefix(*file_, "enc.layer.", DType::F16).ok());
+  EXPECT_EQ(half.names(), (std::vector<std::string>{"bias", "weight"}));
+  EXPECT_EQ(half.find("weight")->dtype(), DType::F16);
+  EXPECT_EQ(std::memcmp(half.find("weight")->data(), w16_.data(), w16_.bytes()), 0);
+
+  // A prefix that matches nothing loads nothing.
+  WeightSet none;
+  ASSERT_TRUE(none.load_prefix(*file_, "model.diffusion_model.", DType::F32).ok());
+  EXPECT_EQ(none.size(), 0u);
+}
+
+TEST_F(WeightSetTest, WeightGetOnCpuReturnsHostPointers) {
+  WeightSet ws;
+  ASSERT_TRUE(ws.load_prefix(*file_, "enc.", DType::F32).ok());
+  TensorDesc desc{DType::F32, Shape{2, 3}};
+
+  // Unbound: host pointers.
+  auto r0 = ws.weight_get("layer.weight", desc);
+  ASSERT_TRUE(r0.ok()) << r0.status().str();
+  EXPECT_EQ(r0->data, ws.find("layer.weight")->data());
+
+  std::unique_ptr<Backend> cpu = cpu_backend_create(1);
+  Allocator alloc(*cpu);
+  ws.bind(cpu.get(), &alloc);
+  auto r = ws.weight_get("layer.weight", desc);
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  EXPECT_EQ(r->data, ws.find("layer.weight")->data());
+  EXPECT_EQ(r->desc, desc);
+  EXPECT_EQ(alloc.total().current, 0u) << "no device copies on a host-visible backend";
+}
+
+TEST_F(WeightSetTest, WeightGetErrors) {
+  WeightSet ws;
+  ASSERT_TRUE(ws.load_prefix(*file_, "enc.", DType::F32).ok());
+  std::unique_ptr<Backend> cpu = cpu_backend_create(1);
+  Allocator alloc(*cpu);
+  ws.bind(cpu.get(), &alloc);
+
+  auto missing = ws.weight_get("layer.nope", TensorDesc{DType::F32, Shape{2}});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), ErrorCode::NOT_FOUND);
+  EXPECT_NE(missing.status().message().find("layer.nope"), std::string::npos);
+
+  auto shape = ws.weight_get("layer.weight", TensorDesc{DType::F32, Shape{3, 2}});
+  ASSERT_FALSE(shape.ok());
+  EXPECT_EQ(shape.status().code(), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_NE(shape.status().message().find("layer.weight"), std::string::npos);
+
+  auto dtype = ws.weight_get("layer.weight", TensorDesc{DType::F16, Shape{2, 3}});
+  ASSERT_FALSE(dtype.ok());
+  EXPECT_EQ(dtype.status().code(), ErrorCode::INVALID_ARGUMENT);
+
+  // A missing file tensor surfaces as a load error with the file name.
+  auto st = file_->load("enc.nope");
+  EXPECT_EQ(st.status().code(), ErrorCode::NOT_FOUND);
+}
+
+TEST_F(WeightSetTest, UploadOnceOnOpaqueBackend) {
+  WeightSet ws;
+  ASSERT_TRUE(ws.load_prefix(*file_, "enc.", DType::F32).ok());
+  OpaqueCpuBackend dev;
+  Allocator alloc(dev);
+  ws.bind(&dev, &alloc);
+  TensorDesc desc{DType::F32, Shape{2, 3}};
+
+  auto r = ws.weight_get("layer.weight", desc);
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  EXPECT_NE(r->data, ws.find("layer.weight")->data());
+  EXPECT_EQ(std::memcmp(r->data, ws.find("layer.weight")->data(), desc.bytes()), 0);
+  EXPECT_EQ(dev.uploads, 1);
+  EXPECT_GT(alloc.stats(Pool::WEIGHTS).current, 0u);
+
+  auto again = ws.weight_get("layer.weight", desc);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->data, r->data) << "device copy is kept resident";
+  EXPECT_EQ(dev.uploads, 1);
+
+  // put() replaces the host copy and drops the stale device copy.
+  HostTensor fresh(DType::F32, Shape{2, 3});
+  fresh.f32()[0] = 42.0f;
+  ws.put("layer.weight", std::move(fresh));
+  auto after = ws.weight_get("layer.weight", desc);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(static_cast<const float*>(after->data)[0], 42.0f);
+  EXPECT_EQ(dev.uploads, 2);
+
+  ws.release_device();
+  EXPECT_EQ(alloc.stats(Pool::WEIGHTS).current, 0u);
+  EXPECT_TRUE(ws.contains("layer.weight")) << "host copies stay";
+}
+
+}  // namespace
+}  // namespace hr
