@@ -1,36 +1,53 @@
-// headroom command line: subcommands run, models, make-model, plan, probe.
+// headroom command line: run, models, make-model, probe.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "backend/backend.h"
-
-namespace {
-
-int cmd_probe() {
-  auto cpu = hr::cpu_backend_create();
-  hr::DeviceInfo ci = cpu->info();
-  std::printf("device cpu: %s, %.1f GiB RAM (%.1f GiB free)\n", ci.name.c_str(),
-              double(ci.memory_total) / double(1ull << 30), double(ci.memory_free) / double(1ull << 30));
-  auto cuda = hr::cuda_backend_create(0);
-  if (cuda.ok()) {
-    hr::DeviceInfo gi = (*cuda)->info();
-    std::printf("device cuda:%d: %s, %.1f GiB VRAM (%.1f GiB free, driver level)\n", gi.index,
-                gi.name.c_str(), double(gi.memory_total) / double(1ull << 30),
-                double(gi.memory_free) / double(1ull << 30));
-  } else {
-    std::printf("device cuda: none (%s)\n", cuda.status().message().c_str());
-  }
-  return 0;
-}
-
-}  // namespace
+#include "cli/commands.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"headroom: Stable Diffusion workflows that never die of out-of-memory"};
+  CLI::App app{"headroom: Stable Diffusion workflows (ComfyUI API format) that never die of "
+               "out-of-memory"};
   app.set_version_flag("--version", std::string("headroom ") + HEADROOM_VERSION);
   app.require_subcommand(0, 1);
-  CLI::App* probe = app.add_subcommand("probe", "list the devices headroom can use");
+
+  hr::RunArgs run;
+  CLI::App* run_cmd = app.add_subcommand("run", "run an API-format workflow (file or - for stdin)");
+  run_cmd->add_option("workflow", run.workflow, "workflow JSON file, or - for stdin");
+  run_cmd->add_option("--models-dir", run.models_dir, "models folder (ComfyUI layout)");
+  run_cmd->add_option("--output-dir", run.output_dir, "where SaveImage writes");
+  run_cmd->add_option("--input-dir", run.input_dir, "where LoadImage reads");
+  run_cmd->add_option("--temp-dir", run.temp_dir, "where PreviewImage writes");
+  run_cmd->add_option("--device", run.device, "auto, cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  run_cmd->add_option("--dtype", run.dtype, "compute dtype: auto, f32, f16, bf16")
+      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
+  run_cmd->add_option("--threads", run.threads, "CPU threads (0: all)");
+  run_cmd->add_option("--clip-tokenizer", run.clip_tokenizer,
+                      "folder with the CLIP vocab.json and merges.txt");
+  run_cmd->add_flag("--quiet", run.quiet, "no progress bar");
+
+  std::string models_dir = "models";
+  std::vector<std::string> files;
+  CLI::App* models_cmd = app.add_subcommand("models", "list and inspect checkpoints");
+  models_cmd->add_option("--models-dir", models_dir, "models folder (ComfyUI layout)");
+  models_cmd->add_option("files", files, "checkpoint files to inspect (default: all found)");
+
+  hr::MakeModelArgs mm;
+  CLI::App* mm_cmd = app.add_subcommand("make-model", "write a random-weight checkpoint");
+  mm_cmd->add_option("--arch", mm.arch, "sd1 or sd2")->check(CLI::IsMember({"sd1", "sd2"}));
+  mm_cmd->add_option("--size", mm.size, "tiny or full")->check(CLI::IsMember({"tiny", "full"}));
+  mm_cmd->add_option("--seed", mm.seed, "random seed");
+  mm_cmd->add_option("--dtype", mm.dtype, "storage dtype: f16, bf16, f32")
+      ->check(CLI::IsMember({"f16", "bf16", "f32"}));
+  mm_cmd->add_option("-o,--output", mm.output, "output .safetensors file")->required();
+
+  CLI::App* probe_cmd = app.add_subcommand("probe", "list the devices headroom can use");
+
   CLI11_PARSE(app, argc, argv);
-  if (probe->parsed() || argc == 1) return cmd_probe();
+  if (run_cmd->parsed()) return hr::cmd_run(run);
+  if (models_cmd->parsed()) return hr::cmd_models(models_dir, files);
+  if (mm_cmd->parsed()) return hr::cmd_make_model(mm);
+  if (probe_cmd->parsed()) return hr::cmd_probe();
+  std::fputs(app.help().c_str(), stdout);
   return 0;
 }

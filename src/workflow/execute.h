@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "workflow/node_def.h"
 #include "workflow/prompt.h"
 
@@ -37,6 +38,7 @@ struct ExecOptions {
   std::string temp_dir = "temp";
   std::string tokenizer_dir;  // CLIP vocabulary folder (empty: discover)
   Backend* backend = nullptr;
+  DType compute_dtype = DType::F32;  // UNet/VAE/CLIP compute dtype on `backend`
   Allocator* allocator = nullptr;
   Executor* executor = nullptr;
   std::function<void(const ExecEvent&)> on_event;

@@ -46,6 +46,7 @@ struct InputSpec {
   double default_number = 0;
   std::optional<double> min, max;
   double step = 1;
+  bool enforce_step = false;  // reject values that are not multiples of step (pixel sizes)
   // STRING / BOOLEAN
   std::string default_string;
   bool default_bool = false;

@@ -240,6 +240,15 @@ struct Validator {
           continue;
         }
       }
+      if (spec.type == IoType::INT && spec.enforce_step && spec.step > 1 &&
+          conv.get<int64_t>() % int64_t(spec.step) != 0) {
+        add(id, input_error("custom_validation_failed",
+                            fmt::format("Value {} is not a multiple of {}", conv.get<int64_t>(),
+                                        int64_t(spec.step)),
+                            spec.name, extra));
+        valid = false;
+        continue;
+      }
       if (spec.type == IoType::COMBO) {
         std::vector<std::string> opts = spec.combo_options();
         bool found = false;

@@ -38,9 +38,13 @@ TEST(Status, ErrorCodeNamesAreDistinct) {
                              ErrorCode::CORRUPT,     ErrorCode::UNSUPPORTED,
                              ErrorCode::OUT_OF_MEMORY, ErrorCode::CANCELLED,
                              ErrorCode::INTERNAL};
-  for (ErrorCode a : codes)
-    for (ErrorCode b : codes)
-      if (a != b) EXPECT_STRNE(error_code_name(a), error_code_name(b));
+  for (ErrorCode a : codes) {
+    for (ErrorCode b : codes) {
+      if (a != b) {
+        EXPECT_STRNE(error_code_name(a), error_code_name(b));
+      }
+    }
+  }
   EXPECT_STREQ(error_code_name(ErrorCode::OUT_OF_MEMORY), "out of memory");
 }
 

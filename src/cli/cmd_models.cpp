@@ -1,0 +1,77 @@
+// `headroom models`: list checkpoints in the models folder and inspect them (architecture,
+// dtypes, parameter counts and bytes per component).
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "cli/commands.h"
+#include "models/checkpoint.h"
+#include "nodes/nodes.h"
+
+namespace hr {
+namespace {
+
+struct ComponentStats {
+  uint64_t params = 0, bytes = 0;
+  std::map<std::string, uint64_t> dtypes;  // dtype -> tensor count
+};
+
+void inspect(const std::string& path) {
+  Result<std::unique_ptr<SafetensorsFile>> f = SafetensorsFile::open(path);
+  if (!f.ok()) {
+    std::printf("%s\n  error: %s\n", path.c_str(), f.status().message().c_str());
+    return;
+  }
+  Result<CheckpointInfo> info = checkpoint_inspect(**f);
+  std::printf("%s\n", path.c_str());
+  if (!info.ok()) {
+    std::printf("  not a supported model: %s\n", info.status().message().c_str());
+    return;
+  }
+  std::printf("  %s\n", info->str().c_str());
+  std::map<std::string, std::string> prefixes;
+  if (info->has_unet) prefixes["unet"] = info->unet_prefix;
+  if (info->has_vae) prefixes["vae"] = info->vae_prefix;
+  for (size_t i = 0; i < info->text_encoders.size(); ++i)
+    prefixes[std::string("text_encoder.") + text_encoder_kind_name(info->text_encoders[i].kind)] =
+        info->text_encoders[i].prefix;
+  for (const auto& [name, prefix] : prefixes) {
+    ComponentStats st;
+    for (const SafetensorsEntry& e : (*f)->entries()) {
+      if (e.name.compare(0, prefix.size(), prefix) != 0) continue;
+      // A bare file (empty prefix) holds one component; count every tensor.
+      st.params += uint64_t(e.shape.numel());
+      st.bytes += e.end - e.begin;
+      st.dtypes[dtype_name(e.dtype)]++;
+    }
+    std::string dts;
+    for (const auto& [d, n] : st.dtypes) dts += fmt::format("{}{} x{}", dts.empty() ? "" : ", ", d, n);
+    std::printf("  %-26s %14s params %10.1f MiB  [%s]\n", name.c_str(),
+                fmt::format("{:L}", st.params).c_str(), double(st.bytes) / double(1 << 20),
+                dts.c_str());
+  }
+  for (const auto& [k, v] : (*f)->metadata())
+    if (k.rfind("headroom.", 0) == 0) std::printf("  metadata %s = %s\n", k.c_str(), v.c_str());
+}
+
+}  // namespace
+
+int cmd_models(const std::string& models_dir, const std::vector<std::string>& files) {
+  if (!files.empty()) {
+    for (const std::string& f : files) inspect(f);
+    return 0;
+  }
+  bool any = false;
+  for (const char* folder : {"checkpoints", "unet", "diffusion_models", "vae", "clip", "text_encoders"}) {
+    for (const std::string& rel : model_files(models_dir, {folder})) {
+      inspect((std::filesystem::path(models_dir) / folder / rel).string());
+      any = true;
+    }
+  }
+  if (!any)
+    std::printf("no models under %s (expected ComfyUI's layout: %s/checkpoints/*.safetensors)\n",
+                models_dir.c_str(), models_dir.c_str());
+  return 0;
+}
+
+}  // namespace hr

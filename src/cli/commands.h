@@ -1,0 +1,40 @@
+// The headroom subcommands; each returns the process exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace hr {
+
+struct RunArgs {
+  std::string workflow = "-";  // file or "-" for stdin
+  std::string models_dir = "models";
+  std::string output_dir = "output";
+  std::string input_dir = "input";
+  std::string temp_dir = "temp";
+  std::string device = "auto";  // auto, cpu, cuda
+  std::string dtype = "auto";   // auto (f16 on cuda, f32 on cpu), f32, f16, bf16
+  std::string clip_tokenizer;   // folder with vocab.json + merges.txt
+  int threads = 0;
+  bool quiet = false;
+};
+
+// Exit codes of `headroom run`.
+constexpr int kExitOk = 0;
+constexpr int kExitInvalid = 2;  // the workflow failed validation (ComfyUI's error shown)
+constexpr int kExitFailed = 3;   // a node failed while running
+
+int cmd_run(const RunArgs& args);
+int cmd_models(const std::string& models_dir, const std::vector<std::string>& files);
+
+struct MakeModelArgs {
+  std::string arch = "sd1";  // sd1, sd2
+  std::string size = "tiny";  // tiny, full
+  uint64_t seed = 0;
+  std::string output;
+  std::string dtype = "f16";
+};
+int cmd_make_model(const MakeModelArgs& args);
+int cmd_probe();
+
+}  // namespace hr

@@ -1,0 +1,141 @@
+// make-model: configurations per (arch, size) and the random initialisation.
+#include "models/make_model.h"
+
+#include <map>
+#include <random>
+
+#include "models/clip_tokenizer.h"
+#include "models/safetensors.h"
+
+namespace hr {
+
+Result<MakeModelConfig> make_model_config(const MakeModelSpec& spec) {
+  MakeModelConfig c;
+  bool tiny = spec.size == ModelSize::TINY;
+  if (spec.arch == "sd1") {
+    c.unet = unet_config_sd15();
+    c.vae = vae_config_sd();
+    c.clip = CLIPTextConfig{};  // CLIP-L: width 768, 12 layers, 12 heads, MLP 3072, quick_gelu
+    if (tiny) {
+      // The golden tiny-sd1 shapes (see ../shared/golden/README.md).
+      c.unet.model_channels = 32;
+      c.unet.channel_mult = {1, 2, 2, 2};
+      c.unet.context_dim = 32;
+      c.unet.time_embed_dim = 128;
+      c.clip.width = 32;
+      c.clip.layers = 2;
+      c.clip.heads = 4;
+      c.clip.mlp = 64;
+    }
+  } else if (spec.arch == "sd2") {
+    c.unet = unet_config_sd2();
+    c.vae = vae_config_sd();
+    c.clip.layout = CLIPLayout::OPEN_CLIP;
+    c.clip.width = 1024;
+    c.clip.layers = 24;
+    c.clip.heads = 16;
+    c.clip.mlp = 4096;
+    c.clip.activation = CLIPActivation::GELU;
+    c.clip.has_projection = true;
+    c.clip.projection_dim = 1024;
+    if (tiny) {
+      c.unet.model_channels = 32;
+      c.unet.channel_mult = {1, 2, 2, 2};
+      c.unet.context_dim = 64;
+      c.unet.time_embed_dim = 128;
+      c.unet.num_heads = -1;
+      c.unet.num_head_channels = 16;
+      c.clip.width = 64;
+      c.clip.layers = 3;
+      c.clip.heads = 4;
+      c.clip.mlp = 128;
+      c.clip.projection_dim = 64;
+    }
+  } else {
+    return make_error(ErrorCode::INVALID_ARGUMENT, "make-model: unknown arch '{}' (sd1, sd2)",
+                      spec.arch);
+  }
+  if (tiny) {
+    c.vae.ch = 32;
+    c.vae.ch_mult = {1, 2, 2, 2};
+  }
+  c.clip.dtype = DType::F32;
+  return c;
+}
+
+namespace {
+
+void collect(const Graph& g, const std::string& prefix, std::map<std::string, Shape>& out) {
+  for (const Value& v : g.values())
+    if (v.kind == ValueKind::WEIGHT) out[prefix + v.name] = v.desc.shape;
+}
+
+bool is_norm_scale(const std::string& name, const Shape& s) {
+  return s.rank == 1 && name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
+}
+
+}  // namespace
+
+Result<uint64_t> make_model_write(const MakeModelSpec& spec, const std::string& path) {
+  HR_ASSIGN_OR_RETURN(MakeModelConfig c, make_model_config(spec));
+  std::map<std::string, Shape> shapes;
+  HR_ASSIGN_OR_RETURN(Graph unet, unet_graph(c.unet, 1, 8, 8, 77, DType::F32));
+  collect(unet, "model.diffusion_model.", shapes);
+  int64_t px = 8 * c.vae.downscale();
+  HR_ASSIGN_OR_RETURN(Graph dec, vae_decode_graph(c.vae, 1, 8, 8, DType::F32));
+  HR_ASSIGN_OR_RETURN(Graph enc, vae_encode_graph(c.vae, 1, px, px, DType::F32));
+  collect(dec, "first_stage_model.", shapes);
+  collect(enc, "first_stage_model.", shapes);
+  CLIPTextGraphOptions co;
+  co.last_hidden_state = true;
+  HR_ASSIGN_OR_RETURN(CLIPTextGraph clip, clip_text_graph(c.clip, co));
+  std::string clip_prefix =
+      c.clip.layout == CLIPLayout::HF ? "cond_stage_model.transformer." : "cond_stage_model.model.";
+  collect(clip.graph, clip_prefix, shapes);
+  if (c.clip.has_projection)
+    shapes[clip_prefix + "text_projection"] = Shape{c.clip.width, c.clip.projection_dim};
+
+  // Note [random init]: the golden recipe: matrices, kernels and embeddings N(0, 1/fan_in)
+  // (fan_in = elements of one output row), norm scales 1 + 0.1 N(0, 1), biases 0.1 N(0, 1).
+  std::mt19937_64 rng(spec.seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<HostTensor> tensors;
+  std::vector<std::pair<std::string, const HostTensor*>> list;
+  tensors.reserve(shapes.size() + 1);
+  uint64_t params = 0;
+  for (const auto& [name, shape] : shapes) {
+    HostTensor t(DType::F32, shape);
+    float* p = t.f32();
+    int64_t n = t.numel();
+    if (is_norm_scale(name, shape)) {
+      for (int64_t i = 0; i < n; ++i) p[i] = 1.0f + 0.1f * normal(rng);
+    } else if (shape.rank == 1) {
+      for (int64_t i = 0; i < n; ++i) p[i] = 0.1f * normal(rng);
+    } else {
+      float sd = 1.0f / std::sqrt(float(n / shape[0]));
+      if (name.find("text_projection") != std::string::npos) sd = 1.0f / std::sqrt(float(shape[0]));
+      for (int64_t i = 0; i < n; ++i) p[i] = sd * normal(rng);
+    }
+    params += uint64_t(n);
+    tensors.push_back(t.to(spec.dtype));
+  }
+  size_t i = 0;
+  for (const auto& [name, shape] : shapes) list.emplace_back(name, &tensors[i++]);
+  HostTensor pos_ids(DType::I64, Shape{1, c.clip.positions});
+  if (c.clip.layout == CLIPLayout::HF) {
+    for (int64_t k = 0; k < c.clip.positions; ++k) static_cast<int64_t*>(pos_ids.data())[k] = k;
+    list.emplace_back(clip_prefix + "text_model.embeddings.position_ids", &pos_ids);
+  }
+  std::map<std::string, std::string> meta = {
+      {kCheckpointTokenizerKey, "byte"},
+      {"headroom.arch", spec.arch + (spec.size == ModelSize::TINY ? "-tiny" : "-full")},
+      {"headroom.seed", std::to_string(spec.seed)},
+      {"headroom.clip.heads", std::to_string(c.clip.heads)},
+  };
+  if (c.unet.num_heads > 0) meta["headroom.unet.num_heads"] = std::to_string(c.unet.num_heads);
+  else meta["headroom.unet.num_head_channels"] = std::to_string(c.unet.num_head_channels);
+  HR_TRY(safetensors_write(path, list, meta));
+  return params;
+}
+
+}  // namespace hr

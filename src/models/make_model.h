@@ -1,0 +1,36 @@
+// Random-weight checkpoints in the real single-file key layout (`headroom make-model`): the
+// tensor list comes from the model graphs themselves, so every name and shape is one the
+// loader reads. They name headroom's byte tokenizer in their metadata (no CLIP vocabulary needed).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+#include "models/clip_text.h"
+#include "models/unet.h"
+#include "models/vae.h"
+
+namespace hr {
+
+enum class ModelSize : uint8_t { TINY, FULL };
+
+struct MakeModelSpec {
+  std::string arch = "sd1";  // "sd1" or "sd2"
+  ModelSize size = ModelSize::TINY;
+  uint64_t seed = 0;
+  DType dtype = DType::F16;  // storage dtype
+};
+
+struct MakeModelConfig {
+  UNetConfig unet;
+  VAEConfig vae;
+  CLIPTextConfig clip;
+};
+
+Result<MakeModelConfig> make_model_config(const MakeModelSpec& spec);
+
+// Writes the checkpoint; returns the number of parameters written.
+Result<uint64_t> make_model_write(const MakeModelSpec& spec, const std::string& path);
+
+}  // namespace hr

@@ -1,0 +1,361 @@
+// Image and latent nodes: VAEDecode, VAEDecodeTiled, VAEEncode, SaveImage, PreviewImage,
+// LoadImage, LatentUpscale, LatentUpscaleBy, ImageScale.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "nodes/nodes.h"
+#include "nodes/png_io.h"
+#include "nodes/resample.h"
+#include "nodes/values.h"
+#include "workflow/execute.h"
+
+namespace hr {
+namespace {
+
+constexpr double kMaxResolution = 16384;
+
+std::shared_ptr<const HostTensor> share(HostTensor t) {
+  return std::make_shared<const HostTensor>(std::move(t));
+}
+
+// Raw decoder output [B, 3, H, W] in about [-1, 1] -> IMAGE [B, H, W, 3] in [0, 1].
+HostTensor decoded_to_image(const HostTensor& x) {
+  HostTensor img = nchw_to_nhwc(x);
+  for (int64_t i = 0; i < img.numel(); ++i)
+    img.f32()[i] = std::clamp((img.f32()[i] + 1.0f) / 2.0f, 0.0f, 1.0f);
+  return img;
+}
+
+Result<HostTensor> decode_whole(ExecContext& ctx, LoadedModel& m, const HostTensor& latent) {
+  m.vae_weights.bind(ctx.opts.backend, ctx.opts.allocator);
+  return vae_decode(*ctx.opts.executor, m, latent);
+}
+
+// ComfyUI tiled_scale: decode overlapping latent tiles and blend them with masks that ramp
+// linearly over the overlap, so seams are feathered. Memory is bounded by one tile.
+Result<HostTensor> decode_tiled(ExecContext& ctx, LoadedModel& m, const HostTensor& latent,
+                                int64_t tile, int64_t overlap) {
+  const Shape& s = latent.shape();
+  int64_t b = s[0], c = s[1], h = s[2], w = s[3];
+  const int64_t up = 8;
+  tile = std::max<int64_t>(tile, 8);
+  overlap = std::clamp<int64_t>(overlap, 0, tile / 4);
+  if (h <= tile && w <= tile) return decode_whole(ctx, m, latent);
+  HostTensor out(DType::F32, Shape{b, 3, h * up, w * up});
+  HostTensor wsum(DType::F32, Shape{1, 1, h * up, w * up});
+  int64_t step = tile - overlap;
+  for (int64_t y0 = 0;; y0 += step) {
+    int64_t ys = std::min(y0, std::max<int64_t>(h - tile, 0));
+    for (int64_t x0 = 0;; x0 += step) {
+      int64_t xs = std::min(x0, std::max<int64_t>(w - tile, 0));
+      int64_t th = std::min(tile, h - ys), tw = std::min(tile, w - xs);
+      HostTensor part(DType::F32, Shape{b, c, th, tw});
+      for (int64_t p = 0; p < b * c; ++p)
+        for (int64_t yy = 0; yy < th; ++yy)
+          std::memcpy(part.f32() + (p * th + yy) * tw, latent.f32() + (p * h + ys + yy) * w + xs,
+                      size_t(tw) * 4);
+      HR_TRY(ctx.check_interrupt());
+      HR_ASSIGN_OR_RETURN(HostTensor dec, decode_whole(ctx, m, part));
+      int64_t ph = th * up, pw = tw * up, feather = overlap * up;
+      std::vector<float> mask(size_t(ph * pw), 1.0f);
+      for (int64_t yy = 0; yy < ph; ++yy)
+        for (int64_t xx = 0; xx < pw; ++xx) {
+          float v = 1.0f;
+          // Ramp only on edges that touch another tile.
+          if (feather > 0) {
+            if (ys > 0 && yy < feather) v *= float(yy + 1) / float(feather);
+            if (ys + th < h && ph - 1 - yy < feather) v *= float(ph - yy) / float(feather);
+            if (xs > 0 && xx < feather) v *= float(xx + 1) / float(feather);
+            if (xs + tw < w && pw - 1 - xx < feather) v *= float(pw - xx) / float(feather);
+          }
+          mask[size_t(yy * pw + xx)] = v;
+        }
+      int64_t oy = ys * up, ox = xs * up, OW = w * up, OH = h * up;
+      for (int64_t p = 0; p < b * 3; ++p)
+        for (int64_t yy = 0; yy < ph; ++yy)
+          for (int64_t xx = 0; xx < pw; ++xx)
+            out.f32()[(p * OH + oy + yy) * OW + ox + xx] +=
+                dec.f32()[(p * ph + yy) * pw + xx] * mask[size_t(yy * pw + xx)];
+      for (int64_t yy = 0; yy < ph; ++yy)
+        for (int64_t xx = 0; xx < pw; ++xx)
+          wsum.f32()[(oy + yy) * OW + ox + xx] += mask[size_t(yy * pw + xx)];
+      if (xs + tw >= w) break;
+    }
+    if (ys + tile >= h) break;
+  }
+  int64_t plane = h * up * w * up;
+  for (int64_t p = 0; p < b * 3; ++p)
+    for (int64_t i = 0; i < plane; ++i) out.f32()[p * plane + i] /= std::max(wsum.f32()[i], 1e-8f);
+  return out;
+}
+
+Result<LoadedModel*> vae_of(const NodeInputs& in) {
+  auto v = in.get<std::shared_ptr<const VAEValue>>("vae");
+  if (!v || !*v || !(*v)->model || !(*v)->model->has_vae)
+    return make_error(ErrorCode::INVALID_ARGUMENT, "vae input is not a loaded VAE");
+  return (*v)->model.get();
+}
+
+Result<const Latent*> latent_of(const NodeInputs& in, const std::string& name) {
+  auto l = in.get<std::shared_ptr<const Latent>>(name);
+  if (!l || !*l) return make_error(ErrorCode::INVALID_ARGUMENT, "{} input is not a latent", name);
+  return l->get();
+}
+
+Result<const HostTensor*> image_of(const NodeInputs& in, const std::string& name) {
+  auto i = in.get<std::shared_ptr<const ImageValue>>(name);
+  if (!i || !*i || !(*i)->pixels)
+    return make_error(ErrorCode::INVALID_ARGUMENT, "{} input is not an image", name);
+  return (*i)->pixels.get();
+}
+
+std::vector<std::any> image_out(HostTensor img) {
+  return {std::make_shared<const ImageValue>(ImageValue{share(std::move(img))})};
+}
+
+std::vector<std::any> latent_out(HostTensor samples, const Latent& like) {
+  Latent l;
+  l.samples = share(std::move(samples));
+  l.batch_index = like.batch_index;
+  return {std::make_shared<const Latent>(std::move(l))};
+}
+
+// Writes every image of the batch as PNG with the prompt in a tEXt chunk; fills ctx.ui.
+Status save_images(ExecContext& ctx, const HostTensor& images, const std::string& dir,
+                   const std::string& prefix, const std::string& type) {
+  namespace fs = std::filesystem;
+  if (prefix.find("..") != std::string::npos)
+    return make_error(ErrorCode::INVALID_ARGUMENT, "filename_prefix '{}' must not contain '..'", prefix);
+  std::error_code ec;
+  fs::create_directories((fs::path(dir) / prefix).parent_path(), ec);
+  if (ec) return make_error(ErrorCode::IO, "cannot create output folder {}: {}", dir, ec.message());
+  const Shape& s = images.shape();
+  Json list = Json::array();
+  for (int64_t b = 0; b < s[0]; ++b) {
+    Image8 img;
+    img.width = int(s[2]);
+    img.height = int(s[1]);
+    img.channels = 3;
+    img.pixels.resize(size_t(s[1] * s[2] * 3));
+    const float* src = images.f32() + b * s[1] * s[2] * s[3];
+    for (int64_t i = 0; i < s[1] * s[2]; ++i)
+      for (int c = 0; c < 3; ++c) {
+        float v = 255.0f * src[i * s[3] + std::min<int64_t>(c, s[3] - 1)];
+        img.pixels[size_t(i * 3 + c)] = uint8_t(std::clamp(v, 0.0f, 255.0f));
+      }
+    img.text.emplace_back("prompt", ctx.prompt.source.dump());
+    std::string path = png_next_name(dir, prefix);
+    HR_TRY(png_write(path, img));
+    fs::path rel = fs::relative(fs::path(path), fs::path(dir), ec);
+    list.push_back({{"filename", rel.filename().string()},
+                    {"subfolder", rel.parent_path().generic_string()},
+                    {"type", type}});
+  }
+  ctx.ui = Json{{"images", list}};
+  return Status();
+}
+
+std::vector<std::string> input_images(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file(ec) && e.path().extension() == ".png") out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+void nodes_register_images(NodeRegistry& r, const NodeEnv& env) {
+  NodeDef dec;
+  dec.class_type = "VAEDecode";
+  dec.display_name = "VAE Decode";
+  dec.category = "latent";
+  dec.inputs = {spec_link("samples", IoType::LATENT), spec_link("vae", IoType::VAE)};
+  dec.outputs = {{IoType::IMAGE, "IMAGE"}};
+  dec.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    HR_ASSIGN_OR_RETURN(LoadedModel * m, vae_of(in));
+    HR_ASSIGN_OR_RETURN(const Latent* l, latent_of(in, "samples"));
+    HR_ASSIGN_OR_RETURN(HostTensor x, decode_whole(ctx, *m, *l->samples));
+    return image_out(decoded_to_image(x));
+  };
+  r.add(dec);
+
+  NodeDef tiled;
+  tiled.class_type = "VAEDecodeTiled";
+  tiled.display_name = "VAE Decode (Tiled)";
+  tiled.category = "_for_testing";
+  tiled.inputs = {spec_link("samples", IoType::LATENT), spec_link("vae", IoType::VAE),
+                  spec_int("tile_size", 512, 64, 4096, 32), spec_int("overlap", 64, 0, 4096, 32),
+                  spec_int("temporal_size", 64, 8, 4096, 4),
+                  spec_int("temporal_overlap", 8, 4, 4096, 4)};
+  tiled.outputs = {{IoType::IMAGE, "IMAGE"}};
+  tiled.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    HR_ASSIGN_OR_RETURN(LoadedModel * m, vae_of(in));
+    HR_ASSIGN_OR_RETURN(const Latent* l, latent_of(in, "samples"));
+    int64_t tile = in.get_int("tile_size") / 8, overlap = in.get_int("overlap") / 8;
+    HR_ASSIGN_OR_RETURN(HostTensor x, decode_tiled(ctx, *m, *l->samples, tile, overlap));
+    return image_out(decoded_to_image(x));
+  };
+  r.add(tiled);
+
+  NodeDef enc;
+  enc.class_type = "VAEEncode";
+  enc.display_name = "VAE Encode";
+  enc.category = "latent";
+  enc.inputs = {spec_link("pixels", IoType::IMAGE), spec_link("vae", IoType::VAE)};
+  enc.outputs = {{IoType::LATENT, "LATENT"}};
+  enc.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    HR_ASSIGN_OR_RETURN(LoadedModel * m, vae_of(in));
+    HR_ASSIGN_OR_RETURN(const HostTensor* px, image_of(in, "pixels"));
+    const Shape& s = px->shape();
+    // ComfyUI vae_encode_crop_pixels: centre-crop to multiples of 8, keep RGB, map to [-1, 1].
+    int64_t h = s[1] / 8 * 8, w = s[2] / 8 * 8;
+    if (h == 0 || w == 0)
+      return make_error(ErrorCode::INVALID_ARGUMENT, "image {}x{} is smaller than 8x8", s[2], s[1]);
+    int64_t oy = (s[1] % 8) / 2, ox = (s[2] % 8) / 2;
+    HostTensor img(DType::F32, Shape{s[0], 3, h, w});
+    for (int64_t b = 0; b < s[0]; ++b)
+      for (int64_t c = 0; c < 3; ++c)
+        for (int64_t y = 0; y < h; ++y)
+          for (int64_t x = 0; x < w; ++x)
+            img.f32()[((b * 3 + c) * h + y) * w + x] =
+                px->f32()[((b * s[1] + y + oy) * s[2] + x + ox) * s[3] + std::min<int64_t>(c, s[3] - 1)] * 2.0f - 1.0f;
+    m->vae_weights.bind(ctx.opts.backend, ctx.opts.allocator);
+    HR_ASSIGN_OR_RETURN(VAEMoments mo, vae_encode(*ctx.opts.executor, *m, img));
+    Latent like;
+    return latent_out(std::move(mo.mean), like);
+  };
+  r.add(enc);
+
+  NodeDef save;
+  save.class_type = "SaveImage";
+  save.display_name = "Save Image";
+  save.category = "image";
+  save.output_node = true;
+  save.inputs = {spec_link("images", IoType::IMAGE), spec_string("filename_prefix", "ComfyUI")};
+  save.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    HR_ASSIGN_OR_RETURN(const HostTensor* px, image_of(in, "images"));
+    HR_TRY(save_images(ctx, *px, ctx.opts.output_dir, in.get_string("filename_prefix"), "output"));
+    return std::vector<std::any>{};
+  };
+  r.add(save);
+
+  NodeDef prev;
+  prev.class_type = "PreviewImage";
+  prev.display_name = "Preview Image";
+  prev.category = "image";
+  prev.output_node = true;
+  prev.inputs = {spec_link("images", IoType::IMAGE)};
+  prev.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    HR_ASSIGN_OR_RETURN(const HostTensor* px, image_of(in, "images"));
+    HR_TRY(save_images(ctx, *px, ctx.opts.temp_dir, "ComfyUI_temp", "temp"));
+    return std::vector<std::any>{};
+  };
+  r.add(prev);
+
+  NodeDef load;
+  load.class_type = "LoadImage";
+  load.display_name = "Load Image";
+  load.category = "image";
+  InputSpec image{.name = "image", .type = IoType::COMBO};
+  std::string input_dir = env.input_dir;
+  image.options_fn = [input_dir] { return input_images(input_dir); };
+  load.inputs = {image};
+  load.outputs = {{IoType::IMAGE, "IMAGE"}, {IoType::MASK, "MASK"}};
+  load.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    std::string name = in.get_string("image");
+    if (name.find("..") != std::string::npos)
+      return make_error(ErrorCode::INVALID_ARGUMENT, "image name '{}' must not contain '..'", name);
+    HR_ASSIGN_OR_RETURN(Image8 img, png_read((std::filesystem::path(ctx.opts.input_dir) / name).string()));
+    HostTensor px(DType::F32, Shape{1, img.height, img.width, 3});
+    HostTensor mask(DType::F32, Shape{1, img.height, img.width});
+    for (int64_t i = 0; i < int64_t(img.width) * img.height; ++i) {
+      for (int c = 0; c < 3; ++c) px.f32()[i * 3 + c] = float(img.pixels[size_t(i * img.channels + c)]) / 255.0f;
+      // ComfyUI's mask is 1 - alpha (0 where opaque).
+      mask.f32()[i] = img.channels == 4 ? 1.0f - float(img.pixels[size_t(i * 4 + 3)]) / 255.0f : 0.0f;
+    }
+    std::vector<std::any> out = image_out(std::move(px));
+    out.emplace_back(std::make_shared<const MaskValue>(MaskValue{share(std::move(mask))}));
+    return out;
+  };
+  r.add(load);
+
+  NodeDef lu;
+  lu.class_type = "LatentUpscale";
+  lu.display_name = "Upscale Latent";
+  lu.category = "latent";
+  lu.inputs = {spec_link("samples", IoType::LATENT), spec_combo("upscale_method", resample_methods()),
+               spec_int("width", 512, 0, kMaxResolution, 8), spec_int("height", 512, 0, kMaxResolution, 8),
+               spec_combo("crop", {"disabled", "center"})};
+  lu.outputs = {{IoType::LATENT, "LATENT"}};
+  lu.run = [](ExecContext&, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    HR_ASSIGN_OR_RETURN(const Latent* l, latent_of(in, "samples"));
+    const HostTensor& s = *l->samples;
+    int64_t w = in.get_int("width"), h = in.get_int("height");
+    if (w == 0 && h == 0) return latent_out(s.clone(), *l);
+    if (w == 0) {
+      h = std::max<int64_t>(64, h);
+      w = std::max<int64_t>(64, int64_t(std::nearbyint(double(s.shape()[3]) * double(h) / double(s.shape()[2]))));
+    } else if (h == 0) {
+      w = std::max<int64_t>(64, w);
+      h = std::max<int64_t>(64, int64_t(std::nearbyint(double(s.shape()[2]) * double(w) / double(s.shape()[3]))));
+    } else {
+      w = std::max<int64_t>(64, w);
+      h = std::max<int64_t>(64, h);
+    }
+    HR_ASSIGN_OR_RETURN(HostTensor o, common_upscale(s, w / 8, h / 8, in.get_string("upscale_method"),
+                                                     in.get_string("crop")));
+    return latent_out(std::move(o), *l);
+  };
+  r.add(lu);
+
+  NodeDef lub;
+  lub.class_type = "LatentUpscaleBy";
+  lub.display_name = "Upscale Latent By";
+  lub.category = "latent";
+  lub.inputs = {spec_link("samples", IoType::LATENT), spec_combo("upscale_method", resample_methods()),
+                spec_float("scale_by", 1.5, 0.01, 8.0, 0.01)};
+  lub.outputs = {{IoType::LATENT, "LATENT"}};
+  lub.run = [](ExecContext&, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    HR_ASSIGN_OR_RETURN(const Latent* l, latent_of(in, "samples"));
+    const HostTensor& s = *l->samples;
+    double k = in.get_float("scale_by");
+    int64_t w = int64_t(std::nearbyint(double(s.shape()[3]) * k));
+    int64_t h = int64_t(std::nearbyint(double(s.shape()[2]) * k));
+    if (w < 1 || h < 1 || double(w) * double(h) > kMaxResolution * kMaxResolution / 64)
+      return make_error(ErrorCode::INVALID_ARGUMENT, "scaled latent {}x{} is out of range", w, h);
+    HR_ASSIGN_OR_RETURN(HostTensor o, common_upscale(s, w, h, in.get_string("upscale_method"), "disabled"));
+    return latent_out(std::move(o), *l);
+  };
+  r.add(lub);
+
+  NodeDef is;
+  is.class_type = "ImageScale";
+  is.display_name = "Upscale Image";
+  is.category = "image/upscaling";
+  is.inputs = {spec_link("image", IoType::IMAGE), spec_combo("upscale_method", resample_methods()),
+               spec_int("width", 512, 0, kMaxResolution), spec_int("height", 512, 0, kMaxResolution),
+               spec_combo("crop", {"disabled", "center"})};
+  is.outputs = {{IoType::IMAGE, "IMAGE"}};
+  is.run = [](ExecContext&, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    HR_ASSIGN_OR_RETURN(const HostTensor* px, image_of(in, "image"));
+    int64_t w = in.get_int("width"), h = in.get_int("height");
+    const Shape& s = px->shape();
+    if (w == 0 && h == 0) return image_out(px->clone());
+    if (w == 0) w = std::max<int64_t>(1, int64_t(std::nearbyint(double(s[2]) * double(h) / double(s[1]))));
+    if (h == 0) h = std::max<int64_t>(1, int64_t(std::nearbyint(double(s[1]) * double(w) / double(s[2]))));
+    HR_ASSIGN_OR_RETURN(HostTensor o, common_upscale(nhwc_to_nchw(*px), w, h,
+                                                     in.get_string("upscale_method"), in.get_string("crop")));
+    HostTensor img = nchw_to_nhwc(o);
+    for (int64_t i = 0; i < img.numel(); ++i) img.f32()[i] = std::clamp(img.f32()[i], 0.0f, 1.0f);
+    return image_out(std::move(img));
+  };
+  r.add(is);
+}
+
+}  // namespace hr

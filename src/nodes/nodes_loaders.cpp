@@ -1,0 +1,172 @@
+// Loader nodes: CheckpointLoaderSimple, UNETLoader, VAELoader, CLIPLoader.
+#include <cstdlib>
+
+#include "nodes/nodes.h"
+#include "nodes/values.h"
+#include "workflow/execute.h"
+
+namespace hr {
+namespace {
+
+// headroom's own checkpoints (make-model) record what the tensors cannot say.
+// Note [model metadata]: "headroom.unet.num_heads" / "headroom.unet.num_head_channels",
+// "headroom.clip.heads" (comma-separated, one per text encoder).
+std::optional<int> meta_int(const SafetensorsFile& f, const std::string& key) {
+  auto it = f.metadata().find(key);
+  if (it == f.metadata().end()) return std::nullopt;
+  return std::atoi(it->second.c_str());
+}
+
+int meta_clip_heads(const SafetensorsFile& f, size_t index) {
+  auto it = f.metadata().find("headroom.clip.heads");
+  if (it == f.metadata().end()) return 0;
+  std::string s = it->second;
+  size_t i = 0, pos = 0;
+  while (true) {
+    size_t comma = s.find(',', pos);
+    if (i == index) return std::atoi(s.substr(pos, comma - pos).c_str());
+    if (comma == std::string::npos) return 0;
+    pos = comma + 1;
+    ++i;
+  }
+}
+
+LoadOptions load_options(const SafetensorsFile& f, DType dtype) {
+  LoadOptions o;
+  o.unet_dtype = dtype;
+  o.vae_dtype = dtype;
+  o.num_heads = meta_int(f, "headroom.unet.num_heads");
+  o.num_head_channels = meta_int(f, "headroom.unet.num_head_channels");
+  if (o.num_heads && o.num_head_channels) o.num_head_channels.reset();
+  return o;
+}
+
+Result<std::shared_ptr<const SafetensorsFile>> open_file(const std::string& path) {
+  HR_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> f, SafetensorsFile::open(path));
+  return std::shared_ptr<const SafetensorsFile>(std::move(f));
+}
+
+Result<CLIPValue> clip_from_file(const SafetensorsFile& file, const CheckpointInfo& info,
+                                 DType dtype) {
+  CLIPValue clip;
+  clip.family = info.family == ModelFamily::UNKNOWN ? ModelFamily::SD1 : info.family;
+  if (info.text_encoders.empty())
+    return make_error(ErrorCode::INVALID_ARGUMENT, "{} holds no text encoder", file.path());
+  for (size_t i = 0; i < info.text_encoders.size(); ++i) {
+    const TextEncoderPart& part = info.text_encoders[i];
+    TextEncoder enc;
+    enc.kind = part.kind;
+    enc.weights = std::make_shared<WeightSet>();
+    HR_TRY(enc.weights->load_prefix(file, part.prefix, dtype));
+    HR_ASSIGN_OR_RETURN(enc.config, clip_text_detect(*enc.weights, meta_clip_heads(file, i)));
+    clip.encoders.push_back(std::move(enc));
+  }
+  return clip;
+}
+
+std::vector<std::string> ckpt_folders() { return {"checkpoints"}; }
+std::vector<std::string> unet_folders() { return {"unet", "diffusion_models"}; }
+std::vector<std::string> vae_folders() { return {"vae"}; }
+std::vector<std::string> clip_folders() { return {"clip", "text_encoders"}; }
+
+InputSpec file_combo(const std::string& name, const NodeEnv& env, std::vector<std::string> folders) {
+  InputSpec s{.name = name, .type = IoType::COMBO};
+  std::string dir = env.models_dir;
+  s.options_fn = [dir, folders] { return model_files(dir, folders); };
+  return s;
+}
+
+}  // namespace
+
+void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
+  NodeDef ckpt;
+  ckpt.class_type = "CheckpointLoaderSimple";
+  ckpt.display_name = "Load Checkpoint";
+  ckpt.category = "loaders";
+  ckpt.inputs = {file_combo("ckpt_name", env, ckpt_folders())};
+  ckpt.outputs = {{IoType::MODEL, "MODEL"}, {IoType::CLIP, "CLIP"}, {IoType::VAE, "VAE"}};
+  ckpt.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    HR_ASSIGN_OR_RETURN(std::string path, model_path(ctx.opts.models_dir, ckpt_folders(),
+                                                     in.get_string("ckpt_name")));
+    HR_ASSIGN_OR_RETURN(auto file, open_file(path));
+    HR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m,
+                        model_load(file, load_options(*file, ctx.opts.compute_dtype)));
+    if (!m->has_unet || !m->has_vae)
+      return make_error(ErrorCode::INVALID_ARGUMENT,
+                        "{} is not a full checkpoint (UNet {}, VAE {}); use UNETLoader/VAELoader",
+                        path, m->has_unet ? "found" : "missing", m->has_vae ? "found" : "missing");
+    std::shared_ptr<LoadedModel> model(std::move(m));
+    std::vector<std::any> out;
+    out.emplace_back(std::make_shared<const ModelValue>(ModelValue{model}));
+    if (model->info.text_encoders.empty()) {
+      out.emplace_back(std::shared_ptr<const CLIPValue>());
+    } else {
+      HR_ASSIGN_OR_RETURN(CLIPValue clip, clip_from_file(*file, model->info, ctx.opts.compute_dtype));
+      HR_ASSIGN_OR_RETURN(clip.tokenizer,
+                          tokenizer_for_checkpoint(file->metadata(), ctx.opts.models_dir));
+      out.emplace_back(std::make_shared<const CLIPValue>(std::move(clip)));
+    }
+    out.emplace_back(std::make_shared<const VAEValue>(VAEValue{model}));
+    return out;
+  };
+  r.add(ckpt);
+
+  NodeDef unet;
+  unet.class_type = "UNETLoader";
+  unet.display_name = "Load Diffusion Model";
+  unet.category = "advanced/loaders";
+  unet.inputs = {file_combo("unet_name", env, unet_folders()),
+                 spec_combo("weight_dtype", {"default"})};
+  unet.outputs = {{IoType::MODEL, "MODEL"}};
+  unet.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    HR_ASSIGN_OR_RETURN(std::string path, model_path(ctx.opts.models_dir, unet_folders(),
+                                                     in.get_string("unet_name")));
+    HR_ASSIGN_OR_RETURN(auto file, open_file(path));
+    LoadOptions o = load_options(*file, ctx.opts.compute_dtype);
+    o.load_vae = false;
+    HR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m, model_load(file, o));
+    if (!m->has_unet) return make_error(ErrorCode::INVALID_ARGUMENT, "{} holds no UNet", path);
+    return std::vector<std::any>{
+        std::make_shared<const ModelValue>(ModelValue{std::shared_ptr<LoadedModel>(std::move(m))})};
+  };
+  r.add(unet);
+
+  NodeDef vae;
+  vae.class_type = "VAELoader";
+  vae.display_name = "Load VAE";
+  vae.category = "loaders";
+  vae.inputs = {file_combo("vae_name", env, vae_folders())};
+  vae.outputs = {{IoType::VAE, "VAE"}};
+  vae.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    HR_ASSIGN_OR_RETURN(std::string path, model_path(ctx.opts.models_dir, vae_folders(),
+                                                     in.get_string("vae_name")));
+    HR_ASSIGN_OR_RETURN(auto file, open_file(path));
+    LoadOptions o = load_options(*file, ctx.opts.compute_dtype);
+    o.load_unet = false;
+    HR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m, model_load(file, o));
+    if (!m->has_vae) return make_error(ErrorCode::INVALID_ARGUMENT, "{} holds no VAE", path);
+    return std::vector<std::any>{
+        std::make_shared<const VAEValue>(VAEValue{std::shared_ptr<LoadedModel>(std::move(m))})};
+  };
+  r.add(vae);
+
+  NodeDef clip;
+  clip.class_type = "CLIPLoader";
+  clip.display_name = "Load CLIP";
+  clip.category = "advanced/loaders";
+  clip.inputs = {file_combo("clip_name", env, clip_folders()),
+                 spec_combo("type", {"stable_diffusion"})};
+  clip.outputs = {{IoType::CLIP, "CLIP"}};
+  clip.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    HR_ASSIGN_OR_RETURN(std::string path, model_path(ctx.opts.models_dir, clip_folders(),
+                                                     in.get_string("clip_name")));
+    HR_ASSIGN_OR_RETURN(auto file, open_file(path));
+    HR_ASSIGN_OR_RETURN(CheckpointInfo info, checkpoint_inspect(*file));
+    HR_ASSIGN_OR_RETURN(CLIPValue c, clip_from_file(*file, info, ctx.opts.compute_dtype));
+    HR_ASSIGN_OR_RETURN(c.tokenizer, tokenizer_for_checkpoint(file->metadata(), ctx.opts.models_dir));
+    return std::vector<std::any>{std::make_shared<const CLIPValue>(std::move(c))};
+  };
+  r.add(clip);
+}
+
+}  // namespace hr

@@ -1,0 +1,274 @@
+// Sampling nodes: EmptyLatentImage, KSampler, KSamplerAdvanced (comfy.sample.sample's flow).
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "backend/backend.h"
+#include "nodes/nodes.h"
+#include "nodes/values.h"
+#include "sampling/cfg.h"
+#include "sampling/model_sampling.h"
+#include "sampling/sample.h"
+#include "sampling/samplers.h"
+#include "sampling/schedulers.h"
+#include "sampling/torch_rng.h"
+#include "workflow/execute.h"
+
+namespace hr {
+namespace {
+
+constexpr double kMaxResolution = 16384;  // ComfyUI's MAX_RESOLUTION
+
+// [1, T, C] -> [B, target_T, C], repeating the token axis (target_T a multiple of T). ComfyUI
+// batches conditionings of different lengths this way (repeated keys leave attention unchanged).
+HostTensor context_repeat(const HostTensor& c, int64_t batch, int64_t target_tokens) {
+  const Shape& s = c.shape();
+  int64_t t = s[1], ch = s[2];
+  HostTensor out(DType::F32, Shape{batch, target_tokens, ch});
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < target_tokens / t; ++r)
+      std::memcpy(out.f32() + (b * target_tokens + r * t) * ch, c.f32(), size_t(t * ch) * 4);
+  return out;
+}
+
+HostTensor concat0(const HostTensor& a, const HostTensor& b) {
+  Shape s = a.shape();
+  s[0] += b.shape()[0];
+  HostTensor out(a.dtype(), s);
+  std::memcpy(out.data(), a.data(), a.bytes());
+  std::memcpy(static_cast<char*>(out.data()) + a.bytes(), b.data(), b.bytes());
+  return out;
+}
+
+// SDXL's adm vector: cat(pooled, E(h), E(w), E(crop_h), E(crop_w), E(target_h), E(target_w))
+// with E the sinusoidal embedding [cos, sin] of width (adm - pooled) / 6 (comfy SDXL.encode_adm).
+Result<HostTensor> sdxl_y(const CondEntry& e, int64_t adm, int64_t batch) {
+  if (!e.pooled) return make_error(ErrorCode::INVALID_ARGUMENT, "SDXL needs a pooled output");
+  int64_t p = e.pooled->shape()[-1];
+  if ((adm - p) % 6 != 0 || adm <= p)
+    return make_error(ErrorCode::INVALID_ARGUMENT, "adm width {} does not fit pooled width {}", adm, p);
+  int64_t w = (adm - p) / 6, half = w / 2;
+  int64_t width = e.width.value_or(768), height = e.height.value_or(768);
+  double vals[6] = {double(height), double(width), double(e.crop_h.value_or(0)),
+                    double(e.crop_w.value_or(0)), double(e.target_height.value_or(height)),
+                    double(e.target_width.value_or(width))};
+  HostTensor y(DType::F32, Shape{batch, adm});
+  for (int64_t b = 0; b < batch; ++b) {
+    float* row = y.f32() + b * adm;
+    std::memcpy(row, e.pooled->f32(), size_t(p) * 4);
+    for (int k = 0; k < 6; ++k) {
+      float* o = row + p + k * w;
+      for (int64_t i = 0; i < half; ++i) {
+        float f = std::exp(-std::log(10000.0f) * float(i) / float(half));
+        float arg = float(vals[k]) * f;
+        o[i] = std::cos(arg);
+        o[half + i] = std::sin(arg);
+      }
+    }
+  }
+  return y;
+}
+
+struct SamplerInputs {
+  std::shared_ptr<const ModelValue> model;
+  std::shared_ptr<const Conditioning> positive, negative;
+  std::shared_ptr<const Latent> latent;
+  uint64_t seed = 0;
+  int steps = 20;
+  double cfg = 8.0;
+  std::string sampler, scheduler;
+  double denoise = 1.0;
+  bool disable_noise = false;
+  int start_step = -1, last_step = -1;
+  bool force_full_denoise = false;
+};
+
+// The model call for one conditioning entry (or the batched positive+negative pair).
+Result<HostTensor> model_call(ExecContext& ctx, LoadedModel& m, const HostTensor& x_in, float t,
+                              const std::vector<const CondEntry*>& entries) {
+  int64_t n = x_in.shape()[0];
+  int64_t per = n / int64_t(entries.size());
+  int64_t tokens = 1;
+  for (const CondEntry* e : entries) tokens = std::lcm(tokens, e->cond->shape()[1]);
+  HostTensor context, y;
+  bool sdxl = m.unet.adm_in_channels > 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    HostTensor c = context_repeat(*entries[i]->cond, per, tokens);
+    context = i == 0 ? std::move(c) : concat0(context, c);
+    if (sdxl) {
+      HR_ASSIGN_OR_RETURN(HostTensor yy, sdxl_y(*entries[i], m.unet.adm_in_channels, per));
+      y = i == 0 ? std::move(yy) : concat0(y, yy);
+    }
+  }
+  HostTensor ts(DType::F32, Shape{n});
+  for (int64_t i = 0; i < n; ++i) ts.f32()[i] = t;
+  HR_TRY(ctx.check_interrupt());
+  m.unet_weights.bind(ctx.opts.backend, ctx.opts.allocator);
+  return unet_run(*ctx.opts.executor, m, x_in, ts, context, sdxl ? &y : nullptr);
+}
+
+// Mean of the outputs for several entries (ComfyUI averages conditionings without areas).
+ModelFn entries_fn(ExecContext& ctx, LoadedModel& m, const Conditioning& c) {
+  return [&ctx, &m, &c](const HostTensor& x_in, float t) -> Result<HostTensor> {
+    HostTensor acc;
+    for (size_t i = 0; i < c.entries.size(); ++i) {
+      HR_ASSIGN_OR_RETURN(HostTensor o, model_call(ctx, m, x_in, t, {&c.entries[i]}));
+      if (i == 0) {
+        acc = std::move(o);
+      } else {
+        for (int64_t k = 0; k < acc.numel(); ++k) acc.f32()[k] += o.f32()[k];
+      }
+    }
+    float inv = 1.0f / float(c.entries.size());
+    if (c.entries.size() > 1)
+      for (int64_t k = 0; k < acc.numel(); ++k) acc.f32()[k] *= inv;
+    return acc;
+  };
+}
+
+Result<std::vector<std::any>> ksampler_run(ExecContext& ctx, const SamplerInputs& s) {
+  if (!s.model || !s.positive || !s.negative || !s.latent)
+    return make_error(ErrorCode::INVALID_ARGUMENT, "sampler inputs missing");
+  if (s.positive->entries.empty() || s.negative->entries.empty())
+    return make_error(ErrorCode::INVALID_ARGUMENT, "empty conditioning");
+  LoadedModel& m = *s.model->model;
+  ModelSamplingDiscrete ms(m.prediction() == hr::Prediction::V ? SamplingPrediction::V_PREDICTION
+                                                               : SamplingPrediction::EPS);
+  HR_ASSIGN_OR_RETURN(std::vector<float> sigmas,
+                      ksampler_sigmas(ms, s.scheduler, s.sampler, s.steps, s.denoise, s.start_step,
+                                      s.last_step, s.force_full_denoise));
+  const HostTensor& lat = *s.latent->samples;
+  HostTensor noise = s.disable_noise ? HostTensor(DType::F32, lat.shape())
+                                     : prepare_noise(lat.shape(), s.seed, s.latent->batch_index);
+  float scale = m.latent_scale();
+  HostTensor latent_in = lat.clone();
+  for (int64_t i = 0; i < latent_in.numel(); ++i) latent_in.f32()[i] *= scale;
+
+  DenoiseFn denoise;
+  const Conditioning& pos = *s.positive;
+  const Conditioning& neg = *s.negative;
+  if (pos.entries.size() == 1 && neg.entries.size() == 1) {
+    // Note [batched cfg]: positive and negative share one model call when both are single
+    // entries, halving launches; cfg_denoiser_batched splits the output halves again.
+    denoise = cfg_denoiser_batched(
+        ms,
+        [&](const HostTensor& x_in, float t) -> Result<HostTensor> {
+          int64_t b = lat.shape()[0];
+          if (x_in.shape()[0] == b) return model_call(ctx, m, x_in, t, {&pos.entries[0]});
+          return model_call(ctx, m, x_in, t, {&pos.entries[0], &neg.entries[0]});
+        },
+        float(s.cfg));
+  } else {
+    denoise = cfg_denoiser(ms, entries_fn(ctx, m, pos), entries_fn(ctx, m, neg), float(s.cfg));
+  }
+  SampleParams p;
+  p.sampler = s.sampler;
+  p.sigmas = sigmas;
+  p.seed = s.seed;
+  p.noise_device = ctx.opts.backend && !ctx.opts.backend->host_visible() ? NoiseDevice::CUDA
+                                                                         : NoiseDevice::CPU;
+  int total = int(sigmas.size()) - 1;
+  p.callback = [&ctx, total](int step, int, const HostTensor&, const HostTensor&) {
+    ctx.progress(step + 1, total);
+  };
+  p.interrupted = [&ctx] { return ctx.interrupted(); };
+  HR_ASSIGN_OR_RETURN(HostTensor x, sample(ms, denoise, noise, latent_in, p));
+  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] /= scale;
+  Latent out;
+  out.samples = std::make_shared<const HostTensor>(std::move(x));
+  out.batch_index = s.latent->batch_index;
+  return std::vector<std::any>{std::make_shared<const Latent>(std::move(out))};
+}
+
+void read_common(const NodeInputs& in, SamplerInputs& s) {
+  if (auto v = in.get<std::shared_ptr<const ModelValue>>("model")) s.model = *v;
+  if (auto v = in.get<std::shared_ptr<const Conditioning>>("positive")) s.positive = *v;
+  if (auto v = in.get<std::shared_ptr<const Conditioning>>("negative")) s.negative = *v;
+  if (auto v = in.get<std::shared_ptr<const Latent>>("latent_image")) s.latent = *v;
+  s.steps = int(in.get_int("steps"));
+  s.cfg = in.get_float("cfg");
+  s.sampler = in.get_string("sampler_name");
+  s.scheduler = in.get_string("scheduler");
+}
+
+uint64_t get_seed(const NodeInputs& in, const std::string& name) {
+  const Json* j = in.literal(name);
+  if (j && j->is_number_unsigned()) return j->get<uint64_t>();
+  return uint64_t(in.get_int(name));
+}
+
+}  // namespace
+
+void nodes_register_sampling(NodeRegistry& r, const NodeEnv&) {
+  NodeDef empty;
+  empty.class_type = "EmptyLatentImage";
+  empty.display_name = "Empty Latent Image";
+  empty.category = "latent";
+  InputSpec w = spec_int("width", 512, 16, kMaxResolution, 8);
+  InputSpec h = spec_int("height", 512, 16, kMaxResolution, 8);
+  w.enforce_step = h.enforce_step = true;
+  empty.inputs = {w, h, spec_int("batch_size", 1, 1, 4096)};
+  empty.outputs = {{IoType::LATENT, "LATENT"}};
+  empty.run = [](ExecContext&, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    int64_t b = in.get_int("batch_size"), hh = in.get_int("height") / 8, ww = in.get_int("width") / 8;
+    // 4 x h x w floats per image; refuse what cannot be held on the host rather than abort.
+    if (double(b) * double(hh) * double(ww) * 16.0 > double(1ull << 36))
+      return make_error(ErrorCode::INVALID_ARGUMENT, "latent batch {}x4x{}x{} is too large", b, hh, ww);
+    Latent l;
+    l.samples = std::make_shared<const HostTensor>(DType::F32, Shape{b, 4, hh, ww});
+    return std::vector<std::any>{std::make_shared<const Latent>(std::move(l))};
+  };
+  r.add(empty);
+
+  auto common_inputs = [](const std::string& seed_name) {
+    InputSpec seed = spec_int(seed_name, 0, 0, 18446744073709551615.0);
+    return std::vector<InputSpec>{spec_link("model", IoType::MODEL), seed,
+                                  spec_int("steps", 20, 1, 10000),
+                                  spec_float("cfg", 8.0, 0.0, 100.0, 0.1),
+                                  spec_combo("sampler_name", sampler_names()),
+                                  spec_combo("scheduler", scheduler_names()),
+                                  spec_link("positive", IoType::CONDITIONING),
+                                  spec_link("negative", IoType::CONDITIONING),
+                                  spec_link("latent_image", IoType::LATENT)};
+  };
+
+  NodeDef ks;
+  ks.class_type = "KSampler";
+  ks.category = "sampling";
+  ks.inputs = common_inputs("seed");
+  ks.inputs.push_back(spec_float("denoise", 1.0, 0.0, 1.0, 0.01));
+  ks.outputs = {{IoType::LATENT, "LATENT"}};
+  ks.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    SamplerInputs s;
+    read_common(in, s);
+    s.seed = get_seed(in, "seed");
+    s.denoise = in.get_float("denoise");
+    return ksampler_run(ctx, s);
+  };
+  r.add(ks);
+
+  NodeDef adv;
+  adv.class_type = "KSamplerAdvanced";
+  adv.display_name = "KSampler (Advanced)";
+  adv.category = "sampling";
+  std::vector<InputSpec> ci = common_inputs("noise_seed");
+  adv.inputs = {ci[0], spec_combo("add_noise", {"enable", "disable"})};
+  adv.inputs.insert(adv.inputs.end(), ci.begin() + 1, ci.end());
+  adv.inputs.push_back(spec_int("start_at_step", 0, 0, 10000));
+  adv.inputs.push_back(spec_int("end_at_step", 10000, 0, 10000));
+  adv.inputs.push_back(spec_combo("return_with_leftover_noise", {"disable", "enable"}));
+  adv.outputs = {{IoType::LATENT, "LATENT"}};
+  adv.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    SamplerInputs s;
+    read_common(in, s);
+    s.seed = get_seed(in, "noise_seed");
+    s.disable_noise = in.get_string("add_noise") == "disable";
+    s.force_full_denoise = in.get_string("return_with_leftover_noise") != "enable";
+    s.start_step = int(in.get_int("start_at_step"));
+    s.last_step = int(in.get_int("end_at_step"));
+    return ksampler_run(ctx, s);
+  };
+  r.add(adv);
+}
+
+}  // namespace hr

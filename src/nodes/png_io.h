@@ -1,0 +1,27 @@
+// PNG reading and writing for image nodes: 8-bit RGB/RGBA, tEXt chunks (ComfyUI stores the
+// API prompt under "prompt"), atomic writes (temporary name, then rename).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+
+namespace hr {
+
+struct Image8 {
+  int width = 0, height = 0, channels = 3;  // 3 (RGB) or 4 (RGBA)
+  std::vector<uint8_t> pixels;              // row-major, interleaved
+  std::vector<std::pair<std::string, std::string>> text;  // tEXt chunks
+};
+
+Status png_write(const std::string& path, const Image8& img);
+Result<Image8> png_read(const std::string& path);
+
+// ComfyUI's output naming: "<prefix>_<counter:05>_.png" with the counter one past the largest
+// existing one for this prefix in `dir` (prefix may contain subfolders).
+std::string png_next_name(const std::string& dir, const std::string& prefix);
+
+}  // namespace hr
