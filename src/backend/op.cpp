@@ -87,7 +87,10 @@ Status bad(OpKind kind, const std::string& why) {
 
 std::string descs_str(std::span<const TensorDesc> in) {
   std::string s;
-  for (size_t i = 0; i < in.size(); ++i) s += (i ? ", " : "") + in[i].str();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (i) s += ", ";
+    s += in[i].str();
+  }
   return s;
 }
 

@@ -3,6 +3,7 @@
 #include "graph/graph.h"
 
 #include <cstring>
+#include <iterator>
 
 namespace hr {
 

@@ -74,7 +74,33 @@ bool is_norm_scale(const std::string& name, const Shape& s) {
   return s.rank == 1 && name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
 }
 
+void random_fill(const std::string& name, HostTensor& t, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const Shape& shape = t.shape();
+  float* p = t.f32();
+  int64_t n = t.numel();
+  if (is_norm_scale(name, shape)) {
+    for (int64_t i = 0; i < n; ++i) p[i] = 1.0f + 0.1f * normal(rng);
+  } else if (shape.rank <= 1) {
+    for (int64_t i = 0; i < n; ++i) p[i] = 0.1f * normal(rng);
+  } else {
+    float sd = 1.0f / std::sqrt(float(n / shape[0]));
+    if (name.find("text_projection") != std::string::npos) sd = 1.0f / std::sqrt(float(shape[0]));
+    for (int64_t i = 0; i < n; ++i) p[i] = sd * normal(rng);
+  }
+}
+
 }  // namespace
+
+void make_model_random_weights(const Graph& g, uint64_t seed, WeightSet& out) {
+  std::mt19937_64 rng(seed);
+  for (const Value& v : g.values()) {
+    if (v.kind != ValueKind::WEIGHT || out.contains(v.name)) continue;
+    HostTensor t(DType::F32, v.desc.shape);
+    random_fill(v.name, t, rng);
+    out.put(v.name, v.desc.dtype == DType::F32 ? std::move(t) : t.to(v.desc.dtype));
+  }
+}
 
 Result<uint64_t> make_model_write(const MakeModelSpec& spec, const std::string& path) {
   HR_ASSIGN_OR_RETURN(MakeModelConfig c, make_model_config(spec));
@@ -98,24 +124,14 @@ Result<uint64_t> make_model_write(const MakeModelSpec& spec, const std::string& 
   // Note [random init]: the golden recipe: matrices, kernels and embeddings N(0, 1/fan_in)
   // (fan_in = elements of one output row), norm scales 1 + 0.1 N(0, 1), biases 0.1 N(0, 1).
   std::mt19937_64 rng(spec.seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<HostTensor> tensors;
   std::vector<std::pair<std::string, const HostTensor*>> list;
   tensors.reserve(shapes.size() + 1);
   uint64_t params = 0;
   for (const auto& [name, shape] : shapes) {
     HostTensor t(DType::F32, shape);
-    float* p = t.f32();
+    random_fill(name, t, rng);
     int64_t n = t.numel();
-    if (is_norm_scale(name, shape)) {
-      for (int64_t i = 0; i < n; ++i) p[i] = 1.0f + 0.1f * normal(rng);
-    } else if (shape.rank == 1) {
-      for (int64_t i = 0; i < n; ++i) p[i] = 0.1f * normal(rng);
-    } else {
-      float sd = 1.0f / std::sqrt(float(n / shape[0]));
-      if (name.find("text_projection") != std::string::npos) sd = 1.0f / std::sqrt(float(shape[0]));
-      for (int64_t i = 0; i < n; ++i) p[i] = sd * normal(rng);
-    }
     params += uint64_t(n);
     tensors.push_back(t.to(spec.dtype));
   }

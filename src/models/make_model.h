@@ -10,6 +10,7 @@
 #include "models/clip_text.h"
 #include "models/unet.h"
 #include "models/vae.h"
+#include "models/weights.h"
 
 namespace hr {
 
@@ -29,6 +30,10 @@ struct MakeModelConfig {
 };
 
 Result<MakeModelConfig> make_model_config(const MakeModelSpec& spec);
+
+// Fills `out` with random weights (Note [random init]) for every WEIGHT value of `g` that it
+// does not hold yet, in the dtype the graph declares (benchmarks use this without a file).
+void make_model_random_weights(const Graph& g, uint64_t seed, WeightSet& out);
 
 // Writes the checkpoint; returns the number of parameters written.
 Result<uint64_t> make_model_write(const MakeModelSpec& spec, const std::string& path);

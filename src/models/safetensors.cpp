@@ -34,8 +34,9 @@ constexpr DTypeSpelling kSpellings[] = {
 };
 
 // Dtypes the safetensors format defines that headroom cannot convert.
-constexpr const char* kUnsupportedSpellings[] = {"U16", "U32", "U64", "C64", "F8_E8M0", "F6_E2M3",
-                                                 "F6_E3M2", "F4", "F8_E4M3FNUZ", "F8_E5M2FNUZ"};
+constexpr const char* kUnsupportedSpellings[] = {"U16",         "U32",        "U64",     "C64",
+                                                 "F8_E8M0",     "F6_E2M3",    "F6_E3M2", "F4",
+                                                 "F8_E4M3FNUZ", "F8_E5M2FNUZ"};
 
 std::optional<DType> dtype_from_safetensors(std::string_view s) {
   for (const DTypeSpelling& d : kSpellings)
@@ -106,27 +107,29 @@ Status entry_parse(const std::string& path, const Json& v, uint64_t data_size,
   for (const Json& d : *sh) {
     std::optional<uint64_t> n = json_uint(d);
     if (!n || *n > uint64_t(INT64_MAX))
-      return corrupt(path, fmt::format("tensor '{}': shape {} has a negative or non-integer dimension",
-                                       name, sh->dump()));
+      return corrupt(
+          path, fmt::format("tensor '{}': shape {} has a negative or non-integer dimension", name,
+                            sh->dump()));
     e.shape.dims[e.shape.rank++] = int64_t(*n);
     overflow = overflow || __builtin_mul_overflow(numel, *n, &numel);
   }
 
   if (!off->is_array() || off->size() != 2)
-    return corrupt(path, fmt::format("tensor '{}': data_offsets {} is not [begin, end]", name,
-                                     off->dump()));
+    return corrupt(
+        path, fmt::format("tensor '{}': data_offsets {} is not [begin, end]", name, off->dump()));
   std::optional<uint64_t> begin = json_uint((*off)[0]);
   std::optional<uint64_t> end = json_uint((*off)[1]);
   if (!begin || !end)
     return corrupt(path, fmt::format("tensor '{}': data_offsets {} are not non-negative integers",
                                      name, off->dump()));
   if (*begin > *end)
-    return corrupt(path, fmt::format("tensor '{}': data_offsets {} have begin > end", name,
-                                     off->dump()));
+    return corrupt(path,
+                   fmt::format("tensor '{}': data_offsets {} have begin > end", name, off->dump()));
   if (*end > data_size)
-    return corrupt(path, fmt::format("tensor '{}': data_offsets {} end past the data section "
-                                     "({} bytes); the file is truncated or the offsets out of range",
-                                     name, off->dump(), data_size));
+    return corrupt(path,
+                   fmt::format("tensor '{}': data_offsets {} end past the data section "
+                               "({} bytes); the file is truncated or the offsets out of range",
+                               name, off->dump(), data_size));
   e.begin = *begin;
   e.end = *end;
 
@@ -146,7 +149,8 @@ Status header_parse(const std::string& path, const Json& header, uint64_t data_s
                     std::vector<SafetensorsEntry>& entries,
                     std::map<std::string, std::string>& metadata) {
   if (!header.is_object())
-    return corrupt(path, fmt::format("header is a JSON {}, expected an object", header.type_name()));
+    return corrupt(path,
+                   fmt::format("header is a JSON {}, expected an object", header.type_name()));
   entries.reserve(header.size());
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
@@ -178,8 +182,9 @@ Status header_parse(const std::string& path, const Json& header, uint64_t data_s
   by_offset.reserve(entries.size());
   for (const SafetensorsEntry& e : entries)
     if (e.end > e.begin) by_offset.push_back(&e);
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](const SafetensorsEntry* a, const SafetensorsEntry* b) { return a->begin < b->begin; });
+  std::sort(
+      by_offset.begin(), by_offset.end(),
+      [](const SafetensorsEntry* a, const SafetensorsEntry* b) { return a->begin < b->begin; });
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const SafetensorsEntry* a = by_offset[i - 1];
     const SafetensorsEntry* b = by_offset[i];
@@ -275,8 +280,9 @@ SafetensorsFile::~SafetensorsFile() {
 }
 
 const SafetensorsEntry* SafetensorsFile::find(std::string_view name) const {
-  auto it = std::lower_bound(entries_.begin(), entries_.end(), name,
-                             [](const SafetensorsEntry& e, std::string_view n) { return e.name < n; });
+  auto it =
+      std::lower_bound(entries_.begin(), entries_.end(), name,
+                       [](const SafetensorsEntry& e, std::string_view n) { return e.name < n; });
   if (it == entries_.end() || it->name != name) return nullptr;
   return &*it;
 }

@@ -1,6 +1,8 @@
 // UNet configuration detection and the forward-pass graph (LDM openaimodel.UNetModel layout).
 #include "models/unet.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -151,6 +153,8 @@ Result<UNetConfig> unet_config_detect(const SafetensorsFile& file, std::string_v
                         file.path(), prefix, base);
     c.transformer_depth_output.push_back(r.depth(base + "1."));
   }
+  // ComfyUI lists output depths from the shallowest level (its builder pops from the back).
+  std::reverse(c.transformer_depth_output.begin(), c.transformer_depth_output.end());
 
   if (const Shape* adm = r.find("label_emb.0.0.weight")) c.adm_in_channels = int((*adm)[1]);
 
@@ -353,7 +357,7 @@ class UNetBuilder {
         h = resblock(h, base + ".0", ch + skip_ch, out);
         ch = out;
         int sub = 1;
-        if (int d = c.transformer_depth_output[size_t(idx)]; d > 0) {
+        if (int d = c.transformer_depth_output[n_out - 1 - size_t(idx)]; d > 0) {
           h = spatial_transformer(h, base + ".1", ch, d);
           sub = 2;
         }

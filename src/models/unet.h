@@ -24,9 +24,10 @@ struct UNetConfig {
   int model_channels = 320;
   std::vector<int> channel_mult = {1, 2, 4, 4};
   std::vector<int> num_res_blocks = {2, 2, 2, 2};  // per level
-  // Transformer depth of every input-block ResBlock (sum(num_res_blocks) entries), of the
-  // middle block (0 = no middle transformer) and of every output block
-  // (sum(num_res_blocks + 1) entries). 0 = no SpatialTransformer after that ResBlock.
+  // Transformer depth of every input-block ResBlock (sum(num_res_blocks) entries, in block
+  // order), of the middle block (0 = no middle transformer) and of every output block
+  // (sum(num_res_blocks + 1) entries, ComfyUI's order: shallowest level first, i.e. entry k is
+  // output_blocks.(n - 1 - k)). 0 = no SpatialTransformer after that ResBlock.
   std::vector<int> transformer_depth = {1, 1, 1, 1, 1, 1, 0, 0};
   int transformer_depth_middle = 1;
   std::vector<int> transformer_depth_output = {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0};

@@ -8,7 +8,7 @@
 
 namespace hr {
 
-ModelSamplingDiscrete::ModelSamplingDiscrete(Prediction prediction, int timesteps,
+ModelSamplingDiscrete::ModelSamplingDiscrete(SamplingPrediction prediction, int timesteps,
                                              double linear_start, double linear_end)
     : prediction_(prediction) {
   const double a = std::sqrt(linear_start), b = std::sqrt(linear_end);
@@ -75,7 +75,7 @@ HostTensor ModelSamplingDiscrete::calculate_denoised(float sigma, const HostTens
   const float* x = model_input.f32();
   float* o = out.f32();
   const int64_t n = model_input.numel();
-  if (prediction_ == Prediction::EPS) {
+  if (prediction_ == SamplingPrediction::EPS) {
     for (int64_t i = 0; i < n; ++i) o[i] = x[i] - m[i] * sigma;
   } else {
     const float sd = sigma_data();

@@ -9,17 +9,19 @@
 
 namespace hr {
 
-enum class Prediction : uint8_t { EPS, V_PREDICTION };
+// What the network predicts (ComfyUI model_sampling EPS / V_PREDICTION). Named apart from
+// models/checkpoint.h Prediction, which describes a checkpoint; the caller maps one to the other.
+enum class SamplingPrediction : uint8_t { EPS, V_PREDICTION };
 
 class ModelSamplingDiscrete {
  public:
   // betas = linspace(sqrt(linear_start), sqrt(linear_end), timesteps, float64)^2 (ComfyUI's
   // "linear" schedule), acp = cumprod(1 - betas), sigmas = sqrt((1 - acp) / acp) in float32,
   // log_sigmas = log(float64 sigmas) in float32.
-  explicit ModelSamplingDiscrete(Prediction prediction = Prediction::EPS, int timesteps = 1000,
+  explicit ModelSamplingDiscrete(SamplingPrediction prediction = SamplingPrediction::EPS, int timesteps = 1000,
                                  double linear_start = 0.00085, double linear_end = 0.012);
 
-  Prediction prediction() const { return prediction_; }
+  SamplingPrediction prediction() const { return prediction_; }
   const std::vector<float>& sigmas() const { return sigmas_; }
   const std::vector<float>& log_sigmas() const { return log_sigmas_; }
   float sigma_min() const { return sigmas_.front(); }
@@ -45,7 +47,7 @@ class ModelSamplingDiscrete {
   bool is_max_denoise(float sigma0) const;
 
  private:
-  Prediction prediction_;
+  SamplingPrediction prediction_;
   std::vector<float> sigmas_;
   std::vector<float> log_sigmas_;
 };

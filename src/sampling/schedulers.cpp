@@ -159,6 +159,12 @@ double beta_inc(double x, double a, double b) {
 double beta_ppf(double p, double alpha, double beta) {
   if (p <= 0.0) return 0.0;
   if (p >= 1.0) return 1.0;
+  if (alpha == beta) {
+    // Symmetric: solve on the lower half so ppf(p) + ppf(1 - p) == 1 and ppf(0.5) == 0.5 exactly
+    // (beta's rint(ppf * 999) depends on 0.5 * 999 rounding to the even 500, as in scipy).
+    if (p == 0.5) return 0.5;
+    if (p > 0.5) return 1.0 - beta_ppf(1.0 - p, alpha, beta);
+  }
   // The CDF is monotone on [0, 1]; bisection to the last representable bit.
   double lo = 0.0, hi = 1.0;
   for (int i = 0; i < 200; ++i) {

@@ -201,7 +201,9 @@ class FaultyBackend final : public Backend {
     uint8_t* out = static_cast<uint8_t*>(call.output.data);
     switch (fault_) {
       case Fault::OVERRUN: out[call.output.desc.bytes()] = 0; break;
-      case Fault::PERTURB: call.output.as<float>()[0] *= 1.001f; break;
+      case Fault::PERTURB:  // a 1e-4 relative error: ten times the f32 tolerance
+        for (int64_t i = 0; i < call.output.desc.numel(); ++i) call.output.as<float>()[i] *= 1.0001f;
+        break;
       case Fault::CLOBBER_INPUT: static_cast<uint8_t*>(call.inputs[0].data)[0] ^= 1; break;
       default: break;
     }
@@ -237,8 +239,10 @@ TEST(OpHarness, CatchesFaults) {
 
 TEST(OpHarness, CompareAgainstBackendOracle) {
   // The CPU backend checked against itself through the backend oracle: the path a GPU test takes.
+  const std::set<std::string> some{"conv3x3_stride2_asym_pad", "attention_d40_cross77",
+                                   "timestep_cos_sin_320", "cast_to_f16", "embedding_i64_tokens"};
   for (const OpCase& c : cases()) {
-    if (c.kind != OpKind::CONV2D && c.kind != OpKind::ATTENTION && c.kind != OpKind::CAST) continue;
+    if (!some.count(c.name)) continue;
     OpResult r = op_case_compare(cpu(), cpu(), c, DType::F32, op_seed());
     if (r.skipped) continue;
     ASSERT_TRUE(r.status.ok()) << r.message;

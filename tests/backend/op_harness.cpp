@@ -515,9 +515,9 @@ void add_embedding_cases(std::vector<OpCase>& v) {
   v.push_back(make_case("embedding_i32_positions", OpKind::EMBEDDING, {i32({77}), f32({77, 64})})
                   .with_range(0, 0, 77).with_tol(0, 0, 0));
 
-  // An f32 implementation of t * f_i with t up to 1000 has an absolute argument error of
-  // ~1e-4 (f_i and the product each round at 6e-8 relative), which sin/cos pass on: hence a
-  // looser f32 tolerance than elsewhere.
+  // An f32 implementation of t * f_i with t up to 1000 has an absolute argument error of up
+  // to ~1e-4 (f_i and the product each round at 6e-8 relative), which sin/cos pass on: hence a
+  // looser f32 tolerance than elsewhere (the CPU kernel measures ~7e-6).
   auto ts = [](int dim, bool flip, float shift, float max_period = 10000.0f) {
     OpParams p;
     p.dim = dim;
@@ -530,7 +530,7 @@ void add_embedding_cases(std::vector<OpCase>& v) {
     v.push_back(make_case(std::move(name), OpKind::TIMESTEP_EMBEDDING, {f32({n})}, p)
                     .with_fixed(0)
                     .with_range(0, 0, 1000)
-                    .with_tol(2e-4, 1e-3, 1e-2));
+                    .with_tol(5e-5, 1e-3, 1e-2));
   };
   temb("timestep_cos_sin_320", 4, ts(320, true, 0.0f));
   temb("timestep_sin_cos_320", 4, ts(320, false, 0.0f));

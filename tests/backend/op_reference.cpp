@@ -239,7 +239,7 @@ Result<RefTensor> ref_attention(const OpParams& p, std::span<const RefTensor> in
   int64_t b = qs[0], nq = qs[1], nk = ks[1], h = p.heads, d = qs[2] / h, dv = vs[2] / h;
   double scale = p.alpha != 0.0f ? double(p.alpha) : 1.0 / std::sqrt(double(d));
   RefTensor out = ref_make(in[0].desc.dtype, Shape{b, nq, h * dv});
-  std::vector<double> score(size_t(nk));
+  std::vector<double> score(static_cast<size_t>(nk));
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t hi = 0; hi < h; ++hi)
       for (int64_t i = 0; i < nq; ++i) {

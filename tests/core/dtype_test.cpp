@@ -69,8 +69,12 @@ uint16_t ref_f32_to_bf16(float x) {
   const uint16_t lo = uint16_t(u >> 16);
   if ((u & 0xffff) == 0) return lo;
   const uint16_t hi = uint16_t(lo + 1);  // next magnitude up (may be inf)
+  // Past the largest finite bf16 the next step is 2^128, not infinity: values beyond the
+  // midpoint to it overflow.
+  double vhi = double(from_bits(uint32_t(hi) << 16));
+  if (std::isinf(vhi)) vhi = std::copysign(std::ldexp(1.0, 128), vhi);
   const double dlo = std::fabs(double(x) - double(from_bits(uint32_t(lo) << 16)));
-  const double dhi = std::fabs(double(from_bits(uint32_t(hi) << 16)) - double(x));
+  const double dhi = std::fabs(vhi - double(x));
   if (dlo < dhi) return lo;
   if (dhi < dlo) return hi;
   return (lo & 1) ? hi : lo;

@@ -22,8 +22,8 @@ class SafetensorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           fmt::format("hr_safetensors_{}_{}", ::getpid(), info->name());
+    dir_ =
+        fs::temp_directory_path() / fmt::format("hr_safetensors_{}_{}", ::getpid(), info->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -40,8 +40,7 @@ class SafetensorsTest : public ::testing::Test {
     f << header << data;
     return p;
   }
-  std::string write_header(const std::string& name, const std::string& header,
-                           size_t data_bytes) {
+  std::string write_header(const std::string& name, const std::string& header, size_t data_bytes) {
     return write_raw(name, header.size(), header, std::string(data_bytes, '\0'));
   }
 
@@ -223,12 +222,10 @@ TEST_F(SafetensorsTest, TruncatedData) {
 
 TEST_F(SafetensorsTest, HeaderLengthPastEndOfFile) {
   std::string h = R"({})";
-  expect_open_error(write_raw("hlen.safetensors", 1000, h, ""), ErrorCode::CORRUPT,
-                    "past the end");
+  expect_open_error(write_raw("hlen.safetensors", 1000, h, ""), ErrorCode::CORRUPT, "past the end");
   expect_open_error(write_raw("absurd.safetensors", 1ull << 40, h, ""), ErrorCode::CORRUPT,
                     "absurd");
-  expect_open_error(write_raw("max.safetensors", UINT64_MAX, h, ""), ErrorCode::CORRUPT,
-                    "absurd");
+  expect_open_error(write_raw("max.safetensors", UINT64_MAX, h, ""), ErrorCode::CORRUPT, "absurd");
 }
 
 TEST_F(SafetensorsTest, BadJson) {
@@ -243,21 +240,21 @@ TEST_F(SafetensorsTest, BadJson) {
 }
 
 TEST_F(SafetensorsTest, MissingField) {
-  expect_open_error(write_header("nodtype.safetensors",
-                                 R"({"a":{"shape":[2],"data_offsets":[0,8]}})", 8),
-                    ErrorCode::CORRUPT, "missing field 'dtype'");
-  expect_open_error(write_header("noshape.safetensors",
-                                 R"({"a":{"dtype":"F32","data_offsets":[0,8]}})", 8),
-                    ErrorCode::CORRUPT, "missing field 'shape'");
-  expect_open_error(write_header("nooffsets.safetensors", R"({"a":{"dtype":"F32","shape":[2]}})",
-                                 8),
-                    ErrorCode::CORRUPT, "missing field 'data_offsets'");
+  expect_open_error(
+      write_header("nodtype.safetensors", R"({"a":{"shape":[2],"data_offsets":[0,8]}})", 8),
+      ErrorCode::CORRUPT, "missing field 'dtype'");
+  expect_open_error(
+      write_header("noshape.safetensors", R"({"a":{"dtype":"F32","data_offsets":[0,8]}})", 8),
+      ErrorCode::CORRUPT, "missing field 'shape'");
+  expect_open_error(
+      write_header("nooffsets.safetensors", R"({"a":{"dtype":"F32","shape":[2]}})", 8),
+      ErrorCode::CORRUPT, "missing field 'data_offsets'");
 }
 
 TEST_F(SafetensorsTest, WrongFieldTypes) {
-  expect_open_error(write_header("dt.safetensors",
-                                 R"({"a":{"dtype":4,"shape":[2],"data_offsets":[0,8]}})", 8),
-                    ErrorCode::CORRUPT, "dtype");
+  expect_open_error(
+      write_header("dt.safetensors", R"({"a":{"dtype":4,"shape":[2],"data_offsets":[0,8]}})", 8),
+      ErrorCode::CORRUPT, "dtype");
   expect_open_error(write_header("sh.safetensors",
                                  R"({"a":{"dtype":"F32","shape":"2","data_offsets":[0,8]}})", 8),
                     ErrorCode::CORRUPT, "shape");
@@ -289,9 +286,8 @@ TEST_F(SafetensorsTest, OffsetsOutOfRange) {
 }
 
 TEST_F(SafetensorsTest, OverlappingOffsets) {
-  std::string h =
-      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-      R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})";
+  std::string h = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                  R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})";
   expect_open_error(write_header("overlap.safetensors", h, 12), ErrorCode::CORRUPT, "overlapping");
 }
 
@@ -299,10 +295,10 @@ TEST_F(SafetensorsTest, UnknownDtype) {
   expect_open_error(write_header("xyz.safetensors",
                                  R"({"w":{"dtype":"XYZ","shape":[2],"data_offsets":[0,2]}})", 2),
                     ErrorCode::CORRUPT, "unknown dtype 'XYZ' for tensor 'w'");
-  expect_open_error(write_header("e8m0.safetensors",
-                                 R"({"w":{"dtype":"F8_E8M0","shape":[2],"data_offsets":[0,2]}})",
-                                 2),
-                    ErrorCode::UNSUPPORTED, "dtype 'F8_E8M0' for tensor 'w'");
+  expect_open_error(
+      write_header("e8m0.safetensors",
+                   R"({"w":{"dtype":"F8_E8M0","shape":[2],"data_offsets":[0,2]}})", 2),
+      ErrorCode::UNSUPPORTED, "dtype 'F8_E8M0' for tensor 'w'");
   // headroom's own lower-case spelling is not the file format's.
   expect_open_error(write_header("lower.safetensors",
                                  R"({"w":{"dtype":"f32","shape":[2],"data_offsets":[0,8]}})", 8),
@@ -322,9 +318,8 @@ TEST_F(SafetensorsTest, ShapeSizeMismatch) {
 }
 
 TEST_F(SafetensorsTest, MetadataNotStrings) {
-  std::string h =
-      R"({"__metadata__":{"format":"pt","steps":20},)"
-      R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  std::string h = R"({"__metadata__":{"format":"pt","steps":20},)"
+                  R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
   expect_open_error(write_header("meta.safetensors", h, 8), ErrorCode::CORRUPT, "__metadata__");
   expect_open_error(write_header("meta2.safetensors", R"({"__metadata__":[1]})", 0),
                     ErrorCode::CORRUPT, "__metadata__");
@@ -349,17 +344,16 @@ TEST_F(SafetensorsTest, F8AndBF16ConversionOnLoad) {
   // E4M3: 0x38 = 1.0, 0xC0 = -2.0, 0x7E = 448, 0x01 = 2^-9 (smallest subnormal), 0x7F = NaN.
   // E5M2: 0x3C = 1.0, 0xC2 = -3.0, 0x7B = 57344, 0x7C = inf.
   // BF16: 0x3F80 = 1.0, 0xC040 = -3.0, 0x3FC0 = 1.5.
-  std::string h =
-      R"({"bf":{"dtype":"BF16","shape":[3],"data_offsets":[0,6]},)"
-      R"("e4":{"dtype":"F8_E4M3","shape":[5],"data_offsets":[6,11]},)"
-      R"("e5":{"dtype":"F8_E5M2","shape":[4],"data_offsets":[11,15]},)"
-      R"("u8":{"dtype":"U8","shape":[2],"data_offsets":[15,17]},)"
-      R"("f64":{"dtype":"F64","shape":[1],"data_offsets":[24,32]}})";
+  std::string h = R"({"bf":{"dtype":"BF16","shape":[3],"data_offsets":[0,6]},)"
+                  R"("e4":{"dtype":"F8_E4M3","shape":[5],"data_offsets":[6,11]},)"
+                  R"("e5":{"dtype":"F8_E5M2","shape":[4],"data_offsets":[11,15]},)"
+                  R"("u8":{"dtype":"U8","shape":[2],"data_offsets":[15,17]},)"
+                  R"("f64":{"dtype":"F64","shape":[1],"data_offsets":[24,32]}})";
   std::string data(32, '\0');
-  const uint8_t bytes[] = {0x80, 0x3f, 0x40, 0xc0, 0xc0, 0x3f,        // bf
-                           0x38, 0xc0, 0x7e, 0x01, 0x7f,              // e4
-                           0x3c, 0xc2, 0x7b, 0x7c,                    // e5
-                           200,  7};                                  // u8
+  const uint8_t bytes[] = {0x80, 0x3f, 0x40, 0xc0, 0xc0, 0x3f,  // bf
+                           0x38, 0xc0, 0x7e, 0x01, 0x7f,        // e4
+                           0x3c, 0xc2, 0x7b, 0x7c,              // e5
+                           200,  7};                            // u8
   std::memcpy(data.data(), bytes, sizeof(bytes));
   double d = 0.1;
   std::memcpy(data.data() + 24, &d, 8);

@@ -60,10 +60,9 @@ class OpaqueCpuBackend final : public Backend {
 class WeightSetTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / fmt::format("hr_weights_{}_{}", ::getpid(),
-                                                   ::testing::UnitTest::GetInstance()
-                                                       ->current_test_info()
-                                                       ->name());
+    dir_ = fs::temp_directory_path() /
+           fmt::format("hr_weights_{}_{}", ::getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     path_ = (dir_ / "model.safetensors").string();

@@ -72,7 +72,7 @@ TEST(ModelSampling, RoundTrips) {
 }
 
 TEST(ModelSampling, InputDenoisedAndNoiseScaling) {
-  ModelSamplingDiscrete eps(Prediction::EPS), v(Prediction::V_PREDICTION);
+  ModelSamplingDiscrete eps(SamplingPrediction::EPS), v(SamplingPrediction::V_PREDICTION);
   HostTensor x(DType::F32, Shape{4}), m(DType::F32, Shape{4});
   for (int i = 0; i < 4; ++i) {
     x.f32()[i] = 1.0f + float(i);

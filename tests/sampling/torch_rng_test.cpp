@@ -60,8 +60,11 @@ TEST(TorchRng, CpuNoiseMatchesGolden) {
     report(e.name, d);
     total += d.n;
     exact += d.exact;
-    // PyTorch's vectorised log/sin/cos differ from libm by a few ulp (golden README).
-    EXPECT_LE(d.max_abs, 2e-6) << e.name;
+    // PyTorch's vectorised log/sin/cos differ from libm by a few ulp (golden README); measured:
+    // ~83% bit-exact, max 3 ulp.
+    EXPECT_LE(d.max_ulp, 4) << e.name;
+    EXPECT_LE(d.max_abs, 1e-6) << e.name;
+    EXPECT_GE(d.exact_fraction(), 0.7) << e.name;
     if (shape.numel() < 16) {
       EXPECT_EQ(d.exact, d.n) << e.name << ": the double-precision path is exact";
     }
@@ -69,6 +72,7 @@ TEST(TorchRng, CpuNoiseMatchesGolden) {
   }
   std::printf("  cpu noise overall exact fraction %.4f over %lld values\n",
               double(exact) / double(total), (long long)total);
+  EXPECT_GE(double(exact) / double(total), 0.8);
   EXPECT_GE(checked, 17);
 }
 
@@ -84,8 +88,8 @@ TEST(TorchRng, CudaNoiseMatchesGolden) {
     HostTensor got = randn_cuda(seed, shape, CUDAGridLimits{132, 2048});
     FloatDiff d = float_diff(got.f32(), ref->f32(), got.numel());
     report(e.name, d);
-    // The device's __logf/__sincosf are approximations; libm on the host is within ~1e-5.
-    EXPECT_LE(d.max_abs, 2e-5) << e.name;
+    // The device's __logf/__sincosf are approximations: ~20% bit-exact, within 2e-6 absolute.
+    EXPECT_LE(d.max_abs, 5e-6) << e.name;
     ++checked;
   }
   EXPECT_EQ(checked, 2);
@@ -108,11 +112,11 @@ void check_draws(const SafetensorsFile* g, const std::string& prefix, NoiseDevic
 TEST(TorchRng, AncestralDrawsMatchGolden) {
   HR_GOLDEN_OR_SKIP(g);
   check_draws(g, "noise.ancestral.cpu.seed42.1x4x8x8", NoiseDevice::CPU, Shape{1, 4, 8, 8}, 6,
-              2e-6);
+              1e-6);
   check_draws(g, "noise.ancestral.cuda.seed42.1x4x8x8", NoiseDevice::CUDA, Shape{1, 4, 8, 8}, 3,
-              2e-5);
+              5e-6);
   check_draws(g, "noise.ancestral.cuda.seed42.1x4x64x64", NoiseDevice::CUDA,
-              Shape{1, 4, 64, 64}, 2, 2e-5);
+              Shape{1, 4, 64, 64}, 2, 5e-6);
 }
 
 TEST(TorchRng, SeedUsesLow32BitsOnCpu) {
@@ -148,10 +152,10 @@ TEST(TorchRng, PrepareNoiseBatchIndexSkipsEarlierDraws) {
   const float* r = ref->f32();
   for (int k = 0; k < 3; ++k) {
     FloatDiff d = float_diff(got.f32() + k * per, r + idx[k] * per, per);
-    EXPECT_LE(d.max_abs, 2e-6) << "row " << k;
+    EXPECT_LE(d.max_abs, 1e-6) << "row " << k;
   }
   HostTensor whole = prepare_noise(Shape{2, 4, 64, 64}, 0);
-  EXPECT_LE(float_diff(whole.f32(), r, whole.numel()).max_abs, 2e-6);
+  EXPECT_LE(float_diff(whole.f32(), r, whole.numel()).max_abs, 1e-6);
 }
 
 TEST(TorchRng, CudaOffsetAdvancesPerCall) {

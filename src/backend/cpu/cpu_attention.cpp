@@ -1,6 +1,7 @@
 // CPU ATTENTION: softmax(q k^T * scale) v per head, in (batch, head, query-chunk) tiles so only
 // one tile's scores exist at a time; the two products of each tile are OpenBLAS sgemms.
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <bit>
@@ -18,17 +19,28 @@ namespace hr::cpu {
 namespace {
 
 // Note [attention tiles]
-// A tile is `chunk` query rows of one (batch, head) against all keys: its scores are
-// chunk x Nk floats, the whole workspace. The chunk is the largest whose scores fit in
-// kScoreBytes (at least one row), so SD's self-attention at 64x64 latents (Nk = 4096) works on
-// 256-row tiles and cross-attention (Nk = 77) on all queries at once. q, k, v and the output
-// are read and written in place through BLAS leading dimensions (row stride H*D), so no head
-// is gathered. Threads split each sgemm (OpenBLAS) and the rows of each softmax (OpenMP).
-constexpr size_t kScoreBytes = size_t(4) << 20;
+// A tile is `chunk` query rows of one (batch, head) against all keys. Tiles are spread over the
+// OpenMP threads; each thread owns chunk x Nk floats of the workspace for its tile's scores, so
+// memory is threads * chunk * Nk * 4 bytes however long the sequence, and there is one parallel
+// region per call (on a busy machine every extra fork/join costs). The chunk is the largest
+// whose scores fit in kScoreBytes, cut further so that there are at least as many tiles as
+// threads. q, k, v and the output are addressed in place through BLAS leading dimensions (row
+// stride H*D), so no head is gathered. The sgemms inside a tile must run single-threaded:
+// OpenBLAS (pthreads build) would otherwise start its own pool under every OpenMP thread.
+constexpr size_t kScoreBytes = size_t(1) << 20;
 
-int64_t attention_chunk(int64_t nq, int64_t nk) {
+int64_t attention_chunk(int64_t tiles_per_row, int64_t nq, int64_t nk, int threads) {
   const size_t row = size_t(std::max<int64_t>(nk, 1)) * sizeof(float);
-  return std::clamp<int64_t>(int64_t(kScoreBytes / row), 1, std::max<int64_t>(nq, 1));
+  int64_t chunk = std::clamp<int64_t>(int64_t(kScoreBytes / row), 1, std::max<int64_t>(nq, 1));
+  // tiles_per_row = batch * heads; want tiles_per_row * ceil(nq / chunk) >= threads.
+  const int64_t splits = (threads + tiles_per_row - 1) / std::max<int64_t>(tiles_per_row, 1);
+  if (splits > 1) chunk = std::min(chunk, std::max<int64_t>((nq + splits - 1) / splits, 1));
+  return chunk;
+}
+
+size_t attention_bytes(int64_t tiles_per_row, int64_t nq, int64_t nk, int threads) {
+  return size_t(threads) * size_t(attention_chunk(tiles_per_row, nq, nk, threads)) *
+         size_t(nk) * sizeof(float);
 }
 
 // exp(x) to ~1 ulp for x in [-87, 88] (clamped outside); branch-free so that it vectorises.
@@ -75,7 +87,7 @@ size_t attention_workspace(const OpParams& p, std::span<const TensorDesc> in,
   if (in.size() < 2 || in[0].dtype != DType::F32) return 0;
   const int64_t nq = in[0].shape[1], nk = in[1].shape[1];
   if (nq == 0 || nk == 0) return 0;
-  return size_t(attention_chunk(nq, nk)) * size_t(nk) * sizeof(float);
+  return attention_bytes(in[0].shape[0] * p.heads, nq, nk, omp_get_max_threads());
 }
 
 Status attention(const OpCall& c) {
@@ -88,11 +100,6 @@ Status attention(const OpCall& c) {
   const int64_t batch = qs[0], nq = qs[1], nk = c.inputs[1].desc.shape[1];
   const int64_t heads = c.params->heads, d = qs[2] / heads, dv = vs[2] / heads;
   const int64_t ldq = qs[2], ldv = vs[2];
-  TensorDesc descs[3] = {c.inputs[0].desc, c.inputs[1].desc, c.inputs[2].desc};
-  const size_t need = attention_workspace(*c.params, descs, c.output.desc);
-  if (c.workspace_bytes < need || (need && !c.workspace))
-    return make_error(ErrorCode::INVALID_ARGUMENT, "cpu attention: workspace {} bytes, need {}",
-                      c.workspace_bytes, need);
   if (ldq > INT_MAX || ldv > INT_MAX || nk > INT_MAX)
     return make_error(ErrorCode::UNSUPPORTED, "cpu attention: {} too large for BLAS", qs.str());
   float* out = c.output.as<float>();
@@ -101,39 +108,53 @@ Status attention(const OpCall& c) {
     std::fill(out, out + c.output.desc.numel(), 0.0f);
     return Status();
   }
-  const float scale = c.params->alpha != 0.0f ? c.params->alpha
-                                              : float(1.0 / std::sqrt(double(std::max<int64_t>(d, 1))));
+  // The workspace was sized for omp_get_max_threads() when planned; should fewer bytes be
+  // given (the thread count changed since), use as many threads as it holds.
+  int threads = omp_get_max_threads();
+  while (threads > 1 && attention_bytes(batch * heads, nq, nk, threads) > c.workspace_bytes)
+    --threads;
+  if (!c.workspace || attention_bytes(batch * heads, nq, nk, threads) > c.workspace_bytes)
+    return make_error(ErrorCode::INVALID_ARGUMENT, "cpu attention: workspace {} bytes, need {}",
+                      c.workspace_bytes, attention_bytes(batch * heads, nq, nk, threads));
+  const float scale = c.params->alpha != 0.0f
+                          ? c.params->alpha
+                          : float(1.0 / std::sqrt(double(std::max<int64_t>(d, 1))));
   const bool causal = c.params->causal;
-  const int64_t chunk = attention_chunk(nq, nk);
-  float* scores = static_cast<float*>(c.workspace);
+  const int64_t chunk = attention_chunk(batch * heads, nq, nk, threads);
+  const int64_t chunks = (nq + chunk - 1) / chunk;
+  const int64_t tiles = batch * heads * chunks;
+  const float* qall = c.inputs[0].as<const float>();
+  const float* kall = c.inputs[1].as<const float>();
+  const float* vall = c.inputs[2].as<const float>();
 
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t h = 0; h < heads; ++h) {
-      const float* q = c.inputs[0].as<const float>() + b * nq * ldq + h * d;
-      const float* k = c.inputs[1].as<const float>() + b * nk * ldq + h * d;
-      const float* v = c.inputs[2].as<const float>() + b * nk * ldv + h * dv;
-      float* o = out + b * nq * ldv + h * dv;
-      for (int64_t q0 = 0; q0 < nq; q0 += chunk) {
-        const int64_t rows = std::min(chunk, nq - q0);
-        // Causal rows of this tile see keys [0, q0 + rows) at most; the rest stay untouched.
-        const int64_t keys = causal ? std::min(nk, q0 + rows) : nk;
-        if (d == 0) {
-          std::fill(scores, scores + rows * keys, 0.0f);
-        } else {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(keys), int(d),
-                      scale, q + q0 * ldq, int(ldq), k, int(ldq), 0.0f, scores, int(keys));
-        }
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < rows; ++i) {
-          const int64_t valid = causal ? std::min(keys, q0 + i + 1) : keys;
-          softmax_scores(scores + i * keys, valid, keys);
-        }
-        if (dv > 0)
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(dv), int(keys),
-                      1.0f, scores, int(keys), v, int(ldv), 0.0f, o + q0 * ldv, int(ldv));
-      }
+  const int blas_threads = openblas_get_num_threads();
+  openblas_set_num_threads(1);  // Note [attention tiles]
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (int64_t t = 0; t < tiles; ++t) {
+    float* scores = static_cast<float*>(c.workspace) + size_t(omp_get_thread_num()) * chunk * nk;
+    const int64_t bh = t / chunks, b = bh / heads, h = bh % heads;
+    const int64_t q0 = (t % chunks) * chunk, rows = std::min(chunk, nq - q0);
+    const float* q = qall + (b * nq + q0) * ldq + h * d;
+    const float* k = kall + b * nk * ldq + h * d;
+    const float* v = vall + b * nk * ldv + h * dv;
+    float* o = out + (b * nq + q0) * ldv + h * dv;
+    // Causal rows of this tile see keys [0, q0 + rows) at most; later keys are skipped.
+    const int64_t keys = causal ? std::min(nk, q0 + rows) : nk;
+    if (d == 0) {
+      std::fill(scores, scores + rows * keys, 0.0f);
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(keys), int(d), scale,
+                  q, int(ldq), k, int(ldq), 0.0f, scores, int(keys));
     }
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t valid = causal ? std::min(keys, q0 + i + 1) : keys;
+      softmax_scores(scores + i * keys, valid, keys);
+    }
+    if (dv > 0)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(dv), int(keys), 1.0f,
+                  scores, int(keys), v, int(ldv), 0.0f, o, int(ldv));
   }
+  openblas_set_num_threads(blas_threads);
   return Status();
 }
 

@@ -1,0 +1,178 @@
+// End-to-end tests of the headroom binary: make-model, run (the example workflow on a tiny
+// checkpoint: PNG size and prompt metadata) and malformed workflows (exit code 2, no crash).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "nodes/png_io.h"
+#include "test_paths.h"
+
+namespace hr {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+struct CmdResult {
+  int code = -1;
+  std::string output;
+};
+
+CmdResult run_cmd(const std::string& cmd) {
+  CmdResult r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  return r;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = fs::temp_directory_path() / ("headroom_cli_" + std::to_string(getpid()));
+    fs::create_directories(root_ / "models" / "checkpoints");
+    CmdResult r = run_cmd(test::headroom_binary() + " make-model --arch sd1 --size tiny --seed 1 -o " +
+                          (root_ / "models/checkpoints/headroom-tiny-sd1.safetensors").string());
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+  static void TearDownTestSuite() { fs::remove_all(root_); }
+
+  static Json example() {
+    std::ifstream f(test::source_dir() + "/examples/default_workflow.json");
+    Json j = Json::parse(f);
+    j["5"]["inputs"]["width"] = 64;
+    j["5"]["inputs"]["height"] = 64;
+    j["3"]["inputs"]["steps"] = 3;
+    return j;
+  }
+
+  CmdResult run_workflow(const Json& wf, const std::string& name) {
+    fs::path p = root_ / (name + ".json");
+    std::ofstream(p) << wf.dump();
+    return run_cmd(test::headroom_binary() + " run --quiet --device cpu --threads 2 --models-dir " +
+                   (root_ / "models").string() + " --output-dir " + (root_ / "out").string() + " " +
+                   p.string());
+  }
+
+  void expect_invalid(const Json& wf, const std::string& name, const std::string& needle) {
+    CmdResult r = run_workflow(wf, name);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << "expected '" << needle << "' in:\n" << r.output;
+  }
+
+  static fs::path root_;
+};
+fs::path CliTest::root_;
+
+TEST_F(CliTest, VersionAndModels) {
+  CmdResult r = run_cmd(test::headroom_binary() + " --version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.output.find("headroom"), std::string::npos);
+  r = run_cmd(test::headroom_binary() + " models --models-dir " + (root_ / "models").string());
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("sd1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("params"), std::string::npos) << r.output;
+}
+
+TEST_F(CliTest, RunsExampleAndWritesPngWithPrompt) {
+  Json wf = example();
+  CmdResult r = run_workflow(wf, "example");
+  ASSERT_EQ(r.code, 0) << r.output;
+  fs::path png = root_ / "out" / "ComfyUI_00001_.png";
+  ASSERT_TRUE(fs::exists(png)) << r.output;
+  Result<Image8> img = png_read(png.string());
+  ASSERT_TRUE(img.ok()) << img.status().str();
+  EXPECT_EQ(img->width, 64);
+  EXPECT_EQ(img->height, 64);
+  std::string prompt;
+  for (auto& [k, v] : img->text)
+    if (k == "prompt") prompt = v;
+  ASSERT_FALSE(prompt.empty());
+  EXPECT_EQ(Json::parse(prompt)["4"]["inputs"]["ckpt_name"], "headroom-tiny-sd1.safetensors");
+  // The image is not flat: random weights still give varying pixels.
+  int lo = 255, hi = 0;
+  for (uint8_t v : img->pixels) {
+    lo = std::min<int>(lo, v);
+    hi = std::max<int>(hi, v);
+  }
+  EXPECT_LT(lo, hi);
+  // A second run numbers the next file.
+  r = run_workflow(wf, "example2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(root_ / "out" / "ComfyUI_00002_.png"));
+}
+
+TEST_F(CliTest, MalformedWorkflowsExitWithCode2) {
+  {
+    fs::path p = root_ / "notjson.json";
+    std::ofstream(p) << "{\"3\": {";
+    CmdResult r = run_cmd(test::headroom_binary() + " run --quiet " + p.string());
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("not valid JSON"), std::string::npos) << r.output;
+  }
+  Json wf = example();
+  wf["8"]["class_type"] = "NoSuchNode";
+  expect_invalid(wf, "unknown", "NoSuchNode does not exist");
+
+  wf = example();
+  wf["8"]["inputs"]["samples"] = Json::array({"42", 0});
+  expect_invalid(wf, "missing_link", "bad_linked_input");
+
+  wf = example();
+  wf["8"]["inputs"]["samples"] = Json::array({"3", 5});
+  expect_invalid(wf, "bad_index", "out of range");
+
+  wf = example();
+  wf["8"]["inputs"]["samples"] = Json::array({"4", 0});
+  expect_invalid(wf, "type_mismatch", "return_type_mismatch");
+
+  wf = example();
+  wf["5"]["inputs"]["width"] = -64;
+  expect_invalid(wf, "negative", "value_smaller_than_min");
+
+  wf = example();
+  wf["5"]["inputs"]["width"] = 100;
+  expect_invalid(wf, "not_multiple", "not a multiple of 8");
+
+  wf = example();
+  wf["5"]["inputs"]["width"] = 100000;
+  wf["5"]["inputs"]["height"] = 100000;
+  expect_invalid(wf, "huge", "value_bigger_than_max");
+
+  wf = example();
+  wf["4"]["inputs"]["ckpt_name"] = "missing.safetensors";
+  expect_invalid(wf, "missing_model", "value_not_in_list");
+
+  wf = example();
+  wf["3"]["inputs"]["sampler_name"] = "not_a_sampler";
+  expect_invalid(wf, "bad_sampler", "value_not_in_list");
+
+  // A cycle: the sampler's latent comes from its own output through a VAE round trip.
+  wf = example();
+  wf["10"] = Json{{"class_type", "VAEEncode"}, {"inputs", {{"pixels", {"8", 0}}, {"vae", {"4", 2}}}}};
+  wf["3"]["inputs"]["latent_image"] = Json::array({"10", 0});
+  expect_invalid(wf, "cycle", "cycle");
+
+  wf = example();
+  wf.erase("9");
+  expect_invalid(wf, "no_outputs", "prompt_no_outputs");
+}
+
+TEST_F(CliTest, MissingWorkflowFile) {
+  CmdResult r = run_cmd(test::headroom_binary() + " run --quiet /nonexistent/workflow.json");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("cannot open"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hr
