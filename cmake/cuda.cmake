@@ -10,6 +10,12 @@ if(NOT HEADROOM_CUDA STREQUAL "OFF")
   if(CMAKE_CUDA_COMPILER)
     set(CMAKE_CUDA_ARCHITECTURES ${HEADROOM_CUDA_ARCHS})
     enable_language(CUDA)
+    # CMake 3.25 predates nvcc 13 and knows no flag for the C++20 dialect our headers need.
+    if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
+    set(CMAKE_CUDA_STANDARD 20)
     find_package(CUDAToolkit)
     find_path(HR_CUDNN_INCLUDE cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS}
               PATHS /usr/include/x86_64-linux-gnu /usr/include)

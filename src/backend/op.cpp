@@ -67,7 +67,10 @@ std::string OpParams::str(OpKind kind) const {
     case OpKind::SLICE: return fmt::format("axis {} {}:{}:{}", axis, start, end, step);
     case OpKind::PERMUTE: {
       std::string s = "perm";
-      for (int i = 0; i < kMaxDims; ++i) s += " " + std::to_string(perm[i]);
+      for (int i = 0; i < kMaxDims; ++i) {
+        s += ' ';
+        s += std::to_string(perm[i]);
+      }
       return s;
     }
     case OpKind::RESHAPE: return shape.str();

@@ -3,6 +3,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
 
 namespace hr {
 
@@ -158,6 +161,20 @@ float as_num(E4M3Val v) { return f8e4m3_to_f32(v.v); }
 float as_num(E5M2Val v) { return f8e5m2_to_f32(v.v); }
 }  // namespace
 
+// Float -> integer saturates (NaN -> 0) instead of the undefined behaviour of a plain cast.
+template <typename To, typename From>
+To saturate(From v) {
+  if constexpr (std::is_floating_point_v<From>) {
+    if (std::isnan(v)) return 0;
+    if (double(v) >= double(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    if (double(v) <= double(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
+  } else if constexpr (sizeof(From) > sizeof(To)) {
+    if (v > From(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    if (v < From(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
+  }
+  return To(v);
+}
+
 template <typename Src>
 static void convert_from(const Src* s, void* dst, DType dst_type, size_t n) {
   switch (dst_type) {
@@ -178,12 +195,12 @@ static void convert_from(const Src* s, void* dst, DType dst_type, size_t n) {
     }
     case DType::I32: {
       int32_t* d = static_cast<int32_t*>(dst);
-      for (size_t i = 0; i < n; ++i) d[i] = int32_t(as_num(s[i]));
+      for (size_t i = 0; i < n; ++i) d[i] = saturate<int32_t>(as_num(s[i]));
       return;
     }
     case DType::I64: {
       int64_t* d = static_cast<int64_t*>(dst);
-      for (size_t i = 0; i < n; ++i) d[i] = int64_t(as_num(s[i]));
+      for (size_t i = 0; i < n; ++i) d[i] = saturate<int64_t>(as_num(s[i]));
       return;
     }
     case DType::F64: {
@@ -206,8 +223,17 @@ void dtype_convert(const void* src, DType src_type, void* dst, DType dst_type, s
     case DType::F32: return convert_from(static_cast<const float*>(src), dst, dst_type, n);
     case DType::F16: return convert_from(static_cast<const F16Val*>(src), dst, dst_type, n);
     case DType::BF16: return convert_from(static_cast<const BF16Val*>(src), dst, dst_type, n);
-    case DType::I32: return convert_from(static_cast<const int32_t*>(src), dst, dst_type, n);
-    case DType::I64: return convert_from(static_cast<const int64_t*>(src), dst, dst_type, n);
+    case DType::I32:
+    case DType::I64:
+      if (dst_type == DType::F16 || dst_type == DType::BF16) {
+        // Through f64 (exact for i32, one rounding for i64) so the 16-bit result rounds once.
+        std::vector<double> tmp(n);
+        if (src_type == DType::I32) convert_from(static_cast<const int32_t*>(src), tmp.data(), DType::F64, n);
+        else convert_from(static_cast<const int64_t*>(src), tmp.data(), DType::F64, n);
+        return dtype_convert(tmp.data(), DType::F64, dst, dst_type, n);
+      }
+      if (src_type == DType::I32) return convert_from(static_cast<const int32_t*>(src), dst, dst_type, n);
+      return convert_from(static_cast<const int64_t*>(src), dst, dst_type, n);
     case DType::F64: {
       // f64 -> f16/bf16 must round once, not twice through f32.
       const double* s = static_cast<const double*>(src);

@@ -22,19 +22,27 @@ struct LayoutNames {
   std::string ln1, ln2, out_proj, fc1, fc2;
 };
 
-LayoutNames layout_names(CLIPLayout layout) {
-  if (layout == CLIPLayout::HF)
-    return {"text_model.embeddings.token_embedding.weight",
-            "text_model.embeddings.position_embedding.weight",
-            "text_model.final_layer_norm",
-            "text_model.encoder.layers.",
+LayoutNames layout_names(const CLIPTextConfig& c) {
+  if (c.layout == CLIPLayout::HF) {
+    const std::string& r = c.hf_root;
+    return {r + "embeddings.token_embedding.weight",
+            r + "embeddings.position_embedding.weight",
+            r + "final_layer_norm",
+            r + "encoder.layers.",
             "layer_norm1",
             "layer_norm2",
             "self_attn.out_proj",
             "mlp.fc1",
             "mlp.fc2"};
-  return {"token_embedding.weight", "positional_embedding", "ln_final", "transformer.resblocks.",
-          "ln_1",                   "ln_2",                 "attn.out_proj", "mlp.c_fc",
+  }
+  return {"token_embedding.weight",
+          "positional_embedding",
+          "ln_final",
+          "transformer.resblocks.",
+          "ln_1",
+          "ln_2",
+          "attn.out_proj",
+          "mlp.c_fc",
           "mlp.c_proj"};
 }
 
@@ -61,7 +69,11 @@ Result<CLIPTextConfig> clip_text_detect(const WeightSet& w, int heads) {
   CLIPTextConfig c;
   if (w.contains("text_model.embeddings.token_embedding.weight")) {
     c.layout = CLIPLayout::HF;
-  } else if (w.contains("token_embedding.weight") && w.contains("transformer.resblocks.0.ln_1.weight")) {
+  } else if (w.contains("embeddings.token_embedding.weight")) {
+    c.layout = CLIPLayout::HF;  // older transformers files without the "text_model." level
+    c.hf_root.clear();
+  } else if (w.contains("token_embedding.weight") &&
+             w.contains("transformer.resblocks.0.ln_1.weight")) {
     c.layout = CLIPLayout::OPEN_CLIP;
   } else {
     return make_error(ErrorCode::INVALID_ARGUMENT,
@@ -70,7 +82,7 @@ Result<CLIPTextConfig> clip_text_detect(const WeightSet& w, int heads) {
                       "'token_embedding.weight' + 'transformer.resblocks.0.*'); {} tensors",
                       w.size());
   }
-  const LayoutNames n = layout_names(c.layout);
+  const LayoutNames n = layout_names(c);
   const HostTensor* tok = w.find(n.token_embedding);
   const HostTensor* pos = w.find(n.position_embedding);
   if (!tok || tok->shape().rank != 2 || !pos || pos->shape().rank != 2)
@@ -92,8 +104,9 @@ Result<CLIPTextConfig> clip_text_detect(const WeightSet& w, int heads) {
   if (c.width % c.heads != 0)
     return make_error(ErrorCode::INVALID_ARGUMENT, "CLIP width {} is not divisible by {} heads",
                       c.width, c.heads);
-  c.activation = (c.layout == CLIPLayout::OPEN_CLIP || c.width >= 1024) ? CLIPActivation::GELU
-                                                                         : CLIPActivation::QUICK_GELU;
+  c.activation = (c.layout == CLIPLayout::OPEN_CLIP || c.width >= 1024)
+                     ? CLIPActivation::GELU
+                     : CLIPActivation::QUICK_GELU;
   if (const HostTensor* p = w.find("text_projection"); p && c.layout == CLIPLayout::OPEN_CLIP) {
     c.has_projection = true;
     c.projection_dim = p->shape()[1];
@@ -110,22 +123,23 @@ Result<CLIPTextGraph> clip_text_graph(const CLIPTextConfig& c, const CLIPTextGra
                       "CLIP layer {} is out of range for a {}-layer encoder (use -1 .. -{})",
                       o.layer, c.layers, c.layers);
   if (o.batch < 1) return make_error(ErrorCode::INVALID_ARGUMENT, "CLIP batch must be >= 1");
-  const LayoutNames n = layout_names(c.layout);
+  const LayoutNames n = layout_names(c);
   const int64_t C = c.width, N = c.positions, B = o.batch;
   const TensorDesc vec{c.dtype, {C}};
   CLIPTextGraph out;
   Graph& g = out.graph;
   auto W = [&](const std::string& name, Shape s) { return g.weight(name, {c.dtype, s}); };
   auto layer_norm = [&](ValueId x, const std::string& prefix) {
-    return g.layer_norm(x, g.weight(prefix + ".weight", vec), g.weight(prefix + ".bias", vec), c.eps,
-                        prefix);
+    return g.layer_norm(x, g.weight(prefix + ".weight", vec), g.weight(prefix + ".bias", vec),
+                        c.eps, prefix);
   };
   auto linear = [&](ValueId x, const std::string& prefix, int64_t out_f, int64_t in_f) {
     return g.linear(x, W(prefix + ".weight", {out_f, in_f}), W(prefix + ".bias", {out_f}), prefix);
   };
 
   ValueId ids = g.input("ids", {DType::I64, {B, N}});
-  ValueId x = g.op(OpKind::EMBEDDING, {}, {ids, W(n.token_embedding, {c.vocab, C})}, "token_embedding");
+  ValueId x =
+      g.op(OpKind::EMBEDDING, {}, {ids, W(n.token_embedding, {c.vocab, C})}, "token_embedding");
   x = g.add(x, W(n.position_embedding, {N, C}), "embeddings");
   int outputs = 0;
   if (o.embeddings) {
@@ -178,8 +192,8 @@ Result<CLIPTextGraph> clip_text_graph(const CLIPTextConfig& c, const CLIPTextGra
   return out;
 }
 
-HostTensor clip_text_pool(const HostTensor& last_hidden, const std::vector<std::vector<int32_t>>& ids,
-                          int32_t eos) {
+HostTensor clip_text_pool(const HostTensor& last_hidden,
+                          const std::vector<std::vector<int32_t>>& ids, int32_t eos) {
   const int64_t B = last_hidden.shape()[0], N = last_hidden.shape()[1], C = last_hidden.shape()[2];
   HostTensor out(DType::F32, {B, C});
   for (int64_t b = 0; b < B; ++b) {
@@ -203,15 +217,14 @@ Result<HostTensor> clip_text_project(const HostTensor& pooled, const WeightSet& 
   // OpenCLIP: P [C, D], y = x @ P.  HF Linear: W [D, C], y = x @ W^T.
   const int64_t D = open_clip ? proj.shape()[1] : proj.shape()[0];
   if ((open_clip ? proj.shape()[0] : proj.shape()[1]) != C)
-    return make_error(ErrorCode::INVALID_ARGUMENT, "text_projection {} does not fit pooled width {}",
-                      proj.shape().str(), C);
+    return make_error(ErrorCode::INVALID_ARGUMENT,
+                      "text_projection {} does not fit pooled width {}", proj.shape().str(), C);
   HostTensor out(DType::F32, {B, D});
   for (int64_t b = 0; b < B; ++b)
     for (int64_t d = 0; d < D; ++d) {
       double s = 0;
       for (int64_t k = 0; k < C; ++k)
-        s += double(pooled.f32()[b * C + k]) *
-             proj.f32()[open_clip ? k * D + d : d * C + k];
+        s += double(pooled.f32()[b * C + k]) * proj.f32()[open_clip ? k * D + d : d * C + k];
       out.f32()[b * D + d] = float(s);
     }
   return out;
@@ -225,8 +238,9 @@ Result<CLIPTextRun> clip_text_run(Executor& ex, WeightSet& w, const CLIPTextConf
   HostTensor ids(DType::I64, {o.batch, c.positions});
   for (size_t b = 0; b < rows.size(); ++b) {
     if (int64_t(rows[b].size()) != c.positions)
-      return make_error(ErrorCode::INVALID_ARGUMENT, "token row {} has {} ids, the encoder takes {}",
-                        b, rows[b].size(), c.positions);
+      return make_error(ErrorCode::INVALID_ARGUMENT,
+                        "token row {} has {} ids, the encoder takes {}", b, rows[b].size(),
+                        c.positions);
     for (size_t j = 0; j < rows[b].size(); ++j) {
       int32_t id = rows[b][j];
       if (id < 0 || id >= c.vocab)
@@ -286,7 +300,8 @@ Result<CLIPConditioning> clip_text_encode(Executor& ex, WeightSet& w, const CLIP
           // float32 arithmetic with the weight rounded to float, as torch does with a scalar.
           const float fw = float(wt);
           float* dst = out.cond.f32() + (int64_t(k) * N + j) * C;
-          for (int64_t ch = 0; ch < C; ++ch) dst[ch] = (dst[ch] - e[j * C + ch]) * fw + e[j * C + ch];
+          for (int64_t ch = 0; ch < C; ++ch)
+            dst[ch] = (dst[ch] - e[j * C + ch]) * fw + e[j * C + ch];
         }
     }
   }
@@ -301,9 +316,11 @@ Result<CLIPConditioning> clip_text_encode(Executor& ex, WeightSet& w, const CLIP
 }
 
 Result<CLIPConditioning> clip_sdxl_combine(const CLIPConditioning& l, const CLIPConditioning& g) {
-  if (l.cond.shape().rank != 3 || g.cond.shape().rank != 3 || l.cond.shape()[0] != g.cond.shape()[0])
-    return make_error(ErrorCode::INVALID_ARGUMENT, "SDXL conditioning shapes {} and {} do not combine",
-                      l.cond.shape().str(), g.cond.shape().str());
+  if (l.cond.shape().rank != 3 || g.cond.shape().rank != 3 ||
+      l.cond.shape()[0] != g.cond.shape()[0])
+    return make_error(ErrorCode::INVALID_ARGUMENT,
+                      "SDXL conditioning shapes {} and {} do not combine", l.cond.shape().str(),
+                      g.cond.shape().str());
   const int64_t B = l.cond.shape()[0];
   const int64_t N = std::min(l.cond.shape()[1], g.cond.shape()[1]);
   const int64_t Cl = l.cond.shape()[2], Cg = g.cond.shape()[2];

@@ -35,6 +35,9 @@ struct CLIPTextConfig {
   bool has_projection = false;
   int64_t projection_dim = 0;
   DType dtype = DType::F32;  // the weights' dtype in the WeightSet; the graph computes in it
+  // HF layout: the level above "embeddings." ("text_model." in SD files; empty in files written
+  // by older transformers versions).
+  std::string hf_root = "text_model.";
 };
 
 // Reads the configuration from a WeightSet loaded with the encoder's prefix stripped
@@ -71,8 +74,8 @@ Result<CLIPTextGraph> clip_text_graph(const CLIPTextConfig& config,
 
 // Rows of `last_hidden` [B, N, C] (f32) at each row's first `eos` (argmax of the ids when a row
 // has none) -> [B, C]. Like HF/ComfyUI pooling; for CLIP vocabularies EOS is also the largest id.
-HostTensor clip_text_pool(const HostTensor& last_hidden, const std::vector<std::vector<int32_t>>& ids,
-                          int32_t eos);
+HostTensor clip_text_pool(const HostTensor& last_hidden,
+                          const std::vector<std::vector<int32_t>>& ids, int32_t eos);
 
 // pooled [B, C] @ the checkpoint's projection: OpenCLIP "text_projection" [C, P] used as x @ P,
 // HF "text_projection.weight" [P, C] used as a Linear. Returns pooled unchanged when the config

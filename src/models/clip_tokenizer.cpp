@@ -8,10 +8,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 namespace hr {
 
@@ -69,8 +68,8 @@ bool is_number(char32_t c) {
 // The Unicode White_Space property (what \s matches in the tokenizers' regex engine).
 bool is_space(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 void append_lower(char32_t c, std::u32string& out) {
@@ -110,8 +109,7 @@ char32_t compose_pair(char32_t a, char32_t b) {
   std::span<const Composition> t = compositions();
   auto it = std::lower_bound(t.begin(), t.end(), std::pair{a, b},
                              [](const Composition& x, const std::pair<char32_t, char32_t>& k) {
-                               return x.first != k.first ? x.first < k.first
-                                                         : x.second < k.second;
+                               return x.first != k.first ? x.first < k.first : x.second < k.second;
                              });
   if (it != t.end() && it->first == a && it->second == b) return it->composed;
   return 0;
@@ -194,7 +192,7 @@ bool starts_with_at(const std::u32string& s, size_t i, std::u32string_view p) {
 // Pieces of normalised text by the CLIP pattern (Note [CLIP tokenization rule]).
 std::vector<std::string> split_pieces(const std::u32string& s) {
   static constexpr std::u32string_view kSpecials[] = {U"<|startoftext|>", U"<|endoftext|>"};
-  static constexpr std::u32string_view kContractions[] = {U"'s", U"'t", U"'re", U"'ve",
+  static constexpr std::u32string_view kContractions[] = {U"'s", U"'t",  U"'re", U"'ve",
                                                           U"'m", U"'ll", U"'d"};
   std::vector<std::string> pieces;
   size_t i = 0;
@@ -384,7 +382,8 @@ std::vector<std::string> clip_pretokenize(std::string_view text) {
         len = sp.size();
       }
     }
-    std::string_view chunk = text.substr(pos, next == std::string_view::npos ? text.npos : next - pos);
+    std::string_view chunk =
+        text.substr(pos, next == std::string_view::npos ? text.npos : next - pos);
     for (std::string& p : split_pieces(clip_normalize(chunk))) pieces.push_back(std::move(p));
     if (next == std::string_view::npos) break;
     pieces.emplace_back(text.substr(next, len));
@@ -416,7 +415,8 @@ Result<std::string> clip_tokenizer_find(const std::string& models_dir) {
     candidates.emplace_back(std::string(home) + "/ComfyUI/comfy/sd1_tokenizer", "ComfyUI in $HOME");
     // A diffusers / transformers download of the SD1 text encoder's tokenizer.
     std::error_code ec;
-    fs::path hub = fs::path(home) / ".cache/huggingface/hub/models--openai--clip-vit-large-patch14/snapshots";
+    fs::path hub =
+        fs::path(home) / ".cache/huggingface/hub/models--openai--clip-vit-large-patch14/snapshots";
     if (fs::is_directory(hub, ec)) {
       for (const auto& d : fs::directory_iterator(hub, ec))
         candidates.emplace_back(d.path().string(), "Hugging Face cache");
@@ -432,13 +432,14 @@ Result<std::string> clip_tokenizer_find(const std::string& models_dir) {
       return dir;
     looked += fmt::format("\n  {} ({})", dir, why);
   }
-  return make_error(ErrorCode::NOT_FOUND,
-                    "the CLIP tokenizer files (vocab.json and merges.txt) were not found; looked in:{}"
-                    "\nheadroom cannot ship them: copy them from a ComfyUI installation "
-                    "(comfy/sd1_tokenizer) or the openai/clip-vit-large-patch14 repository into "
-                    "<models>/clip_tokenizer, or set HEADROOM_CLIP_TOKENIZER (or COMFYUI_PATH) "
-                    "to the folder that holds them",
-                    looked);
+  return make_error(
+      ErrorCode::NOT_FOUND,
+      "the CLIP tokenizer files (vocab.json and merges.txt) were not found; looked in:{}"
+      "\nheadroom cannot ship them: copy them from a ComfyUI installation "
+      "(comfy/sd1_tokenizer) or the openai/clip-vit-large-patch14 repository into "
+      "<models>/clip_tokenizer, or set HEADROOM_CLIP_TOKENIZER (or COMFYUI_PATH) "
+      "to the folder that holds them",
+      looked);
 }
 
 Result<std::shared_ptr<const Tokenizer>> tokenizer_for_checkpoint(
@@ -447,8 +448,8 @@ Result<std::shared_ptr<const Tokenizer>> tokenizer_for_checkpoint(
   if (kind != metadata.end() && kind->second == "byte")
     return std::shared_ptr<const Tokenizer>(std::make_shared<ByteTokenizer>());
   if (kind != metadata.end() && kind->second != "clip-bpe")
-    return make_error(ErrorCode::UNSUPPORTED, "checkpoint names tokenizer '{}' (known: byte, clip-bpe)",
-                      kind->second);
+    return make_error(ErrorCode::UNSUPPORTED,
+                      "checkpoint names tokenizer '{}' (known: byte, clip-bpe)", kind->second);
   HR_ASSIGN_OR_RETURN(std::string dir, clip_tokenizer_find(models_dir));
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<const Tokenizer>> loaded;
@@ -465,6 +466,7 @@ Result<std::shared_ptr<const Tokenizer>> tokenizer_for_checkpoint(
 // are merged across unassigned code points, which never occur in text) ----
 namespace {
 
+// clang-format off
 constexpr CodeRange kLetterRanges[] = {
     {0x41, 0x5A}, {0x61, 0x7A}, {0xAA, 0xAA}, {0xB5, 0xB5}, {0xBA, 0xBA}, {0xC0, 0xD6}, {0xD8, 0xF6},
     {0xF8, 0x2C1}, {0x2C6, 0x2D1}, {0x2E0, 0x2E4}, {0x2EC, 0x2EC}, {0x2EE, 0x2EE}, {0x370, 0x374}, {0x376, 0x37D},
@@ -775,6 +777,7 @@ constexpr Composition kCompositions[] = {
     {0x30D8, 0x309A, 0x30DA}, {0x30DB, 0x3099, 0x30DC}, {0x30DB, 0x309A, 0x30DD}, {0x30EF, 0x3099, 0x30F7}, {0x30F0, 0x3099, 0x30F8},
     {0x30F1, 0x3099, 0x30F9}, {0x30F2, 0x3099, 0x30FA}, {0x30FD, 0x3099, 0x30FE},
 };
+// clang-format on
 
 std::span<const CodeRange> letter_ranges() { return kLetterRanges; }
 std::span<const CodeRange> number_ranges() { return kNumberRanges; }

@@ -1,8 +1,8 @@
 // ComfyUI prompt weighting and 77-token chunking (comfy/sd1_clip.py semantics).
 #include "models/prompt_weights.h"
 
-#include <charconv>
 #include <cctype>
+#include <charconv>
 #include <optional>
 
 namespace hr {

@@ -32,8 +32,8 @@ Status check_output(const HostTensor& out, const Shape& want) {
 }  // namespace
 
 DenoiseFn cfg_denoiser(const ModelSamplingDiscrete& ms, ModelFn cond, ModelFn uncond, float cfg) {
-  return [&ms, cond = std::move(cond), uncond = std::move(uncond),
-          cfg](const HostTensor& x, float sigma) -> Result<HostTensor> {
+  return [&ms, cond = std::move(cond), uncond = std::move(uncond), cfg](
+             const HostTensor& x, float sigma) -> Result<HostTensor> {
     HostTensor x_in = ms.calculate_input(x, sigma);
     const float t = ms.timestep(sigma);
     HR_ASSIGN_OR_RETURN(HostTensor out_c, cond(x_in, t));
@@ -68,8 +68,8 @@ DenoiseFn cfg_denoiser_batched(const ModelSamplingDiscrete& ms, ModelFn cond_the
     HostTensor out_c(x.desc()), out_u(x.desc());
     std::memcpy(out_c.f32(), out.f32(), out_c.bytes());
     std::memcpy(out_u.f32(), out.f32() + x.numel(), out_u.bytes());
-    return cfg_combine(ms.calculate_denoised(sigma, out_c, x), ms.calculate_denoised(sigma, out_u, x),
-                       cfg);
+    return cfg_combine(ms.calculate_denoised(sigma, out_c, x),
+                       ms.calculate_denoised(sigma, out_u, x), cfg);
   };
 }
 

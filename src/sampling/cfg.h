@@ -27,7 +27,8 @@ DenoiseFn cfg_denoiser(const ModelSamplingDiscrete& ms, ModelFn cond, ModelFn un
 // As cfg_denoiser with one model call on the batch concat(x_in, x_in) along dim 0: rows of the
 // first half belong to the positive conditioning, the second half to the negative one (bind a
 // context batched the same way). With cfg close to 1 the batch is x_in alone (positive only).
-DenoiseFn cfg_denoiser_batched(const ModelSamplingDiscrete& ms, ModelFn cond_then_uncond, float cfg);
+DenoiseFn cfg_denoiser_batched(const ModelSamplingDiscrete& ms, ModelFn cond_then_uncond,
+                               float cfg);
 
 // True when ComfyUI skips the negative pass (math.isclose(cfg, 1.0)).
 bool cfg_skips_uncond(float cfg);

@@ -18,8 +18,9 @@ class ModelSamplingDiscrete {
   // betas = linspace(sqrt(linear_start), sqrt(linear_end), timesteps, float64)^2 (ComfyUI's
   // "linear" schedule), acp = cumprod(1 - betas), sigmas = sqrt((1 - acp) / acp) in float32,
   // log_sigmas = log(float64 sigmas) in float32.
-  explicit ModelSamplingDiscrete(SamplingPrediction prediction = SamplingPrediction::EPS, int timesteps = 1000,
-                                 double linear_start = 0.00085, double linear_end = 0.012);
+  explicit ModelSamplingDiscrete(SamplingPrediction prediction = SamplingPrediction::EPS,
+                                 int timesteps = 1000, double linear_start = 0.00085,
+                                 double linear_end = 0.012);
 
   SamplingPrediction prediction() const { return prediction_; }
   const std::vector<float>& sigmas() const { return sigmas_; }

@@ -10,10 +10,19 @@ namespace hr {
 
 namespace {
 
-const std::vector<std::string> kSamplerNames = {
-    "euler", "euler_ancestral", "heun",   "dpm_2",        "dpm_2_ancestral", "lms",
-    "dpmpp_2s_ancestral",       "dpmpp_sde", "dpmpp_2m", "dpmpp_2m_sde",    "ddpm",
-    "lcm",   "ddim"};
+const std::vector<std::string> kSamplerNames = {"euler",
+                                                "euler_ancestral",
+                                                "heun",
+                                                "dpm_2",
+                                                "dpm_2_ancestral",
+                                                "lms",
+                                                "dpmpp_2s_ancestral",
+                                                "dpmpp_sde",
+                                                "dpmpp_2m",
+                                                "dpmpp_2m_sde",
+                                                "ddpm",
+                                                "lcm",
+                                                "ddim"};
 
 // Sampling state shared by all loops: the denoiser, options, step count, interruption.
 class Run {
@@ -175,7 +184,8 @@ Result<HostTensor> sample_dpm_2_ancestral(Run& run, HostTensor x, const std::vec
     HR_ASSIGN_OR_RETURN(HostTensor den2, run.model(x2, mid));
     HostTensor d2 = to_d(x2, mid, den2);
     HR_ASSIGN_OR_RETURN(HostTensor n, run.noise(x.shape()));
-    x = map3(x, d2, n, [&](float a, float b, float z) { return (a + b * dt2) + (z * s_noise) * st.up; });
+    x = map3(x, d2, n,
+             [&](float a, float b, float z) { return (a + b * dt2) + (z * s_noise) * st.up; });
   }
   return x;
 }
@@ -190,7 +200,8 @@ double lms_coeff(int order, const std::vector<float>& t, size_t i, int j) {
     double prod = 1.0;
     for (int k = 0; k < order; ++k) {
       if (k == j) continue;
-      prod *= (tau - double(t[i - size_t(k)])) / (double(t[i - size_t(j)]) - double(t[i - size_t(k)]));
+      prod *=
+          (tau - double(t[i - size_t(k)])) / (double(t[i - size_t(j)]) - double(t[i - size_t(k)]));
     }
     return prod;
   };
@@ -324,7 +335,8 @@ Result<HostTensor> sample_dpmpp_2m(Run& run, HostTensor x, const std::vector<flo
       const float r = h_last / h;
       const float k = 1.0f / (2.0f * r);
       const float k1 = 1.0f + k;
-      x = map3(x, den, old, [&](float a, float b, float o) { return c * a - e * (k1 * b - k * o); });
+      x = map3(x, den, old,
+               [&](float a, float b, float o) { return c * a - e * (k1 * b - k * o); });
     }
     old = std::move(den);
   }

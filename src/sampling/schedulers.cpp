@@ -148,8 +148,8 @@ double beta_cf(double x, double a, double b) {
 double beta_inc(double x, double a, double b) {
   if (x <= 0.0) return 0.0;
   if (x >= 1.0) return 1.0;
-  const double lbt = std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) +
-                     b * std::log1p(-x);
+  const double lbt =
+      std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x);
   if (x < (a + 1.0) / (a + b + 2.0)) return std::exp(lbt) * beta_cf(x, a, b) / a;
   return 1.0 - std::exp(lbt) * beta_cf(1.0 - x, b, a) / b;
 }
@@ -191,8 +191,7 @@ std::vector<float> sigmas_karras(int n, double sigma_min, double sigma_max, doub
 }
 
 std::vector<float> sigmas_exponential(int n, double sigma_min, double sigma_max) {
-  std::vector<float> out =
-      linspace_f32(float(std::log(sigma_max)), float(std::log(sigma_min)), n);
+  std::vector<float> out = linspace_f32(float(std::log(sigma_max)), float(std::log(sigma_min)), n);
   for (float& v : out) v = std::exp(v);
   out.push_back(0.0f);
   return out;
@@ -210,15 +209,16 @@ std::vector<float> sigmas_kl_optimal(int n, double sigma_min, double sigma_max) 
 }
 
 const std::vector<std::string>& scheduler_names() {
-  static const std::vector<std::string> kNames = {
-      "simple", "sgm_uniform", "karras", "exponential", "ddim_uniform",
-      "beta",   "normal",      "linear_quadratic", "kl_optimal"};
+  static const std::vector<std::string> kNames = {"simple",      "sgm_uniform",      "karras",
+                                                  "exponential", "ddim_uniform",     "beta",
+                                                  "normal",      "linear_quadratic", "kl_optimal"};
   return kNames;
 }
 
 Result<std::vector<float>> calculate_sigmas(const ModelSamplingDiscrete& ms,
                                             std::string_view scheduler, int steps) {
-  if (steps < 1) return make_error(ErrorCode::INVALID_ARGUMENT, "steps must be >= 1, got {}", steps);
+  if (steps < 1)
+    return make_error(ErrorCode::INVALID_ARGUMENT, "steps must be >= 1, got {}", steps);
   const double smin = ms.sigma_min(), smax = ms.sigma_max();
   if (scheduler == "simple") return simple_scheduler(ms, steps);
   if (scheduler == "sgm_uniform") return normal_scheduler(ms, steps, true);
@@ -240,8 +240,8 @@ bool sampler_discards_penultimate_sigma(std::string_view sampler) {
 namespace {
 
 Result<std::vector<float>> ksampler_calculate(const ModelSamplingDiscrete& ms,
-                                              std::string_view scheduler,
-                                              std::string_view sampler, int steps) {
+                                              std::string_view scheduler, std::string_view sampler,
+                                              int steps) {
   const bool discard = sampler_discards_penultimate_sigma(sampler);
   if (discard) steps += 1;
   HR_ASSIGN_OR_RETURN(std::vector<float> s, calculate_sigmas(ms, scheduler, steps));
@@ -253,14 +253,15 @@ Result<std::vector<float>> ksampler_calculate(const ModelSamplingDiscrete& ms,
 
 Result<std::vector<float>> ksampler_sigmas(const ModelSamplingDiscrete& ms,
                                            std::string_view scheduler, std::string_view sampler,
-                                           int steps, double denoise, int start_step,
-                                           int last_step, bool force_full_denoise) {
+                                           int steps, double denoise, int start_step, int last_step,
+                                           bool force_full_denoise) {
   std::vector<float> sigmas;
   if (denoise > 0.9999) {
     HR_ASSIGN_OR_RETURN(sigmas, ksampler_calculate(ms, scheduler, sampler, steps));
   } else if (denoise > 0.0) {
     const int new_steps = int(double(steps) / denoise);
-    HR_ASSIGN_OR_RETURN(std::vector<float> all, ksampler_calculate(ms, scheduler, sampler, new_steps));
+    HR_ASSIGN_OR_RETURN(std::vector<float> all,
+                        ksampler_calculate(ms, scheduler, sampler, new_steps));
     const size_t keep = std::min(all.size(), size_t(steps) + 1);
     sigmas.assign(all.end() - ptrdiff_t(keep), all.end());
   }

@@ -175,17 +175,21 @@ struct PhiloxState {
     incr();
     output = philox4x32_10(ctr, k0, k1);
     switch (state) {
-      case 0: return tmp;
-      case 1: return U4{tmp.y, tmp.z, tmp.w, output.x};
-      case 2: return U4{tmp.z, tmp.w, output.x, output.y};
-      default: return U4{tmp.w, output.x, output.y, output.z};
+      case 0:
+        return tmp;
+      case 1:
+        return U4{tmp.y, tmp.z, tmp.w, output.x};
+      case 2:
+        return U4{tmp.z, tmp.w, output.x, output.y};
+      default:
+        return U4{tmp.w, output.x, output.y, output.z};
     }
   }
 };
 
 // curand's _curand_box_muller (the compiler contracts the affine maps into FMAs).
 void box_muller(uint32_t a, uint32_t b, float* o0, float* o1) {
-  constexpr float kInv = 2.3283064e-10f;       // CURAND_2POW32_INV
+  constexpr float kInv = 2.3283064e-10f;                  // CURAND_2POW32_INV
   constexpr float kInv2Pi = 2.3283064e-10f * 6.2831855f;  // CURAND_2POW32_INV_2PI
   const float u = std::fma(float(a), kInv, kInv / 2.0f);
   const float v = std::fma(float(b), kInv2Pi, kInv2Pi / 2.0f);

@@ -31,7 +31,7 @@ class TorchCPUGenerator {
 
 // The device properties torch's CUDA launch configuration depends on.
 struct CUDAGridLimits {
-  uint32_t multiprocessor_count = 132;         // H200 (the golden noise was made on one)
+  uint32_t multiprocessor_count = 132;  // H200 (the golden noise was made on one)
   uint32_t max_threads_per_multiprocessor = 2048;
 };
 

@@ -96,7 +96,8 @@ TEST(OpInfer, RejectsConvChannelMismatch) {
   OpParams g;
   g.groups = 3;
   expect_infer_error(OpKind::CONV2D, g, {f32({1, 8, 8, 8}), f32({16, 4, 3, 3})});
-  expect_infer_error(OpKind::CONV2D, {}, {f32({1, 8, 2, 2}), f32({16, 8, 3, 3})});  // kernel > input
+  expect_infer_error(OpKind::CONV2D, {},
+                     {f32({1, 8, 2, 2}), f32({16, 8, 3, 3})});  // kernel > input
 }
 
 TEST(OpInfer, RejectsBadBroadcast) {
@@ -177,10 +178,18 @@ class FaultyBackend final : public Backend {
   Status event_record(Event* e, Stream* s) override { return inner_.event_record(e, s); }
   Status stream_wait_event(Stream* s, Event* e) override { return inner_.stream_wait_event(s, e); }
   Status event_sync(Event* e) override { return inner_.event_sync(e); }
-  Status copy_h2d(void* d, const void* s, size_t n, Stream* st) override { return inner_.copy_h2d(d, s, n, st); }
-  Status copy_d2h(void* d, const void* s, size_t n, Stream* st) override { return inner_.copy_d2h(d, s, n, st); }
-  Status copy_d2d(void* d, const void* s, size_t n, Stream* st) override { return inner_.copy_d2d(d, s, n, st); }
-  Status memset_zero(void* d, size_t n, Stream* st) override { return inner_.memset_zero(d, n, st); }
+  Status copy_h2d(void* d, const void* s, size_t n, Stream* st) override {
+    return inner_.copy_h2d(d, s, n, st);
+  }
+  Status copy_d2h(void* d, const void* s, size_t n, Stream* st) override {
+    return inner_.copy_d2h(d, s, n, st);
+  }
+  Status copy_d2d(void* d, const void* s, size_t n, Stream* st) override {
+    return inner_.copy_d2d(d, s, n, st);
+  }
+  Status memset_zero(void* d, size_t n, Stream* st) override {
+    return inner_.memset_zero(d, n, st);
+  }
   bool op_supported(OpKind k, DType t) const override { return inner_.op_supported(k, t); }
   size_t op_workspace(OpKind k, const OpParams& p, std::span<const TensorDesc> in,
                       const TensorDesc& out) const override {
@@ -200,12 +209,18 @@ class FaultyBackend final : public Backend {
     HR_TRY(inner_.op_run(call, s));
     uint8_t* out = static_cast<uint8_t*>(call.output.data);
     switch (fault_) {
-      case Fault::OVERRUN: out[call.output.desc.bytes()] = 0; break;
-      case Fault::PERTURB:  // a 1e-4 relative error: ten times the f32 tolerance
-        for (int64_t i = 0; i < call.output.desc.numel(); ++i) call.output.as<float>()[i] *= 1.0001f;
+      case Fault::OVERRUN:
+        out[call.output.desc.bytes()] = 0;
         break;
-      case Fault::CLOBBER_INPUT: static_cast<uint8_t*>(call.inputs[0].data)[0] ^= 1; break;
-      default: break;
+      case Fault::PERTURB:  // a 1e-4 relative error: ten times the f32 tolerance
+        for (int64_t i = 0; i < call.output.desc.numel(); ++i)
+          call.output.as<float>()[i] *= 1.0001f;
+        break;
+      case Fault::CLOBBER_INPUT:
+        static_cast<uint8_t*>(call.inputs[0].data)[0] ^= 1;
+        break;
+      default:
+        break;
     }
     return Status();
   }

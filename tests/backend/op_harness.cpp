@@ -13,9 +13,12 @@ namespace hr::test {
 
 double OpCase::tol(DType dtype) const {
   switch (dtype) {
-    case DType::F16: return tol_f16;
-    case DType::BF16: return tol_bf16;
-    default: return tol_f32;
+    case DType::F16:
+      return tol_f16;
+    case DType::BF16:
+      return tol_bf16;
+    default:
+      return tol_f32;
   }
 }
 
@@ -99,8 +102,10 @@ Result<RefTensor> op_execute(Backend& backend, OpKind kind, const OpParams& para
   std::vector<TensorRef> in_refs;
   for (const RefTensor& t : inputs) {
     in_bytes.push_back(to_bytes(t));
-    HR_ASSIGN_OR_RETURN(DeviceBuffer buf, alloc.allocate(t.desc.bytes(), Pool::ACTIVATIONS, "op test input"));
-    if (t.desc.bytes()) HR_TRY(backend.copy_h2d(buf.data(), in_bytes.back().data(), t.desc.bytes(), nullptr));
+    HR_ASSIGN_OR_RETURN(DeviceBuffer buf,
+                        alloc.allocate(t.desc.bytes(), Pool::ACTIVATIONS, "op test input"));
+    if (t.desc.bytes())
+      HR_TRY(backend.copy_h2d(buf.data(), in_bytes.back().data(), t.desc.bytes(), nullptr));
     in_refs.push_back(TensorRef{t.desc, buf.data()});
     in_bufs.push_back(std::move(buf));
   }
@@ -132,11 +137,13 @@ Result<RefTensor> op_execute(Backend& backend, OpKind kind, const OpParams& para
   HR_TRY(backend.copy_d2h(host_out.data(), out_buf.data(), host_out.size(), nullptr));
   for (size_t i = out_bytes; i < host_out.size(); ++i)
     if (host_out[i] != kPoison)
-      return make_error(ErrorCode::INTERNAL, "{} wrote past the end of its {}-byte output (byte +{})",
-                        op_name(kind), out_bytes, i - out_bytes);
+      return make_error(ErrorCode::INTERNAL,
+                        "{} wrote past the end of its {}-byte output (byte +{})", op_name(kind),
+                        out_bytes, i - out_bytes);
   for (size_t k = 0; k < inputs.size(); ++k) {
     std::vector<uint8_t> back(in_bytes[k].size());
-    if (!back.empty()) HR_TRY(backend.copy_d2h(back.data(), in_bufs[k].data(), back.size(), nullptr));
+    if (!back.empty())
+      HR_TRY(backend.copy_d2h(back.data(), in_bufs[k].data(), back.size(), nullptr));
     if (back != in_bytes[k])
       return make_error(ErrorCode::INTERNAL, "{} modified its input {}", op_name(kind), k);
   }
@@ -144,7 +151,8 @@ Result<RefTensor> op_execute(Backend& backend, OpKind kind, const OpParams& para
   RefTensor out;
   out.desc = out_desc;
   out.data.resize(size_t(out_desc.numel()));
-  for (size_t i = 0; i < out.data.size(); ++i) out.data[i] = dtype_load(host_out.data(), out_desc.dtype, i);
+  for (size_t i = 0; i < out.data.size(); ++i)
+    out.data[i] = dtype_load(host_out.data(), out_desc.dtype, i);
   return out;
 }
 
@@ -216,7 +224,8 @@ OpResult op_case_run(Backend& backend, const OpCase& c, DType dtype, uint64_t se
     r.message = fmt::format("{} on {}: {}", what, descs_str(inputs), r.status.str());
     return r;
   }
-  Result<RefTensor> ref = oracle ? oracle(c.kind, params, inputs) : op_reference(c.kind, params, inputs);
+  Result<RefTensor> ref =
+      oracle ? oracle(c.kind, params, inputs) : op_reference(c.kind, params, inputs);
   if (!ref.ok()) {
     r.status = ref.status().with_context("oracle");
     r.message = what + ": " + r.status.str();
@@ -224,8 +233,8 @@ OpResult op_case_run(Backend& backend, const OpCase& c, DType dtype, uint64_t se
   }
   if (ref->desc.shape != out->desc.shape || (!oracle && ref->desc.dtype != out->desc.dtype)) {
     r.status = Status(ErrorCode::INTERNAL, "output descriptor mismatch");
-    r.message = fmt::format("{}: op_infer gives {}, the oracle {}", what, out->desc.str(),
-                            ref->desc.str());
+    r.message =
+        fmt::format("{}: op_infer gives {}, the oracle {}", what, out->desc.str(), ref->desc.str());
     return r;
   }
 
@@ -256,8 +265,8 @@ OpResult op_case_run(Backend& backend, const OpCase& c, DType dtype, uint64_t se
                           out->desc.str(), r.rel_error, r.tol, r.max_abs_error);
   if (nonfinite) r.message += fmt::format(", {} non-finite outputs", nonfinite);
   if (worst >= 0)
-    r.message += fmt::format(" (worst at flat {}: out {} ref {})", worst,
-                             out->data[size_t(worst)], ref->data[size_t(worst)]);
+    r.message += fmt::format(" (worst at flat {}: out {} ref {})", worst, out->data[size_t(worst)],
+                             ref->data[size_t(worst)]);
   return r;
 }
 
@@ -295,49 +304,64 @@ OpParams conv_params(int sh, int sw, int pt, int pb, int pl, int pr, int groups 
 }
 
 void add_matmul_cases(std::vector<OpCase>& v) {
-  v.push_back(make_case("linear_bias_3d", OpKind::LINEAR, {f32({2, 77, 64}), f32({96, 64}), f32({96})}));
+  v.push_back(
+      make_case("linear_bias_3d", OpKind::LINEAR, {f32({2, 77, 64}), f32({96, 64}), f32({96})}));
   v.push_back(make_case("linear_nobias", OpKind::LINEAR, {f32({8, 64}), f32({32, 64})}));
   v.push_back(make_case("linear_nobias_3d", OpKind::LINEAR, {f32({2, 16, 320}), f32({40, 320})}));
   v.push_back(make_case("linear_bias_1d", OpKind::LINEAR, {f32({33}), f32({17, 33}), f32({17})}));
-  v.push_back(make_case("linear_k1280", OpKind::LINEAR, {f32({4, 1280}), f32({64, 1280}), f32({64})}));
+  v.push_back(
+      make_case("linear_k1280", OpKind::LINEAR, {f32({4, 1280}), f32({64, 1280}), f32({64})}));
 
   OpParams tb;
   tb.trans_b = true;
   v.push_back(make_case("matmul_2d", OpKind::MATMUL, {f32({32, 48}), f32({48, 40})}));
-  v.push_back(make_case("matmul_batched", OpKind::MATMUL, {f32({2, 3, 32, 24}), f32({2, 3, 24, 16})}));
+  v.push_back(
+      make_case("matmul_batched", OpKind::MATMUL, {f32({2, 3, 32, 24}), f32({2, 3, 24, 16})}));
   v.push_back(make_case("matmul_bcast_b2d", OpKind::MATMUL, {f32({2, 3, 16, 24}), f32({24, 16})}));
-  v.push_back(make_case("matmul_bcast_both", OpKind::MATMUL, {f32({2, 1, 16, 24}), f32({1, 3, 24, 8})}));
+  v.push_back(
+      make_case("matmul_bcast_both", OpKind::MATMUL, {f32({2, 1, 16, 24}), f32({1, 3, 24, 8})}));
   v.push_back(make_case("matmul_bcast_a2d", OpKind::MATMUL, {f32({16, 24}), f32({3, 24, 8})}));
-  v.push_back(make_case("matmul_trans_b", OpKind::MATMUL, {f32({2, 4, 64, 40}), f32({2, 4, 64, 40})}, tb));
-  v.push_back(make_case("matmul_trans_b_bcast", OpKind::MATMUL, {f32({3, 16, 32}), f32({20, 32})}, tb));
+  v.push_back(
+      make_case("matmul_trans_b", OpKind::MATMUL, {f32({2, 4, 64, 40}), f32({2, 4, 64, 40})}, tb));
+  v.push_back(
+      make_case("matmul_trans_b_bcast", OpKind::MATMUL, {f32({3, 16, 32}), f32({20, 32})}, tb));
 }
 
 void add_conv_cases(std::vector<OpCase>& v) {
   v.push_back(make_case("conv1x1_bias", OpKind::CONV2D,
-                        {f32({2, 64, 8, 8}), f32({32, 64, 1, 1}), f32({32})}, conv_params(1, 1, 0, 0, 0, 0)));
-  v.push_back(make_case("conv1x1_nobias", OpKind::CONV2D,
-                        {f32({1, 16, 5, 7}), f32({24, 16, 1, 1})}, conv_params(1, 1, 0, 0, 0, 0)));
+                        {f32({2, 64, 8, 8}), f32({32, 64, 1, 1}), f32({32})},
+                        conv_params(1, 1, 0, 0, 0, 0)));
+  v.push_back(make_case("conv1x1_nobias", OpKind::CONV2D, {f32({1, 16, 5, 7}), f32({24, 16, 1, 1})},
+                        conv_params(1, 1, 0, 0, 0, 0)));
   v.push_back(make_case("conv3x3_pad1_bias", OpKind::CONV2D,
-                        {f32({1, 32, 16, 16}), f32({64, 32, 3, 3}), f32({64})}, conv_params(1, 1, 1, 1, 1, 1)));
+                        {f32({1, 32, 16, 16}), f32({64, 32, 3, 3}), f32({64})},
+                        conv_params(1, 1, 1, 1, 1, 1)));
   v.push_back(make_case("conv3x3_pad1_nobias_latent", OpKind::CONV2D,
                         {f32({2, 4, 16, 16}), f32({32, 4, 3, 3})}, conv_params(1, 1, 1, 1, 1, 1)));
   v.push_back(make_case("conv3x3_pad1_out3", OpKind::CONV2D,
-                        {f32({1, 32, 16, 16}), f32({3, 32, 3, 3}), f32({3})}, conv_params(1, 1, 1, 1, 1, 1)));
+                        {f32({1, 32, 16, 16}), f32({3, 32, 3, 3}), f32({3})},
+                        conv_params(1, 1, 1, 1, 1, 1)));
   v.push_back(make_case("conv3x3_stride2_pad1", OpKind::CONV2D,
-                        {f32({1, 32, 16, 16}), f32({32, 32, 3, 3}), f32({32})}, conv_params(2, 2, 1, 1, 1, 1)));
+                        {f32({1, 32, 16, 16}), f32({32, 32, 3, 3}), f32({32})},
+                        conv_params(2, 2, 1, 1, 1, 1)));
   // The VAE encoder's downsample pads (0, 1, 0, 1) and strides 2.
   v.push_back(make_case("conv3x3_stride2_asym_pad", OpKind::CONV2D,
-                        {f32({1, 32, 16, 16}), f32({32, 32, 3, 3}), f32({32})}, conv_params(2, 2, 0, 1, 0, 1)));
+                        {f32({1, 32, 16, 16}), f32({32, 32, 3, 3}), f32({32})},
+                        conv_params(2, 2, 0, 1, 0, 1)));
   v.push_back(make_case("conv3x3_stride2_asym_pad_odd", OpKind::CONV2D,
                         {f32({2, 8, 15, 13}), f32({16, 8, 3, 3})}, conv_params(2, 2, 0, 1, 0, 1)));
   v.push_back(make_case("conv3x3_groups4", OpKind::CONV2D,
-                        {f32({1, 32, 8, 8}), f32({32, 8, 3, 3}), f32({32})}, conv_params(1, 1, 1, 1, 1, 1, 4)));
+                        {f32({1, 32, 8, 8}), f32({32, 8, 3, 3}), f32({32})},
+                        conv_params(1, 1, 1, 1, 1, 1, 4)));
   v.push_back(make_case("conv3x3_depthwise", OpKind::CONV2D,
-                        {f32({1, 16, 8, 8}), f32({16, 1, 3, 3})}, conv_params(1, 1, 1, 1, 1, 1, 16)));
+                        {f32({1, 16, 8, 8}), f32({16, 1, 3, 3})},
+                        conv_params(1, 1, 1, 1, 1, 1, 16)));
   v.push_back(make_case("conv3x3_dilation2", OpKind::CONV2D,
-                        {f32({1, 8, 12, 12}), f32({8, 8, 3, 3}), f32({8})}, conv_params(1, 1, 2, 2, 2, 2, 1, 2)));
+                        {f32({1, 8, 12, 12}), f32({8, 8, 3, 3}), f32({8})},
+                        conv_params(1, 1, 2, 2, 2, 2, 1, 2)));
   v.push_back(make_case("conv3x3_rect_stride21", OpKind::CONV2D,
-                        {f32({1, 8, 12, 20}), f32({16, 8, 3, 3}), f32({16})}, conv_params(2, 1, 1, 1, 1, 1)));
+                        {f32({1, 8, 12, 20}), f32({16, 8, 3, 3}), f32({16})},
+                        conv_params(2, 1, 1, 1, 1, 1)));
 }
 
 void add_norm_cases(std::vector<OpCase>& v) {
@@ -352,31 +376,38 @@ void add_norm_cases(std::vector<OpCase>& v) {
   auto norm_ranges = [](OpCase c) {
     return std::move(c.with_range(0, -1.0, 3.0).with_range(1, 0.5, 1.5));
   };
-  v.push_back(norm_ranges(make_case("group_norm_32", OpKind::GROUP_NORM,
-                                    {f32({2, 64, 8, 8}), f32({64}), f32({64})}, gn(32, 1e-5f, false))));
-  v.push_back(norm_ranges(make_case("group_norm_32_silu", OpKind::GROUP_NORM,
-                                    {f32({1, 128, 8, 8}), f32({128}), f32({128})}, gn(32, 1e-6f, true))));
-  v.push_back(norm_ranges(make_case("group_norm_32_c320_silu", OpKind::GROUP_NORM,
-                                    {f32({1, 320, 6, 6}), f32({320}), f32({320})}, gn(32, 1e-5f, true))));
-  v.push_back(norm_ranges(make_case("group_norm_32_rank3", OpKind::GROUP_NORM,
-                                    {f32({2, 64, 77}), f32({64}), f32({64})}, gn(32, 1e-6f, false))));
+  v.push_back(
+      norm_ranges(make_case("group_norm_32", OpKind::GROUP_NORM,
+                            {f32({2, 64, 8, 8}), f32({64}), f32({64})}, gn(32, 1e-5f, false))));
+  v.push_back(
+      norm_ranges(make_case("group_norm_32_silu", OpKind::GROUP_NORM,
+                            {f32({1, 128, 8, 8}), f32({128}), f32({128})}, gn(32, 1e-6f, true))));
+  v.push_back(
+      norm_ranges(make_case("group_norm_32_c320_silu", OpKind::GROUP_NORM,
+                            {f32({1, 320, 6, 6}), f32({320}), f32({320})}, gn(32, 1e-5f, true))));
+  v.push_back(
+      norm_ranges(make_case("group_norm_32_rank3", OpKind::GROUP_NORM,
+                            {f32({2, 64, 77}), f32({64}), f32({64})}, gn(32, 1e-6f, false))));
   v.push_back(norm_ranges(make_case("group_norm_4_rank2", OpKind::GROUP_NORM,
                                     {f32({3, 16}), f32({16}), f32({16})}, gn(4, 1e-5f, false))));
 
   v.push_back(norm_ranges(make_case("layer_norm_beta", OpKind::LAYER_NORM,
                                     {f32({2, 77, 320}), f32({320}), f32({320})})));
-  v.push_back(norm_ranges(make_case("layer_norm_nobeta", OpKind::LAYER_NORM,
-                                    {f32({2, 64, 320}), f32({320})})));
+  v.push_back(norm_ranges(
+      make_case("layer_norm_nobeta", OpKind::LAYER_NORM, {f32({2, 64, 320}), f32({320})})));
   v.push_back(norm_ranges(make_case("layer_norm_c768", OpKind::LAYER_NORM,
                                     {f32({1, 77, 768}), f32({768}), f32({768})})));
-  v.push_back(norm_ranges(make_case("layer_norm_c33", OpKind::LAYER_NORM,
-                                    {f32({5, 33}), f32({33}), f32({33})})));
+  v.push_back(norm_ranges(
+      make_case("layer_norm_c33", OpKind::LAYER_NORM, {f32({5, 33}), f32({33}), f32({33})})));
 
   OpParams sm;
-  v.push_back(make_case("softmax_rows77", OpKind::SOFTMAX, {f32({4, 8, 77})}, sm).with_range(0, -5, 5));
-  v.push_back(make_case("softmax_long", OpKind::SOFTMAX, {f32({3, 1000})}, sm).with_range(0, -5, 5));
+  v.push_back(
+      make_case("softmax_rows77", OpKind::SOFTMAX, {f32({4, 8, 77})}, sm).with_range(0, -5, 5));
+  v.push_back(
+      make_case("softmax_long", OpKind::SOFTMAX, {f32({3, 1000})}, sm).with_range(0, -5, 5));
   sm.alpha = 0.125f;
-  v.push_back(make_case("softmax_alpha", OpKind::SOFTMAX, {f32({2, 4, 64, 64})}, sm).with_range(0, -20, 20));
+  v.push_back(make_case("softmax_alpha", OpKind::SOFTMAX, {f32({2, 4, 64, 64})}, sm)
+                  .with_range(0, -20, 20));
 }
 
 void add_attention_cases(std::vector<OpCase>& v) {
@@ -389,9 +420,10 @@ void add_attention_cases(std::vector<OpCase>& v) {
   };
   auto attn = [&](std::string name, int64_t b, int64_t nq, int64_t nk, int64_t heads, int64_t d,
                   int64_t dv, bool causal, float scale = 0.0f) {
-    OpCase c = make_case(std::move(name), OpKind::ATTENTION,
-                         {f32({b, nq, heads * d}), f32({b, nk, heads * d}), f32({b, nk, heads * dv})},
-                         att(int(heads), causal, scale));
+    OpCase c =
+        make_case(std::move(name), OpKind::ATTENTION,
+                  {f32({b, nq, heads * d}), f32({b, nk, heads * d}), f32({b, nk, heads * dv})},
+                  att(int(heads), causal, scale));
     c.with_range(0, -2.0, 2.0).with_range(1, -2.0, 2.0);
     v.push_back(std::move(c));
   };
@@ -418,7 +450,8 @@ void add_elementwise_cases(std::vector<OpCase>& v) {
     v.push_back(make_case(std::string(op_name(k)), k, {f32({2, 64, 33})}).with_range(0, -5, 5));
   OpParams sc;
   sc.alpha = 0.18215f;  // the SD1 latent scale
-  v.push_back(make_case("scale_latent", OpKind::SCALE, {f32({1, 4, 16, 16})}, sc).with_range(0, -5, 5));
+  v.push_back(
+      make_case("scale_latent", OpKind::SCALE, {f32({1, 4, 16, 16})}, sc).with_range(0, -5, 5));
   sc.alpha = 2.0f;
   sc.beta = -1.0f;
   v.push_back(make_case("scale_affine", OpKind::SCALE, {f32({3, 1001})}, sc));
@@ -431,8 +464,8 @@ void add_elementwise_cases(std::vector<OpCase>& v) {
   };
   const Pattern patterns[] = {
       {"same", {2, 32, 8, 8}, {2, 32, 8, 8}},
-      {"channel_bias", {2, 32, 8, 8}, {32, 1, 1}},   // conv-style bias
-      {"temb", {2, 32, 8, 8}, {2, 32, 1, 1}},        // time embedding added to features
+      {"channel_bias", {2, 32, 8, 8}, {32, 1, 1}},  // conv-style bias
+      {"temb", {2, 32, 8, 8}, {2, 32, 1, 1}},       // time embedding added to features
       {"scalar", {2, 77, 40}, {1}},
       {"both_sides", {4, 1, 8}, {1, 5, 8}},
       {"lower_rank_a", {8}, {3, 5, 8}},
@@ -455,13 +488,16 @@ void add_layout_cases(std::vector<OpCase>& v) {
   auto exact = [](OpCase c) { return std::move(c.with_tol(0, 0, 0)); };
   OpParams p;
   p.axis = 1;
-  v.push_back(exact(make_case("concat_axis1_skip", OpKind::CONCAT, {f32({2, 32, 8, 8}), f32({2, 16, 8, 8})}, p)));
+  v.push_back(exact(
+      make_case("concat_axis1_skip", OpKind::CONCAT, {f32({2, 32, 8, 8}), f32({2, 16, 8, 8})}, p)));
   v.push_back(exact(make_case("concat_axis1_three", OpKind::CONCAT,
                               {f32({1, 4, 5, 6}), f32({1, 1, 5, 6}), f32({1, 3, 5, 6})}, p)));
   p.axis = -1;
-  v.push_back(exact(make_case("concat_axis_last", OpKind::CONCAT, {f32({2, 77, 40}), f32({2, 77, 24})}, p)));
+  v.push_back(exact(
+      make_case("concat_axis_last", OpKind::CONCAT, {f32({2, 77, 40}), f32({2, 77, 24})}, p)));
   p.axis = 0;
-  v.push_back(exact(make_case("concat_axis0", OpKind::CONCAT, {f32({1, 77, 64}), f32({2, 77, 64})}, p)));
+  v.push_back(
+      exact(make_case("concat_axis0", OpKind::CONCAT, {f32({1, 77, 64}), f32({2, 77, 64})}, p)));
 
   auto slice = [](int axis, int64_t start, int64_t end, int64_t step) {
     OpParams s;
@@ -471,10 +507,14 @@ void add_layout_cases(std::vector<OpCase>& v) {
     s.step = step;
     return s;
   };
-  v.push_back(exact(make_case("slice_chunk_axis1", OpKind::SLICE, {f32({2, 64, 8, 8})}, slice(1, 32, 64, 1))));
-  v.push_back(exact(make_case("slice_step2_last", OpKind::SLICE, {f32({2, 5, 33})}, slice(-1, 0, 33, 2))));
-  v.push_back(exact(make_case("slice_step3_clamped", OpKind::SLICE, {f32({3, 20, 4})}, slice(1, 1, 1000, 3))));
-  v.push_back(exact(make_case("slice_axis0", OpKind::SLICE, {f32({4, 77, 16})}, slice(0, 1, 3, 1))));
+  v.push_back(exact(
+      make_case("slice_chunk_axis1", OpKind::SLICE, {f32({2, 64, 8, 8})}, slice(1, 32, 64, 1))));
+  v.push_back(
+      exact(make_case("slice_step2_last", OpKind::SLICE, {f32({2, 5, 33})}, slice(-1, 0, 33, 2))));
+  v.push_back(exact(
+      make_case("slice_step3_clamped", OpKind::SLICE, {f32({3, 20, 4})}, slice(1, 1, 1000, 3))));
+  v.push_back(
+      exact(make_case("slice_axis0", OpKind::SLICE, {f32({4, 77, 16})}, slice(0, 1, 3, 1))));
 
   auto perm = [](std::initializer_list<int> order) {
     OpParams q;
@@ -482,10 +522,14 @@ void add_layout_cases(std::vector<OpCase>& v) {
     for (int o : order) q.perm[i++] = o;
     return q;
   };
-  v.push_back(exact(make_case("permute_0213_heads", OpKind::PERMUTE, {f32({2, 77, 8, 40})}, perm({0, 2, 1, 3}))));
-  v.push_back(exact(make_case("permute_0231_nhwc", OpKind::PERMUTE, {f32({2, 32, 8, 6})}, perm({0, 2, 3, 1}))));
-  v.push_back(exact(make_case("permute_0312_nchw", OpKind::PERMUTE, {f32({2, 8, 6, 32})}, perm({0, 3, 1, 2}))));
-  v.push_back(exact(make_case("permute_021_3d", OpKind::PERMUTE, {f32({2, 64, 40})}, perm({0, 2, 1}))));
+  v.push_back(exact(
+      make_case("permute_0213_heads", OpKind::PERMUTE, {f32({2, 77, 8, 40})}, perm({0, 2, 1, 3}))));
+  v.push_back(exact(
+      make_case("permute_0231_nhwc", OpKind::PERMUTE, {f32({2, 32, 8, 6})}, perm({0, 2, 3, 1}))));
+  v.push_back(exact(
+      make_case("permute_0312_nchw", OpKind::PERMUTE, {f32({2, 8, 6, 32})}, perm({0, 3, 1, 2}))));
+  v.push_back(
+      exact(make_case("permute_021_3d", OpKind::PERMUTE, {f32({2, 64, 40})}, perm({0, 2, 1}))));
 
   OpParams r;
   r.shape = Shape{2, 64, 64};
@@ -496,7 +540,8 @@ void add_layout_cases(std::vector<OpCase>& v) {
   OpParams u;
   u.factor = 2;
   v.push_back(exact(make_case("upsample_x2", OpKind::UPSAMPLE_NEAREST, {f32({1, 32, 8, 8})}, u)));
-  v.push_back(exact(make_case("upsample_x2_odd", OpKind::UPSAMPLE_NEAREST, {f32({2, 4, 5, 7})}, u)));
+  v.push_back(
+      exact(make_case("upsample_x2_odd", OpKind::UPSAMPLE_NEAREST, {f32({2, 4, 5, 7})}, u)));
   u.factor = 3;
   v.push_back(exact(make_case("upsample_x3", OpKind::UPSAMPLE_NEAREST, {f32({1, 3, 4, 6})}, u)));
 
@@ -509,11 +554,14 @@ void add_layout_cases(std::vector<OpCase>& v) {
 void add_embedding_cases(std::vector<OpCase>& v) {
   // Rows are copied: exact.
   v.push_back(make_case("embedding_i32_tokens", OpKind::EMBEDDING, {i32({2, 77}), f32({1000, 64})})
-                  .with_range(0, 0, 1000).with_tol(0, 0, 0));
+                  .with_range(0, 0, 1000)
+                  .with_tol(0, 0, 0));
   v.push_back(make_case("embedding_i64_tokens", OpKind::EMBEDDING, {i64({1, 77}), f32({500, 96})})
-                  .with_range(0, 0, 500).with_tol(0, 0, 0));
+                  .with_range(0, 0, 500)
+                  .with_tol(0, 0, 0));
   v.push_back(make_case("embedding_i32_positions", OpKind::EMBEDDING, {i32({77}), f32({77, 64})})
-                  .with_range(0, 0, 77).with_tol(0, 0, 0));
+                  .with_range(0, 0, 77)
+                  .with_tol(0, 0, 0));
 
   // An f32 implementation of t * f_i with t up to 1000 has an absolute argument error of up
   // to ~1e-4 (f_i and the product each round at 6e-8 relative), which sin/cos pass on: hence a
@@ -548,7 +596,8 @@ void add_cast_cases(std::vector<OpCase>& v) {
   };
   const DType float_targets[] = {DType::F32, DType::F16, DType::BF16};
   for (DType to : float_targets)
-    v.push_back(make_case(fmt::format("cast_to_{}", dtype_name(to)), OpKind::CAST, {f32({3, 257})}, cast(to))
+    v.push_back(make_case(fmt::format("cast_to_{}", dtype_name(to)), OpKind::CAST, {f32({3, 257})},
+                          cast(to))
                     .with_range(0, -60000.0, 60000.0)
                     .with_tol(0, 0, 0));
   // Small magnitudes: f16 subnormals (below 6.1e-5) and their rounding.
@@ -564,7 +613,8 @@ void add_cast_cases(std::vector<OpCase>& v) {
   const DType all_targets[] = {DType::F32, DType::F16, DType::BF16, DType::I64};
   for (DType to : all_targets) {
     // Beyond 2048 (f16) and 256 (bf16) integers round.
-    OpCase c = make_case(fmt::format("cast_i32_to_{}", dtype_name(to)), OpKind::CAST, {i32({5, 99})}, cast(to))
+    OpCase c = make_case(fmt::format("cast_i32_to_{}", dtype_name(to)), OpKind::CAST,
+                         {i32({5, 99})}, cast(to))
                    .with_range(0, -5000.0, 5000.0)
                    .with_tol(0, 0, 0);
     c.sweep = false;

@@ -66,15 +66,20 @@ double gelu_erf(double x) { return 0.5 * x * (1.0 + std::erf(x / std::numbers::s
 
 double unary_value(OpKind kind, const OpParams& p, double x) {
   switch (kind) {
-    case OpKind::GELU: return gelu_erf(x);
+    case OpKind::GELU:
+      return gelu_erf(x);
     case OpKind::GELU_TANH: {
       double c = std::sqrt(2.0 / std::numbers::pi);
       return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
     }
-    case OpKind::QUICK_GELU: return x * sigmoid(1.702 * x);
-    case OpKind::SILU: return x * sigmoid(x);
-    case OpKind::SCALE: return x * double(p.alpha) + double(p.beta);
-    default: return std::numeric_limits<double>::quiet_NaN();
+    case OpKind::QUICK_GELU:
+      return x * sigmoid(1.702 * x);
+    case OpKind::SILU:
+      return x * sigmoid(x);
+    case OpKind::SCALE:
+      return x * double(p.alpha) + double(p.beta);
+    default:
+      return std::numeric_limits<double>::quiet_NaN();
   }
 }
 
@@ -90,7 +95,8 @@ Result<RefTensor> ref_linear(const OpParams&, std::span<const RefTensor> in) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < n; ++j) {
       double s = b ? b[j] : 0.0;
-      for (int64_t i = 0; i < k; ++i) s += in[0].data[size_t(r * k + i)] * in[1].data[size_t(j * k + i)];
+      for (int64_t i = 0; i < k; ++i)
+        s += in[0].data[size_t(r * k + i)] * in[1].data[size_t(j * k + i)];
       out.data[size_t(r * n + j)] = s;
     }
   return out;
@@ -120,7 +126,8 @@ Result<RefTensor> ref_matmul(const OpParams& p, std::span<const RefTensor> in) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         double s = 0.0;
-        for (int64_t t = 0; t < k; ++t) s += a[i * k + t] * (p.trans_b ? b[j * k + t] : b[t * n + j]);
+        for (int64_t t = 0; t < k; ++t)
+          s += a[i * k + t] * (p.trans_b ? b[j * k + t] : b[t * n + j]);
         o[i * n + j] = s;
       }
   }
@@ -207,8 +214,8 @@ Result<RefTensor> ref_layer_norm(const OpParams& p, std::span<const RefTensor> i
     var /= double(c);
     double inv = 1.0 / std::sqrt(var + double(p.eps));
     for (int64_t i = 0; i < c; ++i)
-      out.data[size_t(r * c + i)] =
-          (x[i] - mean) * inv * in[1].data[size_t(i)] + (in.size() > 2 ? in[2].data[size_t(i)] : 0.0);
+      out.data[size_t(r * c + i)] = (x[i] - mean) * inv * in[1].data[size_t(i)] +
+                                    (in.size() > 2 ? in[2].data[size_t(i)] : 0.0);
   }
   return out;
 }
@@ -298,10 +305,18 @@ Result<RefTensor> ref_binary(OpKind kind, std::span<const RefTensor> in) {
     double b = in[1].data[size_t(broadcast_offset(bs, coord, os.rank))];
     double r = 0.0;
     switch (kind) {
-      case OpKind::ADD: r = a + b; break;
-      case OpKind::SUB: r = a - b; break;
-      case OpKind::MUL: r = a * b; break;
-      default: r = a / b; break;
+      case OpKind::ADD:
+        r = a + b;
+        break;
+      case OpKind::SUB:
+        r = a - b;
+        break;
+      case OpKind::MUL:
+        r = a * b;
+        break;
+      default:
+        r = a / b;
+        break;
     }
     out.data[size_t(i)] = r;
   }
@@ -373,7 +388,8 @@ Result<RefTensor> ref_upsample(const OpParams& p, std::span<const RefTensor> in)
   for (int64_t nc = 0; nc < xs[0] * xs[1]; ++nc)
     for (int64_t y = 0; y < h * f; ++y)
       for (int64_t x = 0; x < w * f; ++x)
-        out.data[size_t((nc * h * f + y) * w * f + x)] = in[0].data[size_t((nc * h + y / f) * w + x / f)];
+        out.data[size_t((nc * h * f + y) * w * f + x)] =
+            in[0].data[size_t((nc * h + y / f) * w + x / f)];
   return out;
 }
 
@@ -389,13 +405,15 @@ Result<RefTensor> ref_embedding(std::span<const RefTensor> in) {
     double id = in[0].data[size_t(i)];
     if (!(id >= 0 && id < double(v)))
       return ref_error(OpKind::EMBEDDING, fmt::format("id {} outside [0, {})", id, v));
-    for (int64_t j = 0; j < d; ++j) out.data[size_t(i * d + j)] = in[1].data[size_t(int64_t(id) * d + j)];
+    for (int64_t j = 0; j < d; ++j)
+      out.data[size_t(i * d + j)] = in[1].data[size_t(int64_t(id) * d + j)];
   }
   return out;
 }
 
 Result<RefTensor> ref_timestep_embedding(const OpParams& p, std::span<const RefTensor> in) {
-  if (in[0].desc.shape.rank != 1 || p.dim < 2) return ref_error(OpKind::TIMESTEP_EMBEDDING, "shape");
+  if (in[0].desc.shape.rank != 1 || p.dim < 2)
+    return ref_error(OpKind::TIMESTEP_EMBEDDING, "shape");
   int64_t n = in[0].desc.shape[0], dim = p.dim, half = dim / 2;
   RefTensor out = ref_make(p.dtype, Shape{n, dim});
   for (int64_t r = 0; r < n; ++r) {
@@ -416,40 +434,62 @@ Result<RefTensor> ref_timestep_embedding(const OpParams& p, std::span<const RefT
 
 double dtype_round(double x, DType t) {
   switch (t) {
-    case DType::F32: return double(float(x));
-    case DType::F16: return double(f16_to_f32(f32_to_f16(float(x))));
-    case DType::BF16: return double(bf16_to_f32(f32_to_bf16(float(x))));
+    case DType::F32:
+      return double(float(x));
+    case DType::F16:
+      return double(f16_to_f32(f32_to_f16(float(x))));
+    case DType::BF16:
+      return double(bf16_to_f32(f32_to_bf16(float(x))));
     case DType::I32:
-    case DType::I64: return std::trunc(x);
-    default: return x;
+    case DType::I64:
+      return std::trunc(x);
+    default:
+      return x;
   }
 }
 
 double dtype_load(const void* data, DType t, size_t i) {
   switch (t) {
-    case DType::F32: return double(static_cast<const float*>(data)[i]);
-    case DType::F16: return double(f16_to_f32(static_cast<const uint16_t*>(data)[i]));
-    case DType::BF16: return double(bf16_to_f32(static_cast<const uint16_t*>(data)[i]));
-    case DType::I32: return double(static_cast<const int32_t*>(data)[i]);
-    case DType::I64: return double(static_cast<const int64_t*>(data)[i]);
-    default: return std::numeric_limits<double>::quiet_NaN();
+    case DType::F32:
+      return double(static_cast<const float*>(data)[i]);
+    case DType::F16:
+      return double(f16_to_f32(static_cast<const uint16_t*>(data)[i]));
+    case DType::BF16:
+      return double(bf16_to_f32(static_cast<const uint16_t*>(data)[i]));
+    case DType::I32:
+      return double(static_cast<const int32_t*>(data)[i]);
+    case DType::I64:
+      return double(static_cast<const int64_t*>(data)[i]);
+    default:
+      return std::numeric_limits<double>::quiet_NaN();
   }
 }
 
 void dtype_store(void* data, DType t, size_t i, double x) {
   switch (t) {
-    case DType::F32: static_cast<float*>(data)[i] = float(x); break;
-    case DType::F16: static_cast<uint16_t*>(data)[i] = f32_to_f16(float(x)); break;
-    case DType::BF16: static_cast<uint16_t*>(data)[i] = f32_to_bf16(float(x)); break;
-    case DType::I32: static_cast<int32_t*>(data)[i] = int32_t(x); break;
-    case DType::I64: static_cast<int64_t*>(data)[i] = int64_t(x); break;
-    default: break;
+    case DType::F32:
+      static_cast<float*>(data)[i] = float(x);
+      break;
+    case DType::F16:
+      static_cast<uint16_t*>(data)[i] = f32_to_f16(float(x));
+      break;
+    case DType::BF16:
+      static_cast<uint16_t*>(data)[i] = f32_to_bf16(float(x));
+      break;
+    case DType::I32:
+      static_cast<int32_t*>(data)[i] = int32_t(x);
+      break;
+    case DType::I64:
+      static_cast<int64_t*>(data)[i] = int64_t(x);
+      break;
+    default:
+      break;
   }
 }
 
 Result<RefTensor> op_reference(OpKind kind, const OpParams& p, std::span<const RefTensor> in) {
-  static constexpr size_t kMinInputs[] = {2, 2, 2, 3, 2, 1, 3, 1, 1, 1, 1, 1, 2, 2, 2, 2,
-                                          1, 2, 1, 1, 1, 1, 2, 1, 1, 1};
+  static constexpr size_t kMinInputs[] = {2, 2, 2, 3, 2, 1, 3, 1, 1, 1, 1, 1, 2,
+                                          2, 2, 2, 1, 2, 1, 1, 1, 1, 2, 1, 1, 1};
   static_assert(std::size(kMinInputs) == size_t(OpKind::COUNT_));
   if (kind >= OpKind::COUNT_ || in.size() < kMinInputs[size_t(kind)])
     return ref_error(kind, fmt::format("{} inputs", in.size()));
@@ -457,13 +497,20 @@ Result<RefTensor> op_reference(OpKind kind, const OpParams& p, std::span<const R
     if (t.data.size() != size_t(t.desc.numel())) return ref_error(kind, "data size != numel");
 
   switch (kind) {
-    case OpKind::LINEAR: return ref_linear(p, in);
-    case OpKind::MATMUL: return ref_matmul(p, in);
-    case OpKind::CONV2D: return ref_conv2d(p, in);
-    case OpKind::GROUP_NORM: return ref_group_norm(p, in);
-    case OpKind::LAYER_NORM: return ref_layer_norm(p, in);
-    case OpKind::SOFTMAX: return ref_softmax(p, in);
-    case OpKind::ATTENTION: return ref_attention(p, in);
+    case OpKind::LINEAR:
+      return ref_linear(p, in);
+    case OpKind::MATMUL:
+      return ref_matmul(p, in);
+    case OpKind::CONV2D:
+      return ref_conv2d(p, in);
+    case OpKind::GROUP_NORM:
+      return ref_group_norm(p, in);
+    case OpKind::LAYER_NORM:
+      return ref_layer_norm(p, in);
+    case OpKind::SOFTMAX:
+      return ref_softmax(p, in);
+    case OpKind::ATTENTION:
+      return ref_attention(p, in);
     case OpKind::GELU:
     case OpKind::GELU_TANH:
     case OpKind::QUICK_GELU:
@@ -473,31 +520,41 @@ Result<RefTensor> op_reference(OpKind kind, const OpParams& p, std::span<const R
       for (double& x : out.data) x = unary_value(kind, p, x);
       return out;
     }
-    case OpKind::GEGLU: return ref_geglu(in);
+    case OpKind::GEGLU:
+      return ref_geglu(in);
     case OpKind::ADD:
     case OpKind::SUB:
     case OpKind::MUL:
-    case OpKind::DIV: return ref_binary(kind, in);
-    case OpKind::CONCAT: return ref_concat(p, in);
-    case OpKind::SLICE: return ref_slice(p, in);
-    case OpKind::PERMUTE: return ref_permute(p, in);
+    case OpKind::DIV:
+      return ref_binary(kind, in);
+    case OpKind::CONCAT:
+      return ref_concat(p, in);
+    case OpKind::SLICE:
+      return ref_slice(p, in);
+    case OpKind::PERMUTE:
+      return ref_permute(p, in);
     case OpKind::RESHAPE: {
       if (p.shape.numel() != in[0].desc.numel()) return ref_error(kind, "numel");
       RefTensor out = in[0];
       out.desc.shape = p.shape;
       return out;
     }
-    case OpKind::UPSAMPLE_NEAREST: return ref_upsample(p, in);
-    case OpKind::EMBEDDING: return ref_embedding(in);
-    case OpKind::TIMESTEP_EMBEDDING: return ref_timestep_embedding(p, in);
+    case OpKind::UPSAMPLE_NEAREST:
+      return ref_upsample(p, in);
+    case OpKind::EMBEDDING:
+      return ref_embedding(in);
+    case OpKind::TIMESTEP_EMBEDDING:
+      return ref_timestep_embedding(p, in);
     case OpKind::CAST: {
       RefTensor out = in[0];
       out.desc.dtype = p.dtype;
       for (double& x : out.data) x = dtype_round(x, p.dtype);
       return out;
     }
-    case OpKind::COPY: return in[0];
-    case OpKind::COUNT_: break;
+    case OpKind::COPY:
+      return in[0];
+    case OpKind::COUNT_:
+      break;
   }
   return ref_error(kind, "unknown op");
 }

@@ -1,5 +1,6 @@
 // Naive float64 reference implementations of every op, written straight from Note [op semantics]
-// in backend/op.h. They are the oracle of the op-test harness: slow, obvious, independent of the kernels.
+// in backend/op.h. They are the oracle of the op-test harness: slow, obvious, independent of the
+// kernels.
 #pragma once
 
 #include <span>

@@ -8,6 +8,7 @@
 #include "graph/executor.h"
 #include "graph/planner.h"
 #include "graph_test_util.h"
+#include "synthetic_unet.h"
 
 namespace hr {
 namespace {
@@ -24,7 +25,7 @@ TensorDesc f32(std::initializer_list<int64_t> d) { return TensorDesc{DType::F32,
 
 class ExecutorTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Backend> cpu_ = cpu_backend_create(2);
+  std::unique_ptr<Backend> cpu_ = cpu_backend_create(1);
   Allocator alloc_{*cpu_};
   Executor ex_{*cpu_, alloc_};
 };
@@ -78,6 +79,34 @@ TEST_F(ExecutorTest, RandomGraphsMatchOpByOpBitExactly) {
     for (size_t i = 0; i < want.size(); ++i)
       EXPECT_TRUE(bit_equal((*got)[i], want[i])) << "seed " << seed << " output " << i;
   }
+}
+
+// The UNet-shaped planning graph at toy size: conv, group norm, attention, permute,
+// upsample, skip concats and views all run through the arena.
+TEST_F(ExecutorTest, TinyUNetMatchesOpByOpBitExactly) {
+  test::UNetShape s;
+  s.batch = 2;
+  s.latent = 8;
+  s.context_len = 7;
+  s.context_dim = 32;
+  s.model_ch = 32;
+  s.mult = {1, 2};
+  s.attn = {true, false};
+  s.heads = 2;
+  s.dtype = DType::F32;
+  Graph g = test::unet_graph(s);
+  ASSERT_TRUE(g.ok()) << g.status().str();
+  std::map<std::string, HostTensor> inputs;
+  test::MapWeights weights;
+  test::bindings_fill(g, 11, inputs, weights);
+  for (auto& [name, w] : weights.tensors)  // keep activations in a sane range
+    for (int64_t i = 0; i < w.numel(); ++i) w.f32()[i] *= 0.1f;
+  std::vector<HostTensor> want = test::reference_run(g, *cpu_, inputs, weights);
+  Result<std::vector<HostTensor>> got = ex_.run(g, test::host_inputs(inputs), weights);
+  ASSERT_TRUE(got.ok()) << got.status().str();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].shape(), (Shape{2, 4, 8, 8}));
+  EXPECT_TRUE(bit_equal((*got)[0], want[0]));
 }
 
 TEST_F(ExecutorTest, InPlaceChainAndPassthroughOutputs) {

@@ -1,13 +1,14 @@
 // CLIP BPE tokenizer, prompt weighting and 77-token chunking against golden-tokenizer.json.
+#include "models/clip_tokenizer.h"
+
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include "models/clip_tokenizer.h"
 #include "models/prompt_weights.h"
 #include "test_paths.h"
 
@@ -65,7 +66,8 @@ TEST(PromptTokenize, MatchesGoldenChunksSD1AndBigG) {
   for (const auto& p : g["prompts"]) {
     const std::string text = p["text"].get<std::string>();
     const std::string name = p["name"].get<std::string>();
-    TokenChunks sd1 = prompt_tokenize(clip(), text, {.pad = g["pad_sd1_and_sdxl_clip_l"].get<int32_t>()});
+    TokenChunks sd1 =
+        prompt_tokenize(clip(), text, {.pad = g["pad_sd1_and_sdxl_clip_l"].get<int32_t>()});
     check_chunks(p["sd1_and_sdxl_clip_l"], sd1, name + " (sd1)");
     TokenChunks big_g = prompt_tokenize(clip(), text, {.pad = g["pad_sdxl_clip_g"].get<int32_t>()});
     check_chunks(p["sdxl_clip_g"], big_g, name + " (bigG)");
@@ -81,9 +83,8 @@ TEST(PromptWeights, ParsesComfyUISyntax) {
   std::vector<std::pair<std::string, double>> got;
   for (auto& s : seg) got.emplace_back(s.text, s.weight);
   std::vector<std::pair<std::string, double>> want = {
-      {"a ", 1.0},   {"b", 1.1},         {" ", 1.0},   {"c", 1.1 * 1.1},
-      {" ", 1.0},    {"d", 0.5},         {" ", 1.0},   {"e", 1.5},
-      {" [f] (g) ", 1.0}, {"h:x", 1.1},  {" ", 1.0},   {":2", 1.1}};
+      {"a ", 1.0}, {"b", 1.1}, {" ", 1.0},         {"c", 1.1 * 1.1}, {" ", 1.0}, {"d", 0.5},
+      {" ", 1.0},  {"e", 1.5}, {" [f] (g) ", 1.0}, {"h:x", 1.1},     {" ", 1.0}, {":2", 1.1}};
   EXPECT_EQ(got, want);
   // Unbalanced parentheses stay text.
   auto open = prompt_parse_weights("a (b c");

@@ -186,7 +186,7 @@ TEST_P(UNetGoldenTest, MatchesGolden) {
   EXPECT_LT(err, kRelTol);
 }
 
-INSTANTIATE_TEST_SUITE_P(Goldens, UNetGoldenTest,
+INSTANTIATE_TEST_SUITE_P(UNet, UNetGoldenTest,
                          ::testing::Values(UNetCase{"unet.sd1", false},
                                            UNetCase{"unet.sd1.nonsquare", false},
                                            UNetCase{"unet.sdxl", true}),
@@ -239,6 +239,12 @@ TEST_F(UNetTest, FullSizeSD15Plans) {
   auto planx = ex_->plan(*gx);
   ASSERT_TRUE(planx.ok()) << planx.status().str();
   std::printf("SDXL UNet f16 B=2 128x128: arena %s\n", bytes_format((*planx)->arena_bytes).c_str());
+
+  // SD2.x 768-v at 96x96 (768x768 images): linear projections, head dim 64.
+  auto g2 = unet_graph(unet_config_sd2(), 2, 96, 96, 77, DType::F16);
+  ASSERT_TRUE(g2.ok()) << g2.status().str();
+  EXPECT_EQ(g2->weight_bytes(), uint64_t(865910724) * 2);  // 865,910,724 parameters
+  ASSERT_TRUE(ex_->plan(*g2).ok());
 }
 
 }  // namespace

@@ -132,7 +132,7 @@ TEST_P(VAEGoldenTest, Encode) {
   EXPECT_LT(el, kRelTol);
 }
 
-INSTANTIATE_TEST_SUITE_P(Goldens, VAEGoldenTest,
+INSTANTIATE_TEST_SUITE_P(VAE, VAEGoldenTest,
                          ::testing::Values(VAECase{"tiny-sd1.safetensors", "vae.sd1"},
                                            VAECase{"tiny-sdxl.safetensors", "vae.sdxl"}),
                          [](const auto& info) {

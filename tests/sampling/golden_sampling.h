@@ -23,8 +23,8 @@ inline const SafetensorsFile* golden_sampling() {
   return file.get();
 }
 
-#define HR_GOLDEN_OR_SKIP(g)                                              \
-  const ::hr::SafetensorsFile* g = ::hr::test::golden_sampling();         \
+#define HR_GOLDEN_OR_SKIP(g)                                      \
+  const ::hr::SafetensorsFile* g = ::hr::test::golden_sampling(); \
   if (!g) GTEST_SKIP() << "golden-sampling.safetensors not found"
 
 // Distance in units in the last place between two finite floats of the same sign region.

@@ -1,6 +1,8 @@
 // Sampler arithmetic without a network: closed-form invariants, convergence to the exact
 // probability-flow ODE solution of a Gaussian toy problem, distribution checks for the
 // stochastic samplers, callbacks and interruption.
+#include "sampling/samplers.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 #include <vector>
 
 #include "sampling/model_sampling.h"
-#include "sampling/samplers.h"
 #include "sampling/schedulers.h"
 #include "sampling/torch_rng.h"
 
@@ -70,8 +71,8 @@ TEST(Samplers, Names) {
   }
   EXPECT_FALSE(sampler_is_implemented("no_such_sampler"));
   SamplerOptions opt;
-  auto r = sampler_run("no_such_sampler", GaussianToy().denoiser(), HostTensor(DType::F32, Shape{1}),
-                       {1.0f, 0.0f}, opt);
+  auto r = sampler_run("no_such_sampler", GaussianToy().denoiser(),
+                       HostTensor(DType::F32, Shape{1}), {1.0f, 0.0f}, opt);
   EXPECT_EQ(r.status().code(), ErrorCode::UNSUPPORTED);
 }
 
@@ -161,8 +162,8 @@ TEST(Samplers, AllSamplersReachTheDataDistribution) {
     mean /= double(n);
     for (int64_t i = 0; i < n; ++i) var += (out->f32()[i] - mean) * (out->f32()[i] - mean);
     const double sd = std::sqrt(var / double(n));
-    std::printf("  %-20s mean %.4f (want %.2f) sd %.4f (want %.2f)\n", name.c_str(), mean,
-                toy.mu, sd, toy.sd);
+    std::printf("  %-20s mean %.4f (want %.2f) sd %.4f (want %.2f)\n", name.c_str(), mean, toy.mu,
+                sd, toy.sd);
     EXPECT_NEAR(mean, toy.mu, 0.03) << name;
     // lcm (a consistency-model sampler) jumps to D(x) and re-noises every step, which is not a
     // solver of this problem's SDE: its spread stays too small. All others sample N(mu, sd^2).
@@ -231,8 +232,8 @@ TEST(Samplers, DenoiserErrorsPropagate) {
     return Status(ErrorCode::OUT_OF_MEMORY, "no room");
   };
   SamplerOptions opt;
-  auto r = sampler_run("dpmpp_2m", failing, HostTensor(DType::F32, Shape{1, 1, 1, 1}),
-                       {2.0f, 0.0f}, opt);
+  auto r = sampler_run("dpmpp_2m", failing, HostTensor(DType::F32, Shape{1, 1, 1, 1}), {2.0f, 0.0f},
+                       opt);
   EXPECT_EQ(r.status().code(), ErrorCode::OUT_OF_MEMORY);
 }
 

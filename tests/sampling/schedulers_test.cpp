@@ -1,4 +1,6 @@
 // Model sampling tables, sigma <-> timestep and every scheduler against the golden sigmas.
+#include "sampling/schedulers.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 
 #include "golden_sampling.h"
 #include "sampling/model_sampling.h"
-#include "sampling/schedulers.h"
 
 namespace hr {
 namespace {

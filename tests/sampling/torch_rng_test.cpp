@@ -1,5 +1,7 @@
 // Torch-compatible noise against the golden noise streams (CPU mt19937, CUDA Philox,
 // ancestral draws, prepare_noise).
+#include "sampling/torch_rng.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -7,7 +9,6 @@
 #include <vector>
 
 #include "golden_sampling.h"
-#include "sampling/torch_rng.h"
 
 namespace hr {
 namespace {
@@ -115,8 +116,8 @@ TEST(TorchRng, AncestralDrawsMatchGolden) {
               1e-6);
   check_draws(g, "noise.ancestral.cuda.seed42.1x4x8x8", NoiseDevice::CUDA, Shape{1, 4, 8, 8}, 3,
               5e-6);
-  check_draws(g, "noise.ancestral.cuda.seed42.1x4x64x64", NoiseDevice::CUDA,
-              Shape{1, 4, 64, 64}, 2, 5e-6);
+  check_draws(g, "noise.ancestral.cuda.seed42.1x4x64x64", NoiseDevice::CUDA, Shape{1, 4, 64, 64}, 2,
+              5e-6);
 }
 
 TEST(TorchRng, SeedUsesLow32BitsOnCpu) {

@@ -1,0 +1,240 @@
+// LINEAR and MATMUL through cuBLASLt: f32/f16/bf16 storage, f32 compute (no TF32), the linear
+// bias fused through CUBLASLT_EPILOGUE_BIAS, broadcast batches as strided batches.
+#include <algorithm>
+#include <memory>
+
+#include "backend/cuda/cuda_ops.h"
+
+namespace hr::cuda {
+namespace {
+
+// Note [row-major GEMM on cuBLAS]
+// cuBLAS is column-major. A row-major [r, c] matrix is the column-major [c, r] matrix with the
+// same bytes, so the row-major C[m, n] = A[m, k] op(B) is computed as the column-major
+// C^T[n, m] = op(B)^T[n, k] A^T[k, m]: cuBLASLt's "A" is our B and its "B" is our A. Our B is
+// row-major [k, n] (column-major n x k, ld n, no transpose) or, with trans_b, [n, k]
+// (column-major k x n, ld k, transposed). The bias epilogue adds a vector over the rows of the
+// column-major result, which are our n output features.
+struct GemmCall {
+  DType dtype = DType::F32;
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_b = false;
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements between batch entries
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+  const void* bias = nullptr;  // [n] or null
+};
+
+cudaDataType_t lt_type(DType t) {
+  return t == DType::F16 ? CUDA_R_16F : t == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+int64_t align_of(const void* p, int64_t stride_bytes, int64_t batch) {
+  uint64_t v = uint64_t(reinterpret_cast<uintptr_t>(p));
+  if (batch > 1 && stride_bytes) v |= uint64_t(stride_bytes);
+  if (v == 0) return 256;
+  return std::min<int64_t>(256, int64_t(v & (~v + 1)));
+}
+
+struct LtDescs {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~LtDescs() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+Status set_batch(const char* opn, cublasLtMatrixLayout_t l, int64_t batch, int64_t stride) {
+  if (batch <= 1) return Status();
+  int32_t count = int32_t(batch);
+  HR_CUBLAS_CHECK(opn, cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+  HR_CUBLAS_CHECK(opn, cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+  return Status();
+}
+
+// Builds the descriptors; `fuse_bias` selects the epilogue.
+Status make_descs(const char* opn, const GemmCall& g, bool fuse_bias, size_t ws_bytes, LtDescs& d) {
+  const cudaDataType_t t = lt_type(g.dtype);
+  HR_CUBLAS_CHECK(opn, cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t ta = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  HR_CUBLAS_CHECK(opn, cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  HR_CUBLAS_CHECK(opn, cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  if (fuse_bias) {
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    HR_CUBLAS_CHECK(opn, cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    HR_CUBLAS_CHECK(opn, cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+  }
+  // Our B (cuBLASLt's A), see Note [row-major GEMM on cuBLAS].
+  if (g.trans_b)
+    HR_CUBLAS_CHECK(opn, cublasLtMatrixLayoutCreate(&d.a, t, uint64_t(g.k), uint64_t(g.n), g.k));
+  else
+    HR_CUBLAS_CHECK(opn, cublasLtMatrixLayoutCreate(&d.a, t, uint64_t(g.n), uint64_t(g.k), g.n));
+  HR_CUBLAS_CHECK(opn, cublasLtMatrixLayoutCreate(&d.b, t, uint64_t(g.k), uint64_t(g.m), g.k));
+  HR_CUBLAS_CHECK(opn, cublasLtMatrixLayoutCreate(&d.c, t, uint64_t(g.n), uint64_t(g.m), g.n));
+  HR_TRY(set_batch(opn, d.a, g.batch, g.stride_b));
+  HR_TRY(set_batch(opn, d.b, g.batch, g.stride_a));
+  HR_TRY(set_batch(opn, d.c, g.batch, g.stride_c));
+
+  HR_CUBLAS_CHECK(opn, cublasLtMatmulPreferenceCreate(&d.pref));
+  uint64_t ws = ws_bytes;
+  HR_CUBLAS_CHECK(opn, cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  const int64_t es = int64_t(dtype_size(g.dtype));
+  uint32_t al_a = uint32_t(align_of(g.b, g.stride_b * es, g.batch));  // cuBLASLt's A is our B
+  uint32_t al_b = uint32_t(align_of(g.a, g.stride_a * es, g.batch));
+  uint32_t al_c = uint32_t(align_of(g.c, g.stride_c * es, g.batch));
+  HR_CUBLAS_CHECK(opn, cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
+  HR_CUBLAS_CHECK(opn, cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)));
+  HR_CUBLAS_CHECK(opn, cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)));
+  HR_CUBLAS_CHECK(opn, cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c)));
+  return Status();
+}
+
+Status gemm_run(CudaContext& ctx, const char* opn, const GemmCall& g, void* ws, size_t ws_bytes,
+                cudaStream_t s) {
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return Status();
+  if (!ws) ws_bytes = 0;
+  const int64_t es = int64_t(dtype_size(g.dtype));
+  GemmKey key{int64_t(g.dtype), g.m, g.n, g.k, g.trans_b, g.batch, g.stride_a, g.stride_b,
+              g.stride_c, g.bias != nullptr, int64_t(ws_bytes),
+              align_of(g.a, g.stride_a * es, g.batch), align_of(g.b, g.stride_b * es, g.batch),
+              align_of(g.c, g.stride_c * es, g.batch),
+              g.bias ? align_of(g.bias, 0, 1) : 0, 0, 0};
+
+  GemmAlgo chosen;
+  bool cached = false;
+  {
+    std::lock_guard<std::mutex> lock(ctx.mu);
+    auto it = ctx.gemm_algos.find(key);
+    if (it != ctx.gemm_algos.end()) {
+      chosen = it->second;
+      cached = true;
+    }
+  }
+  if (!cached) {
+    // Prefer the fused bias; fall back to a separate bias kernel when no algorithm has it.
+    bool found = false;
+    for (bool fuse : {true, false}) {
+      if (fuse && !g.bias) continue;
+      LtDescs d;
+      HR_TRY(make_descs(opn, g, fuse, ws_bytes, d));
+      cublasLtMatmulHeuristicResult_t res{};
+      int count = 0;
+      cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, d.op, d.a, d.b, d.c, d.c, d.pref, 1,
+                                                         &res, &count);
+      if (st == CUBLAS_STATUS_SUCCESS && count > 0) {
+        chosen.algo = res.algo;
+        chosen.bias_fused = fuse;
+        found = true;
+        break;
+      }
+      if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED)
+        return cublas_status(st, opn, "cublasLtMatmulAlgoGetHeuristic");
+    }
+    if (!found)
+      return make_error(ErrorCode::UNSUPPORTED,
+                        "{}: cuBLASLt has no algorithm for {} m={} n={} k={} batch={}{}", opn,
+                        dtype_name(g.dtype), g.m, g.n, g.k, g.batch, g.trans_b ? " trans_b" : "");
+    std::lock_guard<std::mutex> lock(ctx.mu);
+    ctx.gemm_algos[key] = chosen;
+  }
+
+  LtDescs d;
+  HR_TRY(make_descs(opn, g, chosen.bias_fused, ws_bytes, d));
+  const float alpha = 1.0f, beta = 0.0f;
+  // cuBLASLt's A is our B: Note [row-major GEMM on cuBLAS].
+  HR_CUBLAS_CHECK(opn, cublasLtMatmul(ctx.lt, d.op, &alpha, g.b, d.a, g.a, d.b, &beta, g.c, d.c,
+                                      g.c, d.c, &chosen.algo, ws, ws_bytes, s));
+  if (g.bias && !chosen.bias_fused)
+    HR_CUDA_CHECK(opn, add_channel_bias(g.dtype, g.c, g.bias, g.batch * g.m, g.n, 1, s));
+  return Status();
+}
+
+}  // namespace
+
+Status linear(CudaContext& ctx, const OpCall& c, cudaStream_t s) {
+  const TensorRef& x = c.inputs[0];
+  const TensorRef& w = c.inputs[1];
+  GemmCall g;
+  g.dtype = x.desc.dtype;
+  g.k = w.desc.shape[1];
+  g.n = w.desc.shape[0];
+  g.m = g.k ? x.desc.numel() / g.k : 0;
+  g.trans_b = true;  // w is [N, K]
+  g.a = x.data;
+  g.b = w.data;
+  g.c = c.output.data;
+  g.bias = c.inputs.size() > 2 ? c.inputs[2].data : nullptr;
+  if (g.k == 0) {  // an empty sum: zeros (plus the bias)
+    HR_CUDA_CHECK("linear", cudaMemsetAsync(c.output.data, 0, c.output.desc.bytes(), s));
+    if (g.bias)
+      HR_CUDA_CHECK("linear", add_channel_bias(g.dtype, g.c, g.bias, c.output.desc.numel() / g.n, g.n, 1, s));
+    return Status();
+  }
+  return gemm_run(ctx, "linear", g, c.workspace, c.workspace_bytes, s);
+}
+
+Status matmul(CudaContext& ctx, const OpCall& c, cudaStream_t s) {
+  const OpParams p = c.params ? *c.params : OpParams();
+  const Shape& as = c.inputs[0].desc.shape;
+  const Shape& bs = c.inputs[1].desc.shape;
+  const Shape& os = c.output.desc.shape;
+  GemmCall g;
+  g.dtype = c.inputs[0].desc.dtype;
+  g.m = as[-2];
+  g.k = as[-1];
+  g.n = os[-1];
+  g.trans_b = p.trans_b;
+  const int64_t na = as.prod(0, as.rank - 2), nb = bs.prod(0, bs.rank - 2);
+  const int64_t nout = os.prod(0, os.rank - 2);
+  const int64_t es = int64_t(dtype_size(g.dtype));
+  if (g.k == 0) {
+    HR_CUDA_CHECK("matmul", cudaMemsetAsync(c.output.data, 0, c.output.desc.bytes(), s));
+    return Status();
+  }
+  g.a = c.inputs[0].data;
+  g.b = c.inputs[1].data;
+  g.c = c.output.data;
+  if (nb == 1 && na == nout) {  // one B for every batch entry: fold the batch into M
+    g.m *= nout;
+    return gemm_run(ctx, "matmul", g, c.workspace, c.workspace_bytes, s);
+  }
+  if ((na == nout || na == 1) && (nb == nout || nb == 1)) {
+    GemmCall sb = g;
+    sb.batch = nout;
+    sb.stride_a = na == 1 ? 0 : g.m * g.k;
+    sb.stride_b = nb == 1 ? 0 : g.k * g.n;
+    sb.stride_c = g.m * g.n;
+    Status st = gemm_run(ctx, "matmul", sb, c.workspace, c.workspace_bytes, s);
+    if (st.code() != ErrorCode::UNSUPPORTED) return st;  // else: one GEMM per batch entry below
+  }
+  // Batch dims broadcast on both sides: one GEMM per output batch entry.
+  const int rank = os.rank - 2;
+  for (int64_t i = 0; i < nout; ++i) {
+    int64_t rem = i, ia = 0, ib = 0, sa = 1, sbb = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      const int64_t idx = rem % os.dims[d];
+      rem /= os.dims[d];
+      const int da = as.rank - 2 - rank + d, db = bs.rank - 2 - rank + d;
+      const int64_t ad = da >= 0 ? as.dims[da] : 1, bd = db >= 0 ? bs.dims[db] : 1;
+      if (ad != 1) ia += idx * sa;
+      if (bd != 1) ib += idx * sbb;
+      sa *= ad;
+      sbb *= bd;
+    }
+    GemmCall one = g;
+    one.a = static_cast<const uint8_t*>(g.a) + ia * g.m * g.k * es;
+    one.b = static_cast<const uint8_t*>(g.b) + ib * g.k * g.n * es;
+    one.c = static_cast<uint8_t*>(g.c) + i * g.m * g.n * es;
+    HR_TRY(gemm_run(ctx, "matmul", one, c.workspace, c.workspace_bytes, s));
+  }
+  return Status();
+}
+
+}  // namespace hr::cuda

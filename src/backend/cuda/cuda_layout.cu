@@ -1,0 +1,169 @@
+// Data movement on the GPU: PERMUTE (rank <= 6), strided SLICE, UPSAMPLE_NEAREST and CAST.
+// CONCAT, unit-step SLICE, RESHAPE and COPY are 1-D/2-D memcpys issued by the backend.
+#include <type_traits>
+
+#include "backend/cuda/cuda_common.h"
+
+namespace hr::cuda {
+namespace {
+
+template <typename F>
+cudaError_t dispatch_size(size_t esize, F&& f) {
+  switch (esize) {
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    case 8: return f(uint64_t{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+struct PermuteIndex {
+  int rank;
+  int64_t out_dims[kMaxDims];
+  int64_t in_strides[kMaxDims];  // input stride of the dim that becomes output dim i
+};
+
+template <typename E>
+__global__ void permute_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n, PermuteIndex p) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rem = i, off = 0;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      const int64_t idx = rem % p.out_dims[d];
+      rem /= p.out_dims[d];
+      off += idx * p.in_strides[d];
+    }
+    y[i] = x[off];
+  }
+}
+
+template <typename E>
+__global__ void slice_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n, int64_t in_dim,
+                             int64_t inner, int64_t start, int64_t step, int64_t out_dim) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t in_ = i % inner, r = i / inner;
+    const int64_t k = r % out_dim, o = r / out_dim;
+    y[i] = x[(o * in_dim + start + k * step) * inner + in_];
+  }
+}
+
+template <typename E>
+__global__ void upsample_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n, int64_t h,
+                                int64_t w, int factor) {
+  const int64_t ow = w * factor, oh = h * factor;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t xo = i % ow, r = i / ow;
+    const int64_t yo = r % oh, plane = r / oh;
+    y[i] = x[(plane * h + yo / factor) * w + xo / factor];
+  }
+}
+
+// Conversions matching dtype_convert: floats round to nearest even, float -> integer
+// truncates toward zero, integer -> 16-bit float goes through f32 (as the CPU does).
+template <typename S>
+__device__ __forceinline__ float widen(S v) { return to_f32(v); }
+template <>
+__device__ __forceinline__ float widen<int32_t>(int32_t v) { return float(v); }
+template <>
+__device__ __forceinline__ float widen<int64_t>(int64_t v) { return float(v); }
+
+template <typename D, typename S>
+__device__ __forceinline__ D convert(S v) {
+  if constexpr (std::is_same_v<D, S>) {
+    return v;
+  } else if constexpr (std::is_integral_v<D> && std::is_integral_v<S>) {
+    return D(v);
+  } else if constexpr (std::is_integral_v<D>) {
+    return D(widen(v));  // truncation toward zero
+  } else if constexpr (std::is_same_v<D, float>) {
+    return widen(v);
+  } else {
+    return from_f32<D>(widen(v));
+  }
+}
+
+template <typename D, typename S>
+__global__ void cast_kernel(const S* __restrict__ x, D* __restrict__ y, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = convert<D, S>(x[i]);
+}
+
+template <typename F>
+cudaError_t dispatch_compute(DType t, F&& f) {
+  switch (t) {
+    case DType::F32: return f(float{});
+    case DType::F16: return f(__half{});
+    case DType::BF16: return f(__nv_bfloat16{});
+    case DType::I32: return f(int32_t{});
+    case DType::I64: return f(int64_t{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+cudaError_t permute(size_t esize, const void* x, const Shape& in, const int* perm, void* y,
+                    cudaStream_t s) {
+  const int64_t n = in.numel();
+  if (n == 0) return cudaSuccess;
+  int64_t strides[kMaxDims];
+  int64_t r = 1;
+  for (int d = in.rank - 1; d >= 0; --d) {
+    strides[d] = r;
+    r *= in.dims[d];
+  }
+  PermuteIndex p{};
+  p.rank = in.rank;
+  for (int i = 0; i < in.rank; ++i) {
+    p.out_dims[i] = in.dims[perm[i]];
+    p.in_strides[i] = strides[perm[i]];
+  }
+  return dispatch_size(esize, [&](auto tag) -> cudaError_t {
+    using E = decltype(tag);
+    permute_kernel<E><<<grid_1d(n, 256), 256, 0, s>>>(static_cast<const E*>(x), static_cast<E*>(y), n, p);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t slice_strided(size_t esize, const void* x, int64_t outer, int64_t in_dim,
+                          int64_t inner, int64_t start, int64_t step, int64_t out_dim, void* y,
+                          cudaStream_t s) {
+  const int64_t n = outer * out_dim * inner;
+  if (n == 0) return cudaSuccess;
+  return dispatch_size(esize, [&](auto tag) -> cudaError_t {
+    using E = decltype(tag);
+    slice_kernel<E><<<grid_1d(n, 256), 256, 0, s>>>(static_cast<const E*>(x), static_cast<E*>(y), n,
+                                                    in_dim, inner, start, step, out_dim);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t upsample_nearest(size_t esize, const void* x, int64_t planes, int64_t h, int64_t w,
+                             int factor, void* y, cudaStream_t s) {
+  const int64_t n = planes * h * w * factor * factor;
+  if (n == 0) return cudaSuccess;
+  return dispatch_size(esize, [&](auto tag) -> cudaError_t {
+    using E = decltype(tag);
+    upsample_kernel<E><<<grid_1d(n, 256), 256, 0, s>>>(static_cast<const E*>(x), static_cast<E*>(y),
+                                                       n, h, w, factor);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t cast(DType from, const void* x, DType to, void* y, int64_t n, cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
+  return dispatch_compute(from, [&](auto stag) -> cudaError_t {
+    using S = decltype(stag);
+    return dispatch_compute(to, [&](auto dtag) -> cudaError_t {
+      using D = decltype(dtag);
+      cast_kernel<D, S><<<grid_1d(n, 256), 256, 0, s>>>(static_cast<const S*>(x), static_cast<D*>(y), n);
+      return cudaGetLastError();
+    });
+  });
+}
+
+}  // namespace hr::cuda

@@ -1,0 +1,83 @@
+// Host-side internals of the CUDA backend shared by its .cpp files: error conversion, the
+// per-backend library handles and caches (CudaContext), and the cuBLASLt / cuDNN op entry points.
+#pragma once
+
+#include <cublasLt.h>
+#include <cudnn.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <span>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_common.h"
+
+namespace hr::cuda {
+
+// Non-OK Status naming the op and the failed call ("conv2d: cudnnConvolutionForward failed:
+// ..."); allocation failures become OUT_OF_MEMORY. `call` may be a whole expression: only the
+// text before '(' is kept.
+Status cuda_status(cudaError_t e, const char* op, const char* call);
+Status cublas_status(cublasStatus_t e, const char* op, const char* call);
+Status cudnn_status(cudnnStatus_t e, const char* op, const char* call);
+
+#define HR_CUDA_CHECK(op, expr)                                              \
+  do {                                                                       \
+    cudaError_t hr_e_ = (expr);                                              \
+    if (hr_e_ != cudaSuccess) return ::hr::cuda::cuda_status(hr_e_, op, #expr); \
+  } while (0)
+#define HR_CUBLAS_CHECK(op, expr)                                                     \
+  do {                                                                                \
+    cublasStatus_t hr_e_ = (expr);                                                    \
+    if (hr_e_ != CUBLAS_STATUS_SUCCESS) return ::hr::cuda::cublas_status(hr_e_, op, #expr); \
+  } while (0)
+#define HR_CUDNN_CHECK(op, expr)                                                     \
+  do {                                                                               \
+    cudnnStatus_t hr_e_ = (expr);                                                    \
+    if (hr_e_ != CUDNN_STATUS_SUCCESS) return ::hr::cuda::cudnn_status(hr_e_, op, #expr); \
+  } while (0)
+
+// How one convolution shape runs (Note [conv algorithm choice] in cuda_conv2d.cpp).
+struct ConvPlan {
+  bool use_cudnn = false;
+  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  bool pre_pad = false;   // Note [asymmetric conv padding]
+  size_t pad_bytes = 0;   // padded input at the start of the workspace (256-aligned size)
+  size_t algo_bytes = 0;  // cuDNN's workspace for `algo`, after the padded input
+  size_t workspace() const { return pad_bytes + algo_bytes; }
+};
+
+struct GemmAlgo {
+  cublasLtMatmulAlgo_t algo{};
+  bool bias_fused = false;  // the bias epilogue was available for this shape
+};
+
+using GemmKey = std::array<int64_t, 17>;
+using ConvKey = std::array<int64_t, 17>;
+
+// Library handles of one backend, plus caches that op_workspace (const) and op_run share.
+struct CudaContext {
+  int device = 0;
+  cublasLtHandle_t lt = nullptr;
+  cudnnHandle_t dnn = nullptr;
+  std::mutex mu;  // guards the caches and serialises use of the cuDNN handle
+  std::map<GemmKey, GemmAlgo> gemm_algos;
+  std::map<ConvKey, ConvPlan> conv_plans;
+};
+
+// cuBLASLt workspace each LINEAR/MATMUL asks for (op_workspace); a smaller one (even none) still
+// runs, with the algorithms that fit.
+constexpr size_t kGemmWorkspace = size_t(8) << 20;
+// The largest cuDNN workspace an algorithm may need to be chosen.
+constexpr size_t kConvWorkspaceLimit = size_t(256) << 20;
+
+Status linear(CudaContext& ctx, const OpCall& c, cudaStream_t s);  // cuda_gemm.cpp
+Status matmul(CudaContext& ctx, const OpCall& c, cudaStream_t s);  // cuda_gemm.cpp
+size_t conv2d_workspace(CudaContext& ctx, const OpParams& p, std::span<const TensorDesc> in,
+                        const TensorDesc& out);                    // cuda_conv2d.cpp
+Status conv2d(CudaContext& ctx, const OpCall& c, cudaStream_t s);  // cuda_conv2d.cpp
+
+}  // namespace hr::cuda
