@@ -27,14 +27,17 @@ CudaDevice& cuda_device() {
     CudaDevice d;
     Result<std::unique_ptr<Backend>> r = cuda_backend_create(0);
     if (r.ok()) d.backend = std::move(r).value();
-    else d.why_not = r.status().str();
+    else d.why_not = r.status().message();
     return d;
   }();
   return dev;
 }
 
-#define REQUIRE_CUDA()                                                               \
-  if (!cuda_device().backend) GTEST_SKIP() << "no CUDA device: " << cuda_device().why_not; \
+// The message starts "no CUDA device" (NOT_FOUND) or says the build lacks CUDA (UNSUPPORTED).
+#define REQUIRE_CUDA()                                                                  \
+  if (!cuda_device().backend)                                                           \
+    GTEST_SKIP() << (cuda_device().why_not.rfind("no CUDA device", 0) == 0 ? "" : "no CUDA device: ") \
+                 << cuda_device().why_not;                                              \
   Backend& gpu = *cuda_device().backend
 
 Backend& cpu() {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "graph/planner.h"
 #include "graph_test_util.h"
@@ -231,7 +232,7 @@ TEST(Planner, RandomGraphsProperties) {
     ArenaPlan p = plan_or_die(g, be);
     ASSERT_TRUE(test::plan_check(g, p)) << "seed " << seed << "\n" << plan_format(g, p);
     ratios.push_back(p.ratio());
-    if (getenv("HR_PLAN_DUMP") && p.ratio() > 1.15)
+    if (std::getenv("HR_PLAN_DUMP") && p.ratio() > 1.15)  // to study the worst plans
       std::printf("seed %u ratio %.4f\n%s", seed, p.ratio(), plan_format(g, p).c_str());
     for (const NodeSlot& n : p.nodes) {
       in_place += n.in_place;
