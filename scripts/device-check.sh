@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# GPU check in one go (the lead's device runs): build with CUDA, run every test suite (GPU
+# tests included), the op harness on CUDA, an end-to-end workflow on the GPU and the model
+# benchmark. Logs go to $OUT (or ./device-logs). Goldens come from $HEADROOM_SHARED_DIR or
+# .devdata/shared (a git-ignored copy of ../shared carried to the GPU machine).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-device-logs}
+mkdir -p "$OUT"
+export HEADROOM_SHARED_DIR=${HEADROOM_SHARED_DIR:-$PWD/.devdata/shared}
+archs=${HEADROOM_CUDA_ARCHS:-90}
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; nproc; } > "$OUT/machine.log" 2>&1
+cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEADROOM_CUDA=ON \
+  -DHEADROOM_CUDA_ARCHS="$archs" > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+ninja -C build-dev -j"$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
+echo "build ok"
+ctest --test-dir build-dev -j4 --output-on-failure --timeout 600 > "$OUT/ctest.log" 2>&1
+tail -15 "$OUT/ctest.log"
+./build-dev/tests/hr_tests_backend --gtest_filter='*Cuda*' > "$OUT/cuda_ops.log" 2>&1
+tail -4 "$OUT/cuda_ops.log"
+./build-dev/tests/hr_tests_models --gtest_filter='*CudaGolden*' 2>&1 | grep -E "rel err|OK|FAILED|SKIPPED" | tee "$OUT/cuda_golden.log"
+mkdir -p /tmp/hr/models/checkpoints
+./build-dev/headroom make-model --arch sd1 --size tiny -o /tmp/hr/models/checkpoints/headroom-tiny-sd1.safetensors
+./build-dev/headroom run examples/default_workflow.json --device cuda --models-dir /tmp/hr/models \
+  --output-dir /tmp/hr/out 2>&1 | tail -3 | tee "$OUT/run_cuda.log"
+./build-dev/bench/bench_models --device cuda --dtype f16 --steps 20 2>&1 | tee "$OUT/bench_models.log"
