@@ -1,6 +1,7 @@
 // The headroom subcommands; each returns the process exit code.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
