@@ -38,4 +38,14 @@ struct MakeModelArgs {
 int cmd_make_model(const MakeModelArgs& args);
 int cmd_probe();
 
+struct PlanArgs {
+  std::string arch = "sd1";   // sd1, sd2, sdxl
+  std::string size = "full";  // full, tiny (sd1/sd2)
+  int width = 512, height = 512, batch = 1;
+  std::string dtype = "f16";
+  std::string device = "cpu";  // whose op workspaces to plan for
+  bool verbose = false;
+};
+int cmd_plan(const PlanArgs& args);
+
 }  // namespace hr

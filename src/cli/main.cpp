@@ -41,6 +41,17 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"f16", "bf16", "f32"}));
   mm_cmd->add_option("-o,--output", mm.output, "output .safetensors file")->required();
 
+  hr::PlanArgs plan;
+  CLI::App* plan_cmd = app.add_subcommand("plan", "print a model's memory plan without running it");
+  plan_cmd->add_option("--arch", plan.arch, "sd1, sd2 or sdxl")->check(CLI::IsMember({"sd1", "sd2", "sdxl"}));
+  plan_cmd->add_option("--size", plan.size, "full or tiny")->check(CLI::IsMember({"full", "tiny"}));
+  plan_cmd->add_option("--width", plan.width, "image width (pixels)");
+  plan_cmd->add_option("--height", plan.height, "image height (pixels)");
+  plan_cmd->add_option("--batch", plan.batch, "images per batch (the UNet runs 2x for cfg)");
+  plan_cmd->add_option("--dtype", plan.dtype, "f16, bf16 or f32")->check(CLI::IsMember({"f16", "bf16", "f32"}));
+  plan_cmd->add_option("--device", plan.device, "cpu or cuda (op workspaces)")->check(CLI::IsMember({"cpu", "cuda"}));
+  plan_cmd->add_flag("--verbose", plan.verbose, "print every node");
+
   CLI::App* probe_cmd = app.add_subcommand("probe", "list the devices headroom can use");
 
   CLI11_PARSE(app, argc, argv);
@@ -48,6 +59,7 @@ int main(int argc, char** argv) {
   if (models_cmd->parsed()) return hr::cmd_models(models_dir, files);
   if (mm_cmd->parsed()) return hr::cmd_make_model(mm);
   if (probe_cmd->parsed()) return hr::cmd_probe();
+  if (plan_cmd->parsed()) return hr::cmd_plan(plan);
   std::fputs(app.help().c_str(), stdout);
   return 0;
 }

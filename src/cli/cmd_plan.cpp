@@ -1,0 +1,115 @@
+// `headroom plan`: the memory plan of a model's graphs for given shapes, without running
+// anything: weights, planned activation arena, its lower bound and the largest workspace.
+#include <cstdio>
+
+#include "backend/backend.h"
+#include "cli/commands.h"
+#include "graph/planner.h"
+#include "models/clip_text.h"
+#include "models/make_model.h"
+#include "models/unet.h"
+#include "models/vae.h"
+
+namespace hr {
+namespace {
+
+struct Planned {
+  std::string name;
+  Graph graph;
+};
+
+CLIPTextConfig clip_bigg() {
+  CLIPTextConfig c;
+  c.layout = CLIPLayout::OPEN_CLIP;
+  c.width = 1280;
+  c.layers = 32;
+  c.heads = 20;
+  c.mlp = 5120;
+  c.activation = CLIPActivation::GELU;
+  c.has_projection = true;
+  c.projection_dim = 1280;
+  return c;
+}
+
+}  // namespace
+
+int cmd_plan(const PlanArgs& a) {
+  std::unique_ptr<Backend> backend;
+  if (a.device == "cuda") {
+    auto c = cuda_backend_create(0);
+    if (!c.ok()) {
+      std::fprintf(stderr, "headroom plan: %s\n", c.status().message().c_str());
+      return 1;
+    }
+    backend = std::move(c).value();
+  } else {
+    backend = cpu_backend_create(1);
+  }
+  DType dt = *dtype_from_name(a.dtype);
+  if (a.width % 8 || a.height % 8 || a.width < 64 || a.height < 64 || a.batch < 1) {
+    std::fprintf(stderr, "headroom plan: width/height must be multiples of 8 and >= 64, batch >= 1\n");
+    return 2;
+  }
+  UNetConfig unet;
+  VAEConfig vae = vae_config_sd();
+  std::vector<std::pair<std::string, CLIPTextConfig>> clips;
+  if (a.arch == "sdxl") {
+    unet = unet_config_sdxl();
+    clips = {{"CLIP-L", CLIPTextConfig{}}, {"OpenCLIP bigG", clip_bigg()}};
+  } else {
+    MakeModelSpec spec;
+    spec.arch = a.arch;
+    spec.size = a.size == "tiny" ? ModelSize::TINY : ModelSize::FULL;
+    auto cfg = make_model_config(spec);
+    if (!cfg.ok()) {
+      std::fprintf(stderr, "headroom plan: %s\n", cfg.status().str().c_str());
+      return 2;
+    }
+    unet = cfg->unet;
+    vae = cfg->vae;
+    clips = {{"text encoder", cfg->clip}};
+  }
+  int64_t h = a.height / 8, w = a.width / 8;
+  std::vector<Planned> graphs;
+  auto add = [&](const std::string& name, Result<Graph> g) {
+    if (!g.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), g.status().str().c_str());
+      return;
+    }
+    graphs.push_back({name, std::move(g).value()});
+  };
+  for (auto& [name, c] : clips) {
+    c.dtype = dt;
+    CLIPTextGraphOptions o;
+    o.batch = 2;
+    o.layer = a.arch == "sd1" ? -1 : -2;
+    o.last_hidden_state = true;
+    auto g = clip_text_graph(c, o);
+    if (g.ok()) graphs.push_back({name + " (2 rows of 77 tokens)", std::move(g->graph)});
+  }
+  add(fmt::format("UNet step (batch {} = cond+uncond of {})", a.batch * 2, a.batch),
+      unet_graph(unet, a.batch * 2, h, w, 77, dt));
+  add(fmt::format("VAE decode (batch {})", a.batch), vae_decode_graph(vae, a.batch, h, w, dt));
+  add(fmt::format("VAE encode (batch {})", a.batch), vae_encode_graph(vae, a.batch, a.height, a.width, dt));
+
+  std::printf("plan: %s %s, %dx%d, batch %d, %s, workspaces of %s (allocator level)\n\n",
+              a.arch.c_str(), a.size.c_str(), a.width, a.height, a.batch, a.dtype.c_str(),
+              backend->info().name.c_str());
+  std::printf("| graph | nodes | weights | activation arena | lower bound | arena / bound | largest workspace |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (Planned& p : graphs) {
+    auto plan = arena_plan(p.graph, *backend);
+    if (!plan.ok()) {
+      std::printf("| %s | plan failed: %s |\n", p.name.c_str(), plan.status().str().c_str());
+      continue;
+    }
+    std::printf("| %s | %zu | %s | %s | %s | %.4f | %s |\n", p.name.c_str(), p.graph.nodes().size(),
+                bytes_format(plan->weight_bytes).c_str(), bytes_format(plan->arena_bytes).c_str(),
+                bytes_format(plan->lower_bound).c_str(), plan->ratio(),
+                bytes_format(plan->workspace_peak).c_str());
+    if (a.verbose) std::printf("\n%s\n", plan_format(p.graph, *plan).c_str());
+  }
+  return 0;
+}
+
+}  // namespace hr
