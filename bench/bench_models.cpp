@@ -138,6 +138,25 @@ int main(int argc, char** argv) {
     rows.push_back(row);
     w.release_device();
   }
+  if (only.empty() || only == "sdxl") {
+    UNetConfig cfg = unet_config_sdxl();
+    auto g = unet_graph(cfg, 2, 128, 128, 77, dt);
+    if (g.ok()) {
+      WeightSet w;
+      make_model_random_weights(*g, 3, w);
+      HostTensor x = filled(dt, Shape{2, 4, 128, 128}, 1.0f);
+      HostTensor t(DType::F32, Shape{2});
+      t.f32()[0] = t.f32()[1] = 999.0f;
+      HostTensor ctx = filled(dt, Shape{2, 77, 2048}, 0.5f);
+      HostTensor y = filled(dt, Shape{2, cfg.adm_in_channels}, 0.5f);
+      Row row = time_graph(r, "SDXL UNet step 1024x1024 b2", *g,
+                           {{"x", &x}, {"timesteps", &t}, {"context", &ctx}, {"y", &y}}, w, steps);
+      row.ref_ms = 98.5;
+      row.ref_peak_gib = 5.23;
+      rows.push_back(row);
+      w.release_device();
+    }
+  }
   if (only.empty() || only == "vae") {
     VAEConfig cfg = vae_config_sd();
     struct { int px; double ref_ms, ref_peak; } sizes[] = {{512, 22, 0.8}, {1024, 88, 2.6}};

@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
 
   hr::MakeModelArgs mm;
   CLI::App* mm_cmd = app.add_subcommand("make-model", "write a random-weight checkpoint");
-  mm_cmd->add_option("--arch", mm.arch, "sd1 or sd2")->check(CLI::IsMember({"sd1", "sd2"}));
+  mm_cmd->add_option("--arch", mm.arch, "sd1, sd2 or sdxl")->check(CLI::IsMember({"sd1", "sd2", "sdxl"}));
   mm_cmd->add_option("--size", mm.size, "tiny or full")->check(CLI::IsMember({"tiny", "full"}));
   mm_cmd->add_option("--seed", mm.seed, "random seed");
   mm_cmd->add_option("--dtype", mm.dtype, "storage dtype: f16, bf16, f32")

@@ -51,8 +51,44 @@ Result<MakeModelConfig> make_model_config(const MakeModelSpec& spec) {
       c.clip.mlp = 128;
       c.clip.projection_dim = 64;
     }
+  } else if (spec.arch == "sdxl") {
+    c.unet = unet_config_sdxl();
+    c.vae = vae_config_sd();
+    c.clip = CLIPTextConfig{};
+    c.has_clip2 = true;
+    c.clip2.layout = CLIPLayout::OPEN_CLIP;
+    c.clip2.width = 1280;
+    c.clip2.layers = 32;
+    c.clip2.heads = 20;
+    c.clip2.mlp = 5120;
+    c.clip2.activation = CLIPActivation::GELU;
+    c.clip2.has_projection = true;
+    c.clip2.projection_dim = 1280;
+    if (tiny) {
+      // The golden tiny-sdxl shapes.
+      c.unet.model_channels = 32;
+      c.unet.channel_mult = {1, 2, 2};
+      c.unet.num_res_blocks = {2, 2, 2};
+      c.unet.transformer_depth = {0, 0, 1, 1, 2, 2};
+      c.unet.transformer_depth_middle = 2;
+      c.unet.transformer_depth_output = {0, 0, 0, 1, 1, 1, 2, 2, 2};
+      c.unet.context_dim = 64;
+      c.unet.adm_in_channels = 80;
+      c.unet.time_embed_dim = 128;
+      c.unet.num_heads = -1;
+      c.unet.num_head_channels = 32;
+      c.clip.width = 32;
+      c.clip.layers = 3;
+      c.clip.heads = 4;
+      c.clip.mlp = 64;
+      c.clip2.width = 32;
+      c.clip2.layers = 3;
+      c.clip2.heads = 4;
+      c.clip2.mlp = 128;
+      c.clip2.projection_dim = 32;
+    }
   } else {
-    return make_error(ErrorCode::INVALID_ARGUMENT, "make-model: unknown arch '{}' (sd1, sd2)",
+    return make_error(ErrorCode::INVALID_ARGUMENT, "make-model: unknown arch '{}' (sd1, sd2, sdxl)",
                       spec.arch);
   }
   if (tiny) {
@@ -60,6 +96,7 @@ Result<MakeModelConfig> make_model_config(const MakeModelSpec& spec) {
     c.vae.ch_mult = {1, 2, 2, 2};
   }
   c.clip.dtype = DType::F32;
+  c.clip2.dtype = DType::F32;
   return c;
 }
 
@@ -115,11 +152,17 @@ Result<uint64_t> make_model_write(const MakeModelSpec& spec, const std::string& 
   CLIPTextGraphOptions co;
   co.last_hidden_state = true;
   HR_ASSIGN_OR_RETURN(CLIPTextGraph clip, clip_text_graph(c.clip, co));
-  std::string clip_prefix =
-      c.clip.layout == CLIPLayout::HF ? "cond_stage_model.transformer." : "cond_stage_model.model.";
+  std::string clip_prefix = c.has_clip2 ? "conditioner.embedders.0.transformer."
+                            : c.clip.layout == CLIPLayout::HF ? "cond_stage_model.transformer."
+                                                              : "cond_stage_model.model.";
   collect(clip.graph, clip_prefix, shapes);
   if (c.clip.has_projection)
     shapes[clip_prefix + "text_projection"] = Shape{c.clip.width, c.clip.projection_dim};
+  if (c.has_clip2) {
+    HR_ASSIGN_OR_RETURN(CLIPTextGraph clip2, clip_text_graph(c.clip2, co));
+    collect(clip2.graph, "conditioner.embedders.1.model.", shapes);
+    shapes["conditioner.embedders.1.model.text_projection"] = Shape{c.clip2.width, c.clip2.projection_dim};
+  }
 
   // Note [random init]: the golden recipe: matrices, kernels and embeddings N(0, 1/fan_in)
   // (fan_in = elements of one output row), norm scales 1 + 0.1 N(0, 1), biases 0.1 N(0, 1).
@@ -146,7 +189,8 @@ Result<uint64_t> make_model_write(const MakeModelSpec& spec, const std::string& 
       {kCheckpointTokenizerKey, "byte"},
       {"headroom.arch", spec.arch + (spec.size == ModelSize::TINY ? "-tiny" : "-full")},
       {"headroom.seed", std::to_string(spec.seed)},
-      {"headroom.clip.heads", std::to_string(c.clip.heads)},
+      {"headroom.clip.heads",
+       c.has_clip2 ? fmt::format("{},{}", c.clip.heads, c.clip2.heads) : fmt::format("{}", c.clip.heads)},
   };
   if (c.unet.num_heads > 0) meta["headroom.unet.num_heads"] = std::to_string(c.unet.num_heads);
   else meta["headroom.unet.num_head_channels"] = std::to_string(c.unet.num_head_channels);

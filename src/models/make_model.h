@@ -17,7 +17,7 @@ namespace hr {
 enum class ModelSize : uint8_t { TINY, FULL };
 
 struct MakeModelSpec {
-  std::string arch = "sd1";  // "sd1" or "sd2"
+  std::string arch = "sd1";  // "sd1", "sd2" or "sdxl"
   ModelSize size = ModelSize::TINY;
   uint64_t seed = 0;
   DType dtype = DType::F16;  // storage dtype
@@ -26,7 +26,9 @@ struct MakeModelSpec {
 struct MakeModelConfig {
   UNetConfig unet;
   VAEConfig vae;
-  CLIPTextConfig clip;
+  CLIPTextConfig clip;   // SD1: CLIP-L; SD2: OpenCLIP-H; SDXL: CLIP-L
+  bool has_clip2 = false;  // SDXL: OpenCLIP bigG
+  CLIPTextConfig clip2;
 };
 
 Result<MakeModelConfig> make_model_config(const MakeModelSpec& spec);

@@ -25,8 +25,15 @@ EncoderSettings encoder_settings(ModelFamily family, TextEncoderKind kind, int l
   }
 }
 
-Result<CLIPConditioning> encode_one(ExecContext& ctx, const CLIPValue& clip, const TextEncoder& enc,
-                                    const std::string& text) {
+TokenChunks tokenize_for(const CLIPValue& clip, const TextEncoder& enc, const std::string& text) {
+  EncoderSettings s = encoder_settings(clip.family, enc.kind, clip.layer);
+  ChunkOptions co;
+  co.pad = s.pad_with_end ? clip.tokenizer->eos() : 0;
+  return prompt_tokenize(*clip.tokenizer, text, co);
+}
+
+Result<CLIPConditioning> encode_chunks(ExecContext& ctx, const CLIPValue& clip,
+                                       const TextEncoder& enc, const TokenChunks& chunks) {
   EncoderSettings s = encoder_settings(clip.family, enc.kind, clip.layer);
   if (-s.layer > enc.config.layers)
     return make_error(ErrorCode::INVALID_ARGUMENT,
@@ -35,7 +42,6 @@ Result<CLIPConditioning> encode_one(ExecContext& ctx, const CLIPValue& clip, con
   const Tokenizer& tok = *clip.tokenizer;
   ChunkOptions co;
   co.pad = s.pad_with_end ? tok.eos() : 0;
-  TokenChunks chunks = prompt_tokenize(tok, text, co);
   for (const auto& row : chunks.ids)
     for (int32_t id : row)
       if (id < 0 || id >= enc.config.vocab)
@@ -51,6 +57,27 @@ Result<CLIPConditioning> encode_one(ExecContext& ctx, const CLIPValue& clip, con
   eo.eos = tok.eos();
   enc.weights->bind(ctx.opts.backend, ctx.opts.allocator);
   return clip_text_encode(*ctx.opts.executor, *enc.weights, enc.config, chunks, eo);
+}
+
+Result<CLIPConditioning> encode_one(ExecContext& ctx, const CLIPValue& clip, const TextEncoder& enc,
+                                    const std::string& text) {
+  return encode_chunks(ctx, clip, enc, tokenize_for(clip, enc, text));
+}
+
+Result<const CLIPValue*> clip_of(const NodeInputs& in) {
+  auto clip = in.get<std::shared_ptr<const CLIPValue>>("clip");
+  if (!clip || !*clip)
+    return make_error(ErrorCode::INVALID_ARGUMENT,
+                      "clip input is invalid: the checkpoint has no text encoder");
+  return clip->get();
+}
+
+std::vector<std::any> cond_out(CLIPConditioning out, CondEntry e) {
+  e.cond = std::make_shared<const HostTensor>(std::move(out.cond));
+  e.pooled = std::make_shared<const HostTensor>(std::move(out.pooled));
+  Conditioning cond;
+  cond.entries.push_back(std::move(e));
+  return {std::make_shared<const Conditioning>(std::move(cond))};
 }
 
 }  // namespace
@@ -116,6 +143,72 @@ void nodes_register_conditioning(NodeRegistry& r, const NodeEnv&) {
     return std::vector<std::any>{std::make_shared<const Conditioning>(std::move(c))};
   };
   r.add(comb);
+
+  const double kMaxRes = 16384;
+  NodeDef xl;
+  xl.class_type = "CLIPTextEncodeSDXL";
+  xl.category = "advanced/conditioning";
+  xl.inputs = {spec_link("clip", IoType::CLIP),
+               spec_int("width", 1024, 0, kMaxRes),
+               spec_int("height", 1024, 0, kMaxRes),
+               spec_int("crop_w", 0, 0, kMaxRes),
+               spec_int("crop_h", 0, 0, kMaxRes),
+               spec_int("target_width", 1024, 0, kMaxRes),
+               spec_int("target_height", 1024, 0, kMaxRes),
+               spec_string("text_g", "", true),
+               spec_string("text_l", "", true)};
+  xl.outputs = {{IoType::CONDITIONING, "CONDITIONING"}};
+  xl.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    HR_ASSIGN_OR_RETURN(const CLIPValue* c, clip_of(in));
+    if (c->encoders.size() != 2)
+      return make_error(ErrorCode::INVALID_ARGUMENT, "CLIPTextEncodeSDXL needs an SDXL clip (CLIP-L + bigG)");
+    TokenChunks l = tokenize_for(*c, c->encoders[0], in.get_string("text_l"));
+    TokenChunks g = tokenize_for(*c, c->encoders[1], in.get_string("text_g"));
+    // ComfyUI pads the shorter prompt with empty chunks so both encoders see as many chunks.
+    TokenChunks el = tokenize_for(*c, c->encoders[0], ""), eg = tokenize_for(*c, c->encoders[1], "");
+    while (l.size() < g.size()) {
+      l.ids.push_back(el.ids[0]);
+      l.weights.push_back(el.weights[0]);
+    }
+    while (g.size() < l.size()) {
+      g.ids.push_back(eg.ids[0]);
+      g.weights.push_back(eg.weights[0]);
+    }
+    HR_ASSIGN_OR_RETURN(CLIPConditioning cl, encode_chunks(ctx, *c, c->encoders[0], l));
+    HR_ASSIGN_OR_RETURN(CLIPConditioning cg, encode_chunks(ctx, *c, c->encoders[1], g));
+    HR_ASSIGN_OR_RETURN(CLIPConditioning out, clip_sdxl_combine(cl, cg));
+    CondEntry e;
+    e.width = in.get_int("width");
+    e.height = in.get_int("height");
+    e.crop_w = in.get_int("crop_w");
+    e.crop_h = in.get_int("crop_h");
+    e.target_width = in.get_int("target_width");
+    e.target_height = in.get_int("target_height");
+    return cond_out(std::move(out), std::move(e));
+  };
+  r.add(xl);
+
+  NodeDef rf;
+  rf.class_type = "CLIPTextEncodeSDXLRefiner";
+  rf.category = "advanced/conditioning";
+  rf.inputs = {spec_float("ascore", 6.0, 0.0, 1000.0, 0.01), spec_int("width", 1024, 0, kMaxRes),
+               spec_int("height", 1024, 0, kMaxRes), spec_string("text", "", true),
+               spec_link("clip", IoType::CLIP)};
+  rf.outputs = {{IoType::CONDITIONING, "CONDITIONING"}};
+  rf.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    HR_ASSIGN_OR_RETURN(const CLIPValue* c, clip_of(in));
+    // The refiner's only text encoder is bigG: the last encoder of the clip.
+    const TextEncoder& g = c->encoders.back();
+    if (g.kind != TextEncoderKind::OPENCLIP_BIGG)
+      return make_error(ErrorCode::INVALID_ARGUMENT, "CLIPTextEncodeSDXLRefiner needs an OpenCLIP bigG clip");
+    HR_ASSIGN_OR_RETURN(CLIPConditioning out, encode_one(ctx, *c, g, in.get_string("text")));
+    CondEntry e;
+    e.width = in.get_int("width");
+    e.height = in.get_int("height");
+    e.aesthetic_score = in.get_float("ascore");
+    return cond_out(std::move(out), std::move(e));
+  };
+  r.add(rf);
 }
 
 }  // namespace hr

@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "nodes/nodes.h"
+#include "models/sdxl_adm.h"
 #include "nodes/values.h"
 #include "sampling/cfg.h"
 #include "sampling/model_sampling.h"
@@ -40,33 +41,19 @@ HostTensor concat0(const HostTensor& a, const HostTensor& b) {
   return out;
 }
 
-// SDXL's adm vector: cat(pooled, E(h), E(w), E(crop_h), E(crop_w), E(target_h), E(target_w))
-// with E the sinusoidal embedding [cos, sin] of width (adm - pooled) / 6 (comfy SDXL.encode_adm).
+// SDXL's adm vector with ComfyUI's defaults (SDXL.encode_adm: 768 x 768, no crop, target =
+// size; the refiner form when the entry carries an aesthetic score).
 Result<HostTensor> sdxl_y(const CondEntry& e, int64_t adm, int64_t batch) {
   if (!e.pooled) return make_error(ErrorCode::INVALID_ARGUMENT, "SDXL needs a pooled output");
-  int64_t p = e.pooled->shape()[-1];
-  if ((adm - p) % 6 != 0 || adm <= p)
-    return make_error(ErrorCode::INVALID_ARGUMENT, "adm width {} does not fit pooled width {}", adm, p);
-  int64_t w = (adm - p) / 6, half = w / 2;
-  int64_t width = e.width.value_or(768), height = e.height.value_or(768);
-  double vals[6] = {double(height), double(width), double(e.crop_h.value_or(0)),
-                    double(e.crop_w.value_or(0)), double(e.target_height.value_or(height)),
-                    double(e.target_width.value_or(width))};
-  HostTensor y(DType::F32, Shape{batch, adm});
-  for (int64_t b = 0; b < batch; ++b) {
-    float* row = y.f32() + b * adm;
-    std::memcpy(row, e.pooled->f32(), size_t(p) * 4);
-    for (int k = 0; k < 6; ++k) {
-      float* o = row + p + k * w;
-      for (int64_t i = 0; i < half; ++i) {
-        float f = std::exp(-std::log(10000.0f) * float(i) / float(half));
-        float arg = float(vals[k]) * f;
-        o[i] = std::cos(arg);
-        o[half + i] = std::sin(arg);
-      }
-    }
+  double w = double(e.width.value_or(768)), h = double(e.height.value_or(768));
+  std::vector<double> v = {h, w, double(e.crop_h.value_or(0)), double(e.crop_w.value_or(0))};
+  if (e.aesthetic_score) {
+    v.push_back(*e.aesthetic_score);
+  } else {
+    v.push_back(double(e.target_height.value_or(int64_t(h))));
+    v.push_back(double(e.target_width.value_or(int64_t(w))));
   }
-  return y;
+  return sdxl_adm_vector(*e.pooled, v, adm, batch);
 }
 
 struct SamplerInputs {

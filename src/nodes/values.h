@@ -46,6 +46,7 @@ struct CondEntry {
   std::shared_ptr<const HostTensor> pooled;  // [1, P] (may be null)
   // SDXL size conditioning (CLIPTextEncodeSDXL); unset means ComfyUI's defaults.
   std::optional<int64_t> width, height, crop_w, crop_h, target_width, target_height;
+  std::optional<double> aesthetic_score;  // CLIPTextEncodeSDXLRefiner
 };
 struct Conditioning {
   std::vector<CondEntry> entries;

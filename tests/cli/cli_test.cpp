@@ -168,6 +168,24 @@ TEST_F(CliTest, MalformedWorkflowsExitWithCode2) {
   expect_invalid(wf, "no_outputs", "prompt_no_outputs");
 }
 
+TEST_F(CliTest, SdxlTinyWithSdxlTextEncode) {
+  fs::path model = root_ / "models/checkpoints/headroom-tiny-sdxl.safetensors";
+  CmdResult r = run_cmd(test::headroom_binary() + " make-model --arch sdxl --size tiny --seed 2 -o " + model.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  Json wf = example();
+  wf["4"]["inputs"]["ckpt_name"] = "headroom-tiny-sdxl.safetensors";
+  wf["6"] = Json{{"class_type", "CLIPTextEncodeSDXL"},
+                 {"inputs", {{"clip", {"4", 1}}, {"width", 1024}, {"height", 1024}, {"crop_w", 0},
+                             {"crop_h", 0}, {"target_width", 1024}, {"target_height", 1024},
+                             {"text_g", "a photo of a cat"}, {"text_l", "a cat"}}}};
+  wf["9"]["inputs"]["filename_prefix"] = "sdxl/test";
+  r = run_workflow(wf, "sdxl");
+  ASSERT_EQ(r.code, 0) << r.output;
+  Result<Image8> img = png_read((root_ / "out/sdxl/test_00001_.png").string());
+  ASSERT_TRUE(img.ok()) << img.status().str() << "\n" << r.output;
+  EXPECT_EQ(img->width, 64);
+}
+
 TEST_F(CliTest, MissingWorkflowFile) {
   CmdResult r = run_cmd(test::headroom_binary() + " run --quiet /nonexistent/workflow.json");
   EXPECT_EQ(r.code, 2) << r.output;

@@ -61,6 +61,10 @@ struct AttentionArgs {
 constexpr int kAttentionMaxDim = 512;
 bool attention_supported(int d, int dv);
 cudaError_t attention(const AttentionArgs& a, cudaStream_t s);
+// cuda_attention_tc.cu: the tensor-core path attention() takes for f16/bf16, non-causal,
+// D == Dv in {40, 64, 80, 160} with 16-byte aligned tensors.
+bool attention_tc_supported(const AttentionArgs& a);
+cudaError_t attention_tc(const AttentionArgs& a, cudaStream_t s);
 
 // --- cuda_layout.cu ---------------------------------------------------------------------------
 // Element-size-generic data movement (esize 1, 2, 4 or 8 bytes).
