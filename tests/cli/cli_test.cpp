@@ -186,6 +186,23 @@ TEST_F(CliTest, SdxlTinyWithSdxlTextEncode) {
   EXPECT_EQ(img->width, 64);
 }
 
+TEST_F(CliTest, CorruptCheckpointFailsWithExitCode3) {
+  fs::path bad = root_ / "models/checkpoints/corrupt.safetensors";
+  {
+    std::ofstream f(bad, std::ios::binary);
+    uint64_t n = 1000000;  // header length far past the end of the file
+    f.write(reinterpret_cast<const char*>(&n), 8);
+    f << "{}";
+  }
+  Json wf = example();
+  wf["4"]["inputs"]["ckpt_name"] = "corrupt.safetensors";
+  CmdResult r = run_workflow(wf, "corrupt");
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_NE(r.output.find("corrupt.safetensors"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("node 4 (CheckpointLoaderSimple)"), std::string::npos) << r.output;
+  fs::remove(bad);
+}
+
 TEST_F(CliTest, MissingWorkflowFile) {
   CmdResult r = run_cmd(test::headroom_binary() + " run --quiet /nonexistent/workflow.json");
   EXPECT_EQ(r.code, 2) << r.output;
