@@ -221,6 +221,12 @@ class CudaBackend final : public Backend {
       case OpKind::CONV2D:
         cudaSetDevice(ctx_.device);
         return cuda::conv2d_workspace(ctx_, p, in, out);
+      case OpKind::ATTENTION: {
+        if (in.size() != 3 || in[0].shape.rank != 3 || p.heads < 1) return 0;
+        int64_t d = in[0].shape[2] / p.heads, dv = in[2].shape[2] / p.heads;
+        if (!cuda::attention_gemm_applies(in[0].dtype, p.heads, d, dv, p.causal)) return 0;
+        return cuda::attention_gemm_workspace(in[0].dtype, in[0].shape[1], in[1].shape[1]);
+      }
       default: return 0;
     }
   }
@@ -340,6 +346,8 @@ Status CudaBackend::run_compute(const OpCall& c, const OpParams& p, cudaStream_t
         HR_CUDA_CHECK(opn, cudaMemsetAsync(y.data, 0, y.desc.bytes(), s));
         return Status();
       }
+      if (cuda::attention_gemm_applies(t, a.heads, a.d, a.dv, a.causal))
+        return cuda::attention_gemm(ctx_, c, a.scale, s);
       HR_CUDA_CHECK(opn, cuda::attention(a, s));
       return Status();
     }

@@ -76,6 +76,10 @@ constexpr size_t kConvWorkspaceLimit = size_t(256) << 20;
 
 Status linear(CudaContext& ctx, const OpCall& c, cudaStream_t s);  // cuda_gemm.cpp
 Status matmul(CudaContext& ctx, const OpCall& c, cudaStream_t s);  // cuda_gemm.cpp
+// cuda_attention_gemm.cpp: single-head, wide-head (D > 160) f16/bf16 attention via cuBLASLt.
+bool attention_gemm_applies(DType t, int heads, int64_t d, int64_t dv, bool causal);
+size_t attention_gemm_workspace(DType t, int64_t nq, int64_t nk);
+Status attention_gemm(CudaContext& ctx, const OpCall& c, float scale, cudaStream_t s);
 size_t conv2d_workspace(CudaContext& ctx, const OpParams& p, std::span<const TensorDesc> in,
                         const TensorDesc& out);                    // cuda_conv2d.cpp
 Status conv2d(CudaContext& ctx, const OpCall& c, cudaStream_t s);  // cuda_conv2d.cpp
