@@ -8,20 +8,13 @@
 #include "backend/backend.h"
 #include "graph/executor.h"
 #include "models/checkpoint.h"
+#include "test_compare.h"
 #include "test_paths.h"
 
 namespace hr {
 namespace {
 
-double rel_err(const HostTensor& a, const HostTensor& b) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < b.numel(); ++i) {
-    double d = double(a.f32()[i]) - double(b.f32()[i]);
-    num += d * d;
-    den += double(b.f32()[i]) * double(b.f32()[i]);
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
+using test::rel_err;
 
 class CudaGolden : public ::testing::TestWithParam<DType> {
  protected:
