@@ -27,6 +27,12 @@ class Event {
   virtual ~Event() = default;
 };
 
+// Work recorded from a stream (a CUDA graph), replayable with one launch.
+class CapturedWork {
+ public:
+  virtual ~CapturedWork() = default;
+};
+
 // One op invocation. Inputs and output point at memory of this backend.
 struct OpCall {
   OpKind kind = OpKind::COPY;
@@ -88,6 +94,20 @@ class Backend {
   // Runs one op. Shapes have been checked by op_infer; the backend checks what only it can
   // (e.g. embedding ids in range) and reports UNSUPPORTED for dtypes it lacks.
   virtual Status op_run(const OpCall& call, Stream* s) = 0;
+
+  // Recording of the work enqueued on `s` between capture_begin and capture_end, for replay
+  // with one launch (CUDA graphs). Backends without it return UNSUPPORTED; nothing recorded
+  // may allocate, synchronise or copy from pageable host memory.
+  virtual bool capture_supported() const { return false; }
+  virtual Status capture_begin(Stream*) {
+    return Status(ErrorCode::UNSUPPORTED, "this backend cannot capture work");
+  }
+  virtual Result<std::unique_ptr<CapturedWork>> capture_end(Stream*) {
+    return Status(ErrorCode::UNSUPPORTED, "this backend cannot capture work");
+  }
+  virtual Status captured_launch(CapturedWork*, Stream*) {
+    return Status(ErrorCode::UNSUPPORTED, "this backend cannot capture work");
+  }
 };
 
 // The CPU backend (always built). threads <= 0 means all hardware threads.

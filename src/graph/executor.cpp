@@ -2,6 +2,9 @@
 // nodes in order on the backend's default stream, and copying outputs back to the host.
 #include "graph/executor.h"
 
+#include <cstdlib>
+#include <cstring>
+
 #include "graph/planner.h"
 
 namespace hr {
@@ -14,9 +17,19 @@ namespace hr {
 // the arena belongs to the default stream only). On an error run() also syncs before returning.
 
 Executor::Executor(Backend& backend, Allocator& allocator)
-    : backend_(backend), allocator_(allocator) {}
+    : backend_(backend), allocator_(allocator) {
+  const char* env = std::getenv("HEADROOM_CUDA_GRAPHS");
+  capture_enabled_ = backend_.capture_supported() && !(env && std::string(env) == "0");
+}
 
-Executor::~Executor() = default;
+Executor::~Executor() { captures_clear(); }
+
+void Executor::captures_clear() {
+  for (auto& [k, c] : captures_)
+    for (auto& [p, n] : c.staging)
+      if (p) backend_.host_free_pinned(p);
+  captures_.clear();
+}
 
 size_t Executor::plans_computed() const {
   std::lock_guard<std::mutex> lock(plans_mu_);
@@ -153,12 +166,21 @@ Result<std::vector<HostTensor>> Executor::run(const Graph& g, const HostInputs& 
     if (vals[v].kind == ValueKind::INPUT)
       inputs_at[size_t(plan->values[v].first)].push_back(ValueId(v));
 
-  auto body = [&]() -> Result<std::vector<HostTensor>> {
+  // Pinned staging of each input when replaying or recording (Note [captured steps]).
+  const std::vector<std::pair<void*, size_t>>* staging = nullptr;
+  auto input_from = [&](ValueId v) -> Status {
+    if (!staging) return input_copy(v);
+    const auto& [p, n] = (*staging)[size_t(v)];
+    if (n == 0) return Status();
+    return backend_.copy_h2d(base + plan->values[size_t(v)].offset, p, n, stream)
+        .with_context(fmt::format("copying input '{}'", vals[size_t(v)].name));
+  };
+  auto ops = [&]() -> Status {
     if (nodes.empty())
-      for (ValueId v : inputs_at[0]) HR_TRY(input_copy(v));
+      for (ValueId v : inputs_at[0]) HR_TRY(input_from(v));
     std::vector<TensorRef> refs;
     for (size_t i = 0; i < nodes.size(); ++i) {
-      for (ValueId v : inputs_at[i]) HR_TRY(input_copy(v));
+      for (ValueId v : inputs_at[i]) HR_TRY(input_from(v));
       const Node& n = nodes[i];
       const NodeSlot& ns = plan->nodes[i];
       if (ns.view) continue;  // Note [views]: the output aliases the input's storage
@@ -180,6 +202,9 @@ Result<std::vector<HostTensor>> Executor::run(const Graph& g, const HostInputs& 
       Status st = backend_.op_run(call, stream);
       if (!st.ok()) return st.with_context(node_context(g, i));
     }
+    return Status();
+  };
+  auto outputs_copy = [&]() -> Result<std::vector<HostTensor>> {
     std::vector<HostTensor> out;
     for (ValueId o : g.outputs()) {
       HostTensor h(g.desc(o));
@@ -192,6 +217,62 @@ Result<std::vector<HostTensor>> Executor::run(const Graph& g, const HostInputs& 
     }
     HR_TRY(backend_.stream_sync(stream));
     return out;
+  };
+  // Replay or record (Note [captured steps]); any failure falls back to a plain run.
+  auto captured = [&]() -> Result<std::vector<HostTensor>> {
+    Capture& cap = captures_[plan.get()];
+    cap.plan = plan;
+    if (cap.failed || cap.runs++ < 1) return Status(ErrorCode::UNSUPPORTED, "not captured yet");
+    std::vector<void*> wptrs;
+    for (const Node& n : nodes)
+      for (ValueId x : n.inputs)
+        if (plan->values[size_t(g.storage_of(x))].offset < 0) {
+          HR_ASSIGN_OR_RETURN(void* p, value_ptr(x));
+          wptrs.push_back(p);
+        }
+    if (cap.work && (cap.arena != base || cap.weights != wptrs)) cap.work.reset();
+    if (cap.staging.size() != vals.size()) {
+      for (auto& [p, n] : cap.staging)
+        if (p) backend_.host_free_pinned(p);
+      cap.staging.assign(vals.size(), {nullptr, 0});
+      for (size_t v = 0; v < vals.size(); ++v) {
+        if (vals[v].kind != ValueKind::INPUT || vals[v].desc.bytes() == 0) continue;
+        HR_ASSIGN_OR_RETURN(void* p, backend_.host_alloc_pinned(vals[v].desc.bytes()));
+        cap.staging[v] = {p, vals[v].desc.bytes()};
+      }
+    }
+    for (size_t v = 0; v < vals.size(); ++v)
+      if (cap.staging[v].second) std::memcpy(cap.staging[v].first, bound[v]->data(), cap.staging[v].second);
+    staging = &cap.staging;
+    if (!cap.work) {
+      HR_TRY(backend_.stream_sync(stream));
+      Status st = backend_.capture_begin(stream);
+      if (st.ok()) {
+        Status ran = ops();
+        Result<std::unique_ptr<CapturedWork>> w = backend_.capture_end(stream);
+        if (ran.ok() && w.ok()) {
+          cap.work = std::move(w).value();
+          cap.arena = base;
+          cap.weights = wptrs;
+        }
+      }
+      if (!cap.work) {
+        cap.failed = true;
+        staging = nullptr;
+        return Status(ErrorCode::UNSUPPORTED, "capture failed");
+      }
+    }
+    HR_TRY(backend_.captured_launch(cap.work.get(), stream));
+    return outputs_copy();
+  };
+  auto body = [&]() -> Result<std::vector<HostTensor>> {
+    if (capture_enabled_ && !nodes.empty()) {
+      Result<std::vector<HostTensor>> r = captured();
+      if (r.ok() || r.status().code() != ErrorCode::UNSUPPORTED) return r;
+    }
+    staging = nullptr;
+    HR_TRY(ops());
+    return outputs_copy();
   };
   Result<std::vector<HostTensor>> r = body();
   if (!r.ok()) (void)backend_.stream_sync(stream);  // Note [arena reuse]

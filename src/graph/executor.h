@@ -68,6 +68,22 @@ class Executor {
   // run() is not reentrant: one run at a time uses the arena.
   std::mutex run_mu_;
   DeviceBuffer arena_;
+
+  // Note [captured steps]: on backends that can capture, the second run of a plan records its
+  // ops (and the input copies, from pinned staging) once; later runs with the same arena and
+  // weight pointers replay them with one launch. Any capture failure falls back to plain runs.
+  struct Capture {
+    std::shared_ptr<const ArenaPlan> plan;  // keeps the key pointer alive
+    int runs = 0;
+    bool failed = false;
+    void* arena = nullptr;
+    std::vector<void*> weights;
+    std::vector<std::pair<void*, size_t>> staging;  // per INPUT value (pinned host), by ValueId
+    std::unique_ptr<CapturedWork> work;
+  };
+  std::unordered_map<const ArenaPlan*, Capture> captures_;
+  bool capture_enabled_ = true;
+  void captures_clear();
 };
 
 }  // namespace hr

@@ -233,7 +233,49 @@ class CudaBackend final : public Backend {
 
   Status op_run(const OpCall& c, Stream* st) override;
 
+  // Note [captured steps]: a planned graph's ops are recorded once into a CUDA graph and
+  // replayed with one launch; the executor keeps arena and weight pointers fixed meanwhile.
+  bool capture_supported() const override { return true; }
+  Status capture_begin(Stream* st) override {
+    cudaSetDevice(ctx_.device);
+    cudaError_t e = cudaStreamBeginCapture(get(st), cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess)
+      return make_error(ErrorCode::INTERNAL, "cudaStreamBeginCapture: {}", cudaGetErrorString(e));
+    return Status();
+  }
+  Result<std::unique_ptr<CapturedWork>> capture_end(Stream* st) override {
+    cudaGraph_t graph = nullptr;
+    cudaError_t e = cudaStreamEndCapture(get(st), &graph);
+    if (e != cudaSuccess || !graph) {
+      (void)cudaGetLastError();
+      if (graph) cudaGraphDestroy(graph);
+      return make_error(ErrorCode::UNSUPPORTED, "cudaStreamEndCapture: {}", cudaGetErrorString(e));
+    }
+    cudaGraphExec_t exec = nullptr;
+    e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      return make_error(ErrorCode::UNSUPPORTED, "cudaGraphInstantiate: {}", cudaGetErrorString(e));
+    }
+    return std::unique_ptr<CapturedWork>(new CudaCaptured(exec));
+  }
+  Status captured_launch(CapturedWork* w, Stream* st) override {
+    cudaError_t e = cudaGraphLaunch(static_cast<CudaCaptured*>(w)->exec, get(st));
+    if (e != cudaSuccess)
+      return make_error(ErrorCode::INTERNAL, "cudaGraphLaunch: {}", cudaGetErrorString(e));
+    return Status();
+  }
+
  private:
+  struct CudaCaptured final : CapturedWork {
+    explicit CudaCaptured(cudaGraphExec_t e) : exec(e) {}
+    ~CudaCaptured() override {
+      if (exec) cudaGraphExecDestroy(exec);
+    }
+    cudaGraphExec_t exec = nullptr;
+  };
+
   cudaStream_t get(Stream* s) const {
     return static_cast<CudaStream*>(s ? s : default_stream_.get())->get();
   }
