@@ -14,6 +14,7 @@
 // See Note [vectorised float loops] in cpu_norm.cpp: same clones, same reason for the pragma.
 #pragma GCC push_options
 #pragma GCC optimize("no-trapping-math")
+#include "backend/cpu/cpu_exp.h"  // inside the region on purpose
 
 namespace hr::cpu {
 namespace {
@@ -41,23 +42,6 @@ int64_t attention_chunk(int64_t tiles_per_row, int64_t nq, int64_t nk, int threa
 size_t attention_bytes(int64_t tiles_per_row, int64_t nq, int64_t nk, int threads) {
   return size_t(threads) * size_t(attention_chunk(tiles_per_row, nq, nk, threads)) *
          size_t(nk) * sizeof(float);
-}
-
-// exp(x) to ~1 ulp for x in [-87, 88] (clamped outside); branch-free so that it vectorises.
-inline float exp_approx(float x) {
-  x = x > -87.0f ? x : -87.0f;
-  x = x < 88.0f ? x : 88.0f;
-  const float fn = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(x/ln2)
-  float r = x - fn * 0.693359375f;
-  r = r + fn * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  return p * std::bit_cast<float>((int32_t(fn) + 127) << 23);
 }
 
 // In place: s[0, valid) = softmax(s[0, valid)), s[valid, n) = 0 (masked keys).
