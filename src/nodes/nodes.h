@@ -9,6 +9,9 @@
 
 namespace hr {
 
+// ComfyUI's MAX_RESOLUTION: the largest pixel size any node accepts.
+constexpr double kMaxResolution = 16384;
+
 struct NodeEnv {
   std::string models_dir = "models";
   std::string input_dir = "input";

@@ -25,10 +25,14 @@ EncoderSettings encoder_settings(ModelFamily family, TextEncoderKind kind, int l
   }
 }
 
+// The padding id of this encoder's token rows: EOS (CLIP-L) or 0 (OpenCLIP).
+int32_t pad_for(const CLIPValue& clip, const TextEncoder& enc) {
+  return encoder_settings(clip.family, enc.kind, clip.layer).pad_with_end ? clip.tokenizer->eos() : 0;
+}
+
 TokenChunks tokenize_for(const CLIPValue& clip, const TextEncoder& enc, const std::string& text) {
-  EncoderSettings s = encoder_settings(clip.family, enc.kind, clip.layer);
   ChunkOptions co;
-  co.pad = s.pad_with_end ? clip.tokenizer->eos() : 0;
+  co.pad = pad_for(clip, enc);
   return prompt_tokenize(*clip.tokenizer, text, co);
 }
 
@@ -40,8 +44,6 @@ Result<CLIPConditioning> encode_chunks(ExecContext& ctx, const CLIPValue& clip,
                       "clip layer {} does not exist: the text encoder has {} layers", s.layer,
                       enc.config.layers);
   const Tokenizer& tok = *clip.tokenizer;
-  ChunkOptions co;
-  co.pad = s.pad_with_end ? tok.eos() : 0;
   for (const auto& row : chunks.ids)
     for (int32_t id : row)
       if (id < 0 || id >= enc.config.vocab)
@@ -52,7 +54,7 @@ Result<CLIPConditioning> encode_chunks(ExecContext& ctx, const CLIPValue& clip,
   CLIPEncodeOptions eo;
   eo.layer = s.layer;
   eo.layer_final_norm = s.final_norm;
-  eo.pad = co.pad;
+  eo.pad = pad_for(clip, enc);
   eo.bos = tok.bos();
   eo.eos = tok.eos();
   enc.weights->bind(ctx.opts.backend, ctx.opts.allocator);
@@ -144,17 +146,16 @@ void nodes_register_conditioning(NodeRegistry& r, const NodeEnv&) {
   };
   r.add(comb);
 
-  const double kMaxRes = 16384;
   NodeDef xl;
   xl.class_type = "CLIPTextEncodeSDXL";
   xl.category = "advanced/conditioning";
   xl.inputs = {spec_link("clip", IoType::CLIP),
-               spec_int("width", 1024, 0, kMaxRes),
-               spec_int("height", 1024, 0, kMaxRes),
-               spec_int("crop_w", 0, 0, kMaxRes),
-               spec_int("crop_h", 0, 0, kMaxRes),
-               spec_int("target_width", 1024, 0, kMaxRes),
-               spec_int("target_height", 1024, 0, kMaxRes),
+               spec_int("width", 1024, 0, kMaxResolution),
+               spec_int("height", 1024, 0, kMaxResolution),
+               spec_int("crop_w", 0, 0, kMaxResolution),
+               spec_int("crop_h", 0, 0, kMaxResolution),
+               spec_int("target_width", 1024, 0, kMaxResolution),
+               spec_int("target_height", 1024, 0, kMaxResolution),
                spec_string("text_g", "", true),
                spec_string("text_l", "", true)};
   xl.outputs = {{IoType::CONDITIONING, "CONDITIONING"}};
@@ -191,8 +192,8 @@ void nodes_register_conditioning(NodeRegistry& r, const NodeEnv&) {
   NodeDef rf;
   rf.class_type = "CLIPTextEncodeSDXLRefiner";
   rf.category = "advanced/conditioning";
-  rf.inputs = {spec_float("ascore", 6.0, 0.0, 1000.0, 0.01), spec_int("width", 1024, 0, kMaxRes),
-               spec_int("height", 1024, 0, kMaxRes), spec_string("text", "", true),
+  rf.inputs = {spec_float("ascore", 6.0, 0.0, 1000.0, 0.01), spec_int("width", 1024, 0, kMaxResolution),
+               spec_int("height", 1024, 0, kMaxResolution), spec_string("text", "", true),
                spec_link("clip", IoType::CLIP)};
   rf.outputs = {{IoType::CONDITIONING, "CONDITIONING"}};
   rf.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {

@@ -14,8 +14,6 @@
 namespace hr {
 namespace {
 
-constexpr double kMaxResolution = 16384;
-
 std::shared_ptr<const HostTensor> share(HostTensor t) {
   return std::make_shared<const HostTensor>(std::move(t));
 }

@@ -18,8 +18,6 @@
 namespace hr {
 namespace {
 
-constexpr double kMaxResolution = 16384;  // ComfyUI's MAX_RESOLUTION
-
 // [1, T, C] -> [B, target_T, C], repeating the token axis (target_T a multiple of T). ComfyUI
 // batches conditionings of different lengths this way (repeated keys leave attention unchanged).
 HostTensor context_repeat(const HostTensor& c, int64_t batch, int64_t target_tokens) {
