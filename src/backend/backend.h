@@ -78,6 +78,15 @@ class Backend {
   virtual Status event_record(Event* e, Stream* s) = 0;
   virtual Status stream_wait_event(Stream* s, Event* e) = 0;
   virtual Status event_sync(Event* e) = 0;
+  // Timing events: like event_create, but two of them recorded on one stream give the time
+  // between the points where the stream reached them (event_elapsed_ms, after both completed).
+  // Backends without timing return UNSUPPORTED.
+  virtual Result<std::unique_ptr<Event>> timing_event_create() {
+    return Status(ErrorCode::UNSUPPORTED, "this backend has no timing events");
+  }
+  virtual Result<double> event_elapsed_ms(Event*, Event*) {
+    return Status(ErrorCode::UNSUPPORTED, "this backend has no timing events");
+  }
 
   // Async copies ordered on stream s (nullptr = default stream).
   virtual Status copy_h2d(void* dst, const void* src, size_t bytes, Stream* s) = 0;
@@ -87,6 +96,9 @@ class Backend {
 
   // Whether op_run handles `kind` for inputs of this dtype.
   virtual bool op_supported(OpKind kind, DType dtype) const = 0;
+  // Whether convolutions of this dtype run faster channels-last (graph passes then lay images
+  // out NHWC, Note [graph passes] in graph/passes.h). Every backend runs both layouts.
+  virtual bool prefers_channels_last(DType) const { return false; }
   // Scratch bytes op_run needs for this call (counted in the plan).
   virtual size_t op_workspace(OpKind kind, const OpParams& params,
                               std::span<const TensorDesc> inputs,

@@ -47,17 +47,21 @@ bool OpParams::operator==(const OpParams& o) const {
          std::equal(perm, perm + kMaxDims, o.perm) && start == o.start && end == o.end &&
          step == o.step && max_period == o.max_period && freq_shift == o.freq_shift &&
          flip_sin_to_cos == o.flip_sin_to_cos && causal == o.causal &&
-         fuse_silu == o.fuse_silu && trans_b == o.trans_b && dtype == o.dtype && shape == o.shape;
+         fuse_silu == o.fuse_silu && trans_b == o.trans_b && channels_last == o.channels_last &&
+         add_input == o.add_input && dtype == o.dtype && shape == o.shape;
 }
 
 std::string OpParams::str(OpKind kind) const {
   switch (kind) {
     case OpKind::MATMUL: return trans_b ? "trans_b" : "";
+    case OpKind::LINEAR: return add_input ? "+add" : "";
     case OpKind::CONV2D:
-      return fmt::format("stride {}x{} pad {},{},{},{} groups {}", stride[0], stride[1], pad[0],
-                         pad[1], pad[2], pad[3], groups);
+      return fmt::format("stride {}x{} pad {},{},{},{} groups {}{}{}", stride[0], stride[1], pad[0],
+                         pad[1], pad[2], pad[3], groups, channels_last ? " nhwc" : "",
+                         add_input ? " +add" : "");
     case OpKind::GROUP_NORM:
-      return fmt::format("groups {} eps {}{}", groups, eps, fuse_silu ? " +silu" : "");
+      return fmt::format("groups {} eps {}{}{}", groups, eps, fuse_silu ? " +silu" : "",
+                         channels_last ? " nhwc" : "");
     case OpKind::LAYER_NORM: return fmt::format("eps {}", eps);
     case OpKind::SOFTMAX: return alpha != 0 ? fmt::format("scale {}", alpha) : "";
     case OpKind::ATTENTION:
@@ -74,7 +78,7 @@ std::string OpParams::str(OpKind kind) const {
       return s;
     }
     case OpKind::RESHAPE: return shape.str();
-    case OpKind::UPSAMPLE_NEAREST: return fmt::format("x{}", factor);
+    case OpKind::UPSAMPLE_NEAREST: return fmt::format("x{}{}", factor, channels_last ? " nhwc" : "");
     case OpKind::TIMESTEP_EMBEDDING:
       return fmt::format("dim {}{}", dim, flip_sin_to_cos ? " cos,sin" : " sin,cos");
     case OpKind::CAST: return dtype_name(dtype);
@@ -137,18 +141,22 @@ Result<TensorDesc> op_infer(OpKind kind, const OpParams& p, std::span<const Tens
 
   switch (kind) {
     case OpKind::LINEAR: {
-      HR_TRY(need(2, 3));
+      const size_t extra = p.add_input ? 1 : 0;
+      HR_TRY(need(2 + extra, 3 + extra));
       HR_TRY(same_float(in.size()));
       const Shape& x = in[0].shape;
       const Shape& w = in[1].shape;
       if (x.rank < 1 || w.rank != 2 || x[-1] != w[1])
         return bad(kind, fmt::format("x {} does not match weight {} (want x[..., K], w[N, K])",
                                      x.str(), w.str()));
-      if (in.size() == 3 && (in[2].shape.rank != 1 || in[2].shape[0] != w[0]))
+      if (in.size() - extra == 3 && (in[2].shape.rank != 1 || in[2].shape[0] != w[0]))
         return bad(kind, fmt::format("bias {} does not match weight {}", in[2].shape.str(),
                                      w.str()));
       Shape out = x;
       out[-1] = w[0];
+      if (p.add_input && in.back().shape != out)
+        return bad(kind, fmt::format("added input {} does not match the output {}",
+                                     in.back().shape.str(), out.str()));
       return TensorDesc{in[0].dtype, out};
     }
     case OpKind::MATMUL: {
@@ -172,16 +180,23 @@ Result<TensorDesc> op_infer(OpKind kind, const OpParams& p, std::span<const Tens
       return TensorDesc{in[0].dtype, out};
     }
     case OpKind::CONV2D: {
-      HR_TRY(need(2, 3));
+      const size_t extra = p.add_input ? 1 : 0;
+      HR_TRY(need(2 + extra, 3 + extra));
       HR_TRY(same_float(in.size()));
-      const Shape& x = in[0].shape;
-      const Shape& w = in[1].shape;
-      if (x.rank != 4 || w.rank != 4) return bad(kind, "x and w must be 4-d (NCHW, OIHW)");
+      if (in[0].shape.rank != 4 || in[1].shape.rank != 4)
+        return bad(kind, p.channels_last ? "x and w must be 4-d (NHWC, OHWI)"
+                                         : "x and w must be 4-d (NCHW, OIHW)");
+      // Geometry in NCHW/OIHW terms; channels-last tensors are read through a permutation.
+      auto nchw = [&](const Shape& t) {
+        return p.channels_last ? Shape{t[0], t[3], t[1], t[2]} : t;
+      };
+      const Shape x = nchw(in[0].shape);
+      const Shape w = nchw(in[1].shape);
       if (p.groups < 1 || x[1] % p.groups != 0 || w[0] % p.groups != 0 ||
           w[1] * p.groups != x[1])
         return bad(kind, fmt::format("channels of x {} do not match weight {} with groups {}",
-                                     x.str(), w.str(), p.groups));
-      if (in.size() == 3 && (in[2].shape.rank != 1 || in[2].shape[0] != w[0]))
+                                     in[0].shape.str(), in[1].shape.str(), p.groups));
+      if (in.size() - extra == 3 && (in[2].shape.rank != 1 || in[2].shape[0] != w[0]))
         return bad(kind, fmt::format("bias {} does not match weight {}", in[2].shape.str(),
                                      w.str()));
       if (p.stride[0] < 1 || p.stride[1] < 1 || p.dilation[0] < 1 || p.dilation[1] < 1)
@@ -192,19 +207,29 @@ Result<TensorDesc> op_infer(OpKind kind, const OpParams& p, std::span<const Tens
       int64_t ew = x[3] + p.pad[2] + p.pad[3] - int64_t(p.dilation[1]) * (w[3] - 1) - 1;
       if (eh < 0 || ew < 0)
         return bad(kind, fmt::format("kernel {} larger than padded input {}", w.str(), x.str()));
-      return TensorDesc{in[0].dtype, Shape{x[0], w[0], eh / p.stride[0] + 1, ew / p.stride[1] + 1}};
+      const int64_t oh = eh / p.stride[0] + 1, ow = ew / p.stride[1] + 1;
+      const Shape out = p.channels_last ? Shape{x[0], oh, ow, w[0]} : Shape{x[0], w[0], oh, ow};
+      if (p.add_input) {
+        const Shape& r = in.back().shape;
+        const Shape per_channel = p.channels_last ? Shape{x[0], 1, 1, w[0]} : Shape{x[0], w[0], 1, 1};
+        if (r != out && r != per_channel)
+          return bad(kind, fmt::format("added input {} is neither the output {} nor {}",
+                                       r.str(), out.str(), per_channel.str()));
+      }
+      return TensorDesc{in[0].dtype, out};
     }
     case OpKind::GROUP_NORM: {
       HR_TRY(need(3, 3));
       HR_TRY(same_float(3));
       const Shape& x = in[0].shape;
-      if (x.rank < 2) return bad(kind, "x must be [N, C, ...]");
-      if (p.groups < 1 || x[1] % p.groups != 0)
-        return bad(kind, fmt::format("{} channels not divisible by {} groups", x[1], p.groups));
+      if (x.rank < 2) return bad(kind, p.channels_last ? "x must be [N, ..., C]" : "x must be [N, C, ...]");
+      const int64_t c = p.channels_last ? x[-1] : x[1];
+      if (p.groups < 1 || c % p.groups != 0)
+        return bad(kind, fmt::format("{} channels not divisible by {} groups", c, p.groups));
       for (int i = 1; i < 3; ++i)
-        if (in[i].shape.rank != 1 || in[i].shape[0] != x[1])
+        if (in[i].shape.rank != 1 || in[i].shape[0] != c)
           return bad(kind, fmt::format("affine {} does not match {} channels",
-                                       in[i].shape.str(), x[1]));
+                                       in[i].shape.str(), c));
       return in[0];
     }
     case OpKind::LAYER_NORM: {
@@ -309,10 +334,10 @@ Result<TensorDesc> op_infer(OpKind kind, const OpParams& p, std::span<const Tens
     case OpKind::UPSAMPLE_NEAREST: {
       HR_TRY(need(1, 1));
       Shape s = in[0].shape;
-      if (s.rank != 4) return bad(kind, "x must be NCHW");
+      if (s.rank != 4) return bad(kind, p.channels_last ? "x must be NHWC" : "x must be NCHW");
       if (p.factor < 1) return bad(kind, "factor must be >= 1");
-      s[2] *= p.factor;
-      s[3] *= p.factor;
+      s[p.channels_last ? 1 : 2] *= p.factor;
+      s[p.channels_last ? 2 : 3] *= p.factor;
       return TensorDesc{in[0].dtype, s};
     }
     case OpKind::EMBEDDING: {

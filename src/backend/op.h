@@ -22,8 +22,14 @@ namespace hr {
 // CONV2D      x[N, C, H, W], w[O, C/groups, KH, KW], ?b[O] -> [N, O, OH, OW]
 //             params.stride[2] (h, w), params.pad[4] (top, bottom, left, right; zero padding),
 //             params.dilation[2], params.groups.  OH = (H + pt + pb - dil*(KH-1) - 1)/sh + 1.
+//             params.channels_last: x[N, H, W, C], w[O, KH, KW, C/groups] -> [N, OH, OW, O].
+// LINEAR and CONV2D with params.add_input: one more input r after the bias (if any) is added
+//             to the result: r has the output's shape, or (CONV2D only) the output's rank with
+//             every spatial dim 1 ([N, O, 1, 1], channels-last [N, 1, 1, O]): a per-sample,
+//             per-channel term. Graph passes create these from LINEAR/CONV2D followed by ADD.
 // GROUP_NORM  x[N, C, ...], gamma[C], beta[C] -> same; params.groups, params.eps;
 //             params.fuse_silu applies SiLU to the result.
+//             params.channels_last: x[N, ..., C] (channels in the last dim).
 // LAYER_NORM  x[..., C], gamma[C], ?beta[C] -> same; normalises the last dim; params.eps.
 // SOFTMAX     x[..., N] -> same; softmax over the last dim of (x * params.alpha)
 //             (alpha 0 means 1).
@@ -42,7 +48,8 @@ namespace hr {
 // SLICE       x -> x[..., start:end:step, ...] along params.axis (end clamped; step > 0).
 // PERMUTE     x -> transposed with params.perm (out dim i = in dim perm[i]).
 // RESHAPE     x -> params.shape (same numel; a view: backends may alias or copy).
-// UPSAMPLE_NEAREST  x[N, C, H, W] -> [N, C, H*f, W*f] with f = params.factor.
+// UPSAMPLE_NEAREST  x[N, C, H, W] -> [N, C, H*f, W*f] with f = params.factor;
+//             params.channels_last: x[N, H, W, C] -> [N, H*f, W*f, C].
 // EMBEDDING   ids[...] (I32 or I64), table[V, D] -> [..., D] in table's dtype;
 //             an id outside [0, V) is an error reported by the backend.
 // TIMESTEP_EMBEDDING  t[N] (F32) -> [N, params.dim] F32-or-params.dtype:
@@ -104,6 +111,8 @@ struct OpParams {
   bool causal = false;
   bool fuse_silu = false;
   bool trans_b = false;
+  bool channels_last = false;  // CONV2D, GROUP_NORM, UPSAMPLE_NEAREST
+  bool add_input = false;      // LINEAR, CONV2D: the last input is added to the result
   DType dtype = DType::F32;
   Shape shape;
 

@@ -4,6 +4,7 @@
 
 #include "backend/backend.h"
 #include "cli/commands.h"
+#include "graph/passes.h"
 #include "graph/planner.h"
 #include "models/clip_text.h"
 #include "models/make_model.h"
@@ -98,6 +99,13 @@ int cmd_plan(const PlanArgs& a) {
   std::printf("| graph | nodes | weights | activation arena | lower bound | arena / bound | largest workspace |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (Planned& p : graphs) {
+    // What the executor runs: the graph after the passes for this backend (graph/passes.h).
+    auto passed = graph_passes(p.graph, *backend);
+    if (!passed.ok()) {
+      std::printf("| %s | graph passes failed: %s |\n", p.name.c_str(), passed.status().str().c_str());
+      continue;
+    }
+    p.graph = std::move(passed).value();
     auto plan = arena_plan(p.graph, *backend);
     if (!plan.ok()) {
       std::printf("| %s | plan failed: %s |\n", p.name.c_str(), plan.status().str().c_str());

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "graph/passes.h"
 #include "graph/planner.h"
 
 namespace hr {
@@ -20,6 +21,35 @@ Executor::Executor(Backend& backend, Allocator& allocator)
     : backend_(backend), allocator_(allocator) {
   const char* env = std::getenv("HEADROOM_CUDA_GRAPHS");
   capture_enabled_ = backend_.capture_supported() && !(env && std::string(env) == "0");
+  const char* passes = std::getenv("HEADROOM_GRAPH_PASSES");
+  passes_ = !(passes && std::string(passes) == "0");
+}
+
+void Executor::set_passes(bool on) {
+  std::lock_guard<std::mutex> run_lock(run_mu_);
+  captures_clear();
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  passes_ = on;
+  plans_.clear();
+}
+
+void Executor::set_pass_options(std::optional<PassOptions> options) {
+  std::lock_guard<std::mutex> run_lock(run_mu_);
+  captures_clear();
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  pass_options_ = options;
+  plans_.clear();
+}
+
+void Executor::set_capture(bool on) {
+  std::lock_guard<std::mutex> run_lock(run_mu_);
+  capture_enabled_ = on && backend_.capture_supported();
+}
+
+void Executor::set_node_timing(bool on) {
+  std::lock_guard<std::mutex> run_lock(run_mu_);
+  timing_ = on;
+  node_ms_.clear();
 }
 
 Executor::~Executor() { captures_clear(); }
@@ -52,8 +82,15 @@ void Executor::release_arena() {
 }
 
 Result<std::shared_ptr<const ArenaPlan>> Executor::plan(const Graph& g) {
+  HR_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledGraph> c, compile(g));
+  return c->plan;
+}
+
+Result<std::shared_ptr<const CompiledGraph>> Executor::compile(const Graph& g) {
   if (!g.status().ok()) return g.status().with_context("graph has a build error");
-  std::string key = g.structure_key();
+  const std::string& key = g.structure_key();
+  bool passes;
+  std::optional<PassOptions> forced;
   {
     std::lock_guard<std::mutex> lock(plans_mu_);
     auto it = plans_.find(key);
@@ -61,11 +98,22 @@ Result<std::shared_ptr<const ArenaPlan>> Executor::plan(const Graph& g) {
       ++plans_cached_;
       return it->second;
     }
+    passes = passes_;
+    forced = pass_options_;
   }
-  // Planned outside the lock: a second thread planning the same key wastes only time.
-  HR_ASSIGN_OR_RETURN(ArenaPlan p, arena_plan(g, backend_));
+  // Compiled outside the lock: a second thread compiling the same key wastes only time.
+  auto c = std::make_shared<CompiledGraph>();
+  if (passes && forced) {
+    HR_ASSIGN_OR_RETURN(c->graph, graph_passes(g, *forced));
+  } else if (passes) {
+    HR_ASSIGN_OR_RETURN(c->graph, graph_passes(g, backend_));
+  } else {
+    c->graph = g;
+  }
+  HR_ASSIGN_OR_RETURN(ArenaPlan p, arena_plan(c->graph, backend_));
+  c->plan = std::make_shared<const ArenaPlan>(std::move(p));
   std::lock_guard<std::mutex> lock(plans_mu_);
-  auto [it, inserted] = plans_.emplace(std::move(key), std::make_shared<const ArenaPlan>(std::move(p)));
+  auto [it, inserted] = plans_.emplace(key, std::shared_ptr<const CompiledGraph>(std::move(c)));
   if (inserted)
     ++plans_computed_;
   else
@@ -118,10 +166,12 @@ Result<std::vector<const HostTensor*>> inputs_bind(const Graph& g, const HostInp
 
 }  // namespace
 
-Result<std::vector<HostTensor>> Executor::run(const Graph& g, const HostInputs& inputs,
+Result<std::vector<HostTensor>> Executor::run(const Graph& graph, const HostInputs& inputs,
                                               WeightSource& weights) {
   std::lock_guard<std::mutex> run_lock(run_mu_);
-  HR_ASSIGN_OR_RETURN(std::shared_ptr<const ArenaPlan> plan, this->plan(g));
+  HR_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledGraph> compiled, compile(graph));
+  const Graph& g = compiled->graph;
+  const ArenaPlan* plan = compiled->plan.get();
   HR_ASSIGN_OR_RETURN(std::vector<const HostTensor*> bound, inputs_bind(g, inputs));
 
   if (plan->arena_bytes > 0 && arena_.size() < plan->arena_bytes) {
@@ -143,7 +193,7 @@ Result<std::vector<HostTensor>> Executor::run(const Graph& g, const HostInputs& 
     if (slot.offset >= 0) return static_cast<void*>(base + slot.offset);
     if (!weight_ptr[size_t(s)]) {
       const Value& w = vals[size_t(s)];
-      HR_ASSIGN_OR_RETURN(TensorRef ref, weights.weight_get(w.name, w.desc));
+      HR_ASSIGN_OR_RETURN(TensorRef ref, weights.weight_get(w.name, w.desc, w.layout));
       if (ref.desc != w.desc)
         return make_error(ErrorCode::INVALID_ARGUMENT, "weight '{}' is {} but the graph expects {}",
                           w.name, ref.desc.str(), w.desc.str());
@@ -175,15 +225,20 @@ Result<std::vector<HostTensor>> Executor::run(const Graph& g, const HostInputs& 
     return backend_.copy_h2d(base + plan->values[size_t(v)].offset, p, n, stream)
         .with_context(fmt::format("copying input '{}'", vals[size_t(v)].name));
   };
+  std::vector<Event*> marks;  // Note [node timing]: marks[i + 1] follows node i
   auto ops = [&]() -> Status {
     if (nodes.empty())
       for (ValueId v : inputs_at[0]) HR_TRY(input_from(v));
     std::vector<TensorRef> refs;
+    if (!marks.empty()) HR_TRY(backend_.event_record(marks[0], stream));
     for (size_t i = 0; i < nodes.size(); ++i) {
       for (ValueId v : inputs_at[i]) HR_TRY(input_from(v));
       const Node& n = nodes[i];
       const NodeSlot& ns = plan->nodes[i];
-      if (ns.view) continue;  // Note [views]: the output aliases the input's storage
+      if (ns.view) {  // Note [views]: the output aliases the input's storage
+        if (!marks.empty()) HR_TRY(backend_.event_record(marks[i + 1], stream));
+        continue;
+      }
       refs.clear();
       for (ValueId x : n.inputs) {
         Result<void*> p = value_ptr(x);
@@ -201,6 +256,7 @@ Result<std::vector<HostTensor>> Executor::run(const Graph& g, const HostInputs& 
       }
       Status st = backend_.op_run(call, stream);
       if (!st.ok()) return st.with_context(node_context(g, i));
+      if (!marks.empty()) HR_TRY(backend_.event_record(marks[i + 1], stream));
     }
     return Status();
   };
@@ -218,11 +274,7 @@ Result<std::vector<HostTensor>> Executor::run(const Graph& g, const HostInputs& 
     HR_TRY(backend_.stream_sync(stream));
     return out;
   };
-  // Replay or record (Note [captured steps]); any failure falls back to a plain run.
-  auto captured = [&]() -> Result<std::vector<HostTensor>> {
-    Capture& cap = captures_[plan.get()];
-    cap.plan = plan;
-    if (cap.failed || cap.runs++ < 1) return Status(ErrorCode::UNSUPPORTED, "not captured yet");
+  auto weight_ptrs = [&]() -> Result<std::vector<void*>> {
     std::vector<void*> wptrs;
     for (const Node& n : nodes)
       for (ValueId x : n.inputs)
@@ -230,6 +282,37 @@ Result<std::vector<HostTensor>> Executor::run(const Graph& g, const HostInputs& 
           HR_ASSIGN_OR_RETURN(void* p, value_ptr(x));
           wptrs.push_back(p);
         }
+    return wptrs;
+  };
+  // Note [node timing]
+  auto timed = [&]() -> Result<std::vector<HostTensor>> {
+    auto it = captures_.find(compiled.get());
+    if (it != captures_.end() && it->second.work && it->second.arena == base) {
+      HR_ASSIGN_OR_RETURN(std::vector<void*> wptrs, weight_ptrs());
+      if (wptrs == it->second.weights)
+        for (int k = 0; k < 3; ++k) HR_TRY(backend_.captured_launch(it->second.work.get(), stream));
+    }
+    while (timing_events_.size() < nodes.size() + 1) {
+      HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> e, backend_.timing_event_create());
+      timing_events_.push_back(std::move(e));
+    }
+    for (size_t i = 0; i <= nodes.size(); ++i) marks.push_back(timing_events_[i].get());
+    staging = nullptr;
+    HR_TRY(ops());
+    HR_ASSIGN_OR_RETURN(std::vector<HostTensor> out, outputs_copy());
+    node_ms_.assign(nodes.size(), 0.0);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      HR_ASSIGN_OR_RETURN(node_ms_[i], backend_.event_elapsed_ms(marks[i], marks[i + 1]));
+    }
+    marks.clear();
+    return out;
+  };
+  // Replay or record (Note [captured steps]); any failure falls back to a plain run.
+  auto captured = [&]() -> Result<std::vector<HostTensor>> {
+    Capture& cap = captures_[compiled.get()];
+    cap.plan = compiled;
+    if (cap.failed || cap.runs++ < 1) return Status(ErrorCode::UNSUPPORTED, "not captured yet");
+    HR_ASSIGN_OR_RETURN(std::vector<void*> wptrs, weight_ptrs());
     if (cap.work && (cap.arena != base || cap.weights != wptrs)) cap.work.reset();
     if (cap.staging.size() != vals.size()) {
       for (auto& [p, n] : cap.staging)
@@ -266,6 +349,7 @@ Result<std::vector<HostTensor>> Executor::run(const Graph& g, const HostInputs& 
     return outputs_copy();
   };
   auto body = [&]() -> Result<std::vector<HostTensor>> {
+    if (timing_) return timed();
     if (capture_enabled_ && !nodes.empty()) {
       Result<std::vector<HostTensor>> r = captured();
       if (r.ok() || r.status().code() != ErrorCode::UNSUPPORTED) return r;

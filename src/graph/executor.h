@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -13,17 +14,21 @@
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "graph/graph.h"
+#include "graph/passes.h"
 
 namespace hr {
 
 struct ArenaPlan;  // graph/planner.h
+struct CompiledGraph;  // below
 
-// Supplies weights at execution time: memory on the executing backend, in the dtype and
-// shape the graph declared. The pointer must stay valid until the run returns.
+// Supplies weights at execution time: memory on the executing backend, in the dtype, shape
+// and layout (Note [weight layouts] in graph.h) the graph declared. The pointer must stay
+// valid until the run returns.
 class WeightSource {
  public:
   virtual ~WeightSource() = default;
-  virtual Result<TensorRef> weight_get(const std::string& name, const TensorDesc& desc) = 0;
+  virtual Result<TensorRef> weight_get(const std::string& name, const TensorDesc& desc,
+                                       WeightLayout layout) = 0;
 };
 
 using HostInputs = std::vector<std::pair<std::string, const HostTensor*>>;
@@ -41,9 +46,29 @@ class Executor {
   Result<std::vector<HostTensor>> run(const Graph& g, const HostInputs& inputs,
                                       WeightSource& weights);
 
-  // The plan run() would use (computed and cached on first use, keyed by
-  // Graph::structure_key). Safe to call from several threads.
+  // What run() executes for g: g after the graph passes for this backend (Note [graph passes]
+  // in graph/passes.h) and that graph's arena plan. Computed on first use and cached by
+  // Graph::structure_key. Safe to call from several threads.
+  Result<std::shared_ptr<const CompiledGraph>> compile(const Graph& g);
+  // compile(g)'s plan (it indexes compile(g)->graph's values and nodes).
   Result<std::shared_ptr<const ArenaPlan>> plan(const Graph& g);
+  // Graph passes on (the default) or off (the graph runs as built). HEADROOM_GRAPH_PASSES=0 in
+  // the environment turns them off at construction. Clears the plan cache.
+  void set_passes(bool on);
+  bool passes() const { return passes_; }
+  // Runs exactly these passes instead of the backend's choice (tests use it to check the
+  // channels-last rewrite on the CPU); nullopt returns to the backend's choice.
+  void set_pass_options(std::optional<PassOptions> options);
+  // CUDA-graph capture on (default where the backend can) or off (HEADROOM_CUDA_GRAPHS=0).
+  void set_capture(bool on);
+
+  // Note [node timing]: with timing on, each run() records a timing event after every node
+  // and node_ms() holds each node's milliseconds for the last run (indexed like
+  // compile(g)->graph's nodes; views take ~0). Runs are not captured while timing, but when a
+  // captured replay of the same plan exists it is launched a few times first so that the device
+  // runs the timed nodes back to back instead of waiting for the host to issue them.
+  void set_node_timing(bool on);
+  const std::vector<double>& node_ms() const { return node_ms_; }
 
   // Frees the activation arena that run() keeps between runs (Note [arena reuse] in
   // executor.cpp); waits for a run in progress on another thread.
@@ -62,7 +87,12 @@ class Executor {
   Backend& backend_;
   Allocator& allocator_;
   mutable std::mutex plans_mu_;
-  std::unordered_map<std::string, std::shared_ptr<const ArenaPlan>> plans_;
+  std::unordered_map<std::string, std::shared_ptr<const CompiledGraph>> plans_;
+  bool passes_ = true;
+  std::optional<PassOptions> pass_options_;
+  bool timing_ = false;
+  std::vector<double> node_ms_;
+  std::vector<std::unique_ptr<Event>> timing_events_;
   size_t plans_computed_ = 0;
   size_t plans_cached_ = 0;
   // run() is not reentrant: one run at a time uses the arena.
@@ -73,7 +103,7 @@ class Executor {
   // ops (and the input copies, from pinned staging) once; later runs with the same arena and
   // weight pointers replay them with one launch. Any capture failure falls back to plain runs.
   struct Capture {
-    std::shared_ptr<const ArenaPlan> plan;  // keeps the key pointer alive
+    std::shared_ptr<const CompiledGraph> plan;  // keeps the key pointer alive
     int runs = 0;
     bool failed = false;
     void* arena = nullptr;
@@ -81,9 +111,15 @@ class Executor {
     std::vector<std::pair<void*, size_t>> staging;  // per INPUT value (pinned host), by ValueId
     std::unique_ptr<CapturedWork> work;
   };
-  std::unordered_map<const ArenaPlan*, Capture> captures_;
+  std::unordered_map<const CompiledGraph*, Capture> captures_;
   bool capture_enabled_ = true;
   void captures_clear();
+};
+
+// A graph as the executor runs it: after the passes, with its arena plan.
+struct CompiledGraph {
+  Graph graph;
+  std::shared_ptr<const ArenaPlan> plan;
 };
 
 }  // namespace hr

@@ -27,11 +27,53 @@ ValueId Graph::input(const std::string& name, TensorDesc desc) {
   v.name = name;
   ValueId id = add_value(std::move(v));
   inputs_by_name_[name] = id;
+  key_value(id);
   return id;
 }
 
-ValueId Graph::weight(const std::string& name, TensorDesc desc) {
-  auto it = weights_by_name_.find(name);
+const char* weight_layout_name(WeightLayout l) {
+  return l == WeightLayout::CONV_OHWI ? "ohwi" : "stored";
+}
+
+Result<TensorDesc> weight_layout_desc(const TensorDesc& stored, WeightLayout layout) {
+  if (layout == WeightLayout::STORED) return stored;
+  const Shape& s = stored.shape;
+  if (s.rank != 4)
+    return make_error(ErrorCode::INVALID_ARGUMENT,
+                      "weight layout {} needs a 4-d convolution filter, not {}",
+                      weight_layout_name(layout), stored.str());
+  return TensorDesc{stored.dtype, Shape{s[0], s[2], s[3], s[1]}};
+}
+
+Result<HostTensor> weight_relayout(const HostTensor& stored, WeightLayout layout) {
+  HR_ASSIGN_OR_RETURN(TensorDesc d, weight_layout_desc(stored.desc(), layout));
+  HostTensor out(d);
+  if (layout == WeightLayout::STORED) {
+    if (out.bytes()) std::memcpy(out.data(), stored.data(), out.bytes());
+    return out;
+  }
+  // [O, C, KH, KW] -> [O, KH, KW, C], element by element in bytes.
+  const Shape& s = stored.shape();
+  const int64_t o = s[0], c = s[1], kk = s[2] * s[3];
+  const size_t es = dtype_size(stored.dtype());
+  const auto* src = static_cast<const uint8_t*>(stored.data());
+  auto* dst = static_cast<uint8_t*>(out.data());
+  for (int64_t i = 0; i < o; ++i)
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t k = 0; k < kk; ++k)
+        std::memcpy(dst + ((i * kk + k) * c + ci) * es, src + ((i * c + ci) * kk + k) * es, es);
+  return out;
+}
+
+namespace {
+std::string weight_key(const std::string& name, WeightLayout layout) {
+  return layout == WeightLayout::STORED ? name : name + '\x01' + weight_layout_name(layout);
+}
+}  // namespace
+
+ValueId Graph::weight(const std::string& name, TensorDesc desc, WeightLayout layout) {
+  const std::string wkey = weight_key(name, layout);
+  auto it = weights_by_name_.find(wkey);
   if (it != weights_by_name_.end()) {
     if (values_[size_t(it->second)].desc == desc) return it->second;
     fail(make_error(ErrorCode::INVALID_ARGUMENT, "weight '{}' is declared as {} and as {}", name,
@@ -42,8 +84,10 @@ ValueId Graph::weight(const std::string& name, TensorDesc desc) {
   v.desc = desc;
   v.kind = ValueKind::WEIGHT;
   v.name = name;
+  v.layout = layout;
   ValueId id = add_value(std::move(v));
-  weights_by_name_[name] = id;
+  weights_by_name_[wkey] = id;
+  key_value(id);
   return id;
 }
 
@@ -52,8 +96,8 @@ ValueId Graph::find_input(const std::string& name) const {
   return it == inputs_by_name_.end() ? kNoValue : it->second;
 }
 
-ValueId Graph::find_weight(const std::string& name) const {
-  auto it = weights_by_name_.find(name);
+ValueId Graph::find_weight(const std::string& name, WeightLayout layout) const {
+  auto it = weights_by_name_.find(weight_key(name, layout));
   return it == weights_by_name_.end() ? kNoValue : it->second;
 }
 
@@ -92,6 +136,7 @@ ValueId Graph::op(OpKind kind, const OpParams& params, std::vector<ValueId> inpu
   n.output = id;
   n.name = std::move(node_name);
   nodes_.push_back(std::move(n));
+  key_node(nodes_.back());
   return id;
 }
 
@@ -106,6 +151,7 @@ void Graph::output(ValueId v, const std::string& name) {
   x.is_output = true;
   // Inputs and weights keep their binding name; intermediates take the output name.
   if (x.kind == ValueKind::INTERMEDIATE) x.name = name;
+  fmt::format_to(std::back_inserter(key_), "!{}#{}:{};", v, name.size(), name);
 }
 
 std::vector<ValueId> Graph::outputs() const { return outputs_; }
@@ -234,9 +280,10 @@ void append_params(std::string& s, const OpParams& p) {
                  p.stride[0], p.stride[1], p.pad[0], p.pad[1], p.pad[2], p.pad[3], p.dilation[0],
                  p.dilation[1]);
   for (int i = 0; i < kMaxDims; ++i) fmt::format_to(std::back_inserter(s), ",{}", p.perm[i]);
-  fmt::format_to(std::back_inserter(s), " r{}:{}:{} mp{:x} fs{:x} {}{}{}{}{} ", p.start, p.end,
+  fmt::format_to(std::back_inserter(s), " r{}:{}:{} mp{:x} fs{:x} {}{}{}{}{}{}{} ", p.start, p.end,
                  p.step, float_bits(p.max_period), float_bits(p.freq_shift), int(p.flip_sin_to_cos),
-                 int(p.causal), int(p.fuse_silu), int(p.trans_b), dtype_name(p.dtype));
+                 int(p.causal), int(p.fuse_silu), int(p.trans_b), int(p.channels_last),
+                 int(p.add_input), dtype_name(p.dtype));
   s += p.shape.str();
   s += '}';
 }
@@ -244,32 +291,28 @@ void append_params(std::string& s, const OpParams& p) {
 }  // namespace
 
 // Note [structure key]
-// The key spells out everything a plan or a run depends on: each value's kind, descriptor,
-// binding name, view source and output mark (with its name), and each node's op, exact
-// parameters (all fields, floats by bits, not only OpParams::str), inputs and name. Names
-// are separated by a length prefix so that no two different graphs print the same key.
-std::string Graph::structure_key() const {
-  std::string s;
-  s.reserve(64 * (values_.size() + nodes_.size()));
-  fmt::format_to(std::back_inserter(s), "v{}n{};", values_.size(), nodes_.size());
-  for (const Value& v : values_) {
-    s += "IWM"[int(v.kind)];
-    append_desc(s, v.desc);
-    if (v.kind != ValueKind::INTERMEDIATE || v.is_output)
-      fmt::format_to(std::back_inserter(s), "#{}:{}", v.name.size(), v.name);
-    if (v.view_of != kNoValue) fmt::format_to(std::back_inserter(s), "@{}", v.view_of);
-    s += v.is_output ? "!;" : ";";
-  }
-  s += "|o";
-  for (ValueId o : outputs_) fmt::format_to(std::back_inserter(s), ",{}", o);
-  s += "|";
-  for (const Node& n : nodes_) {
-    s += op_name(n.kind);
-    append_params(s, n.params);
-    for (ValueId v : n.inputs) fmt::format_to(std::back_inserter(s), "{},", v);
-    fmt::format_to(std::back_inserter(s), ">{}#{}:{};", n.output, n.name.size(), n.name);
-  }
-  return s;
+// The key spells out everything a plan or a run depends on, appended as the graph is built
+// (so asking for it costs nothing): each input and weight (kind, descriptor, weight layout,
+// binding name), each node (op, exact parameters - all fields, floats by bits, not only
+// OpParams::str -, inputs, output descriptor and name) and each output mark with its name.
+// Building is append-only, so this record determines the graph. Names carry a length prefix
+// so that no two different graphs print the same key.
+void Graph::key_value(ValueId id) {
+  const Value& v = values_[size_t(id)];
+  key_ += "IWM"[int(v.kind)];
+  append_desc(key_, v.desc);
+  if (v.kind == ValueKind::WEIGHT && v.layout != WeightLayout::STORED)
+    fmt::format_to(std::back_inserter(key_), "L{}", int(v.layout));
+  fmt::format_to(std::back_inserter(key_), "#{}:{};", v.name.size(), v.name);
+}
+
+void Graph::key_node(const Node& n) {
+  key_ += op_name(n.kind);
+  append_params(key_, n.params);
+  for (ValueId v : n.inputs) fmt::format_to(std::back_inserter(key_), "{},", v);
+  key_ += '>';
+  append_desc(key_, values_[size_t(n.output)].desc);
+  fmt::format_to(std::back_inserter(key_), "#{}:{};", n.name.size(), n.name);
 }
 
 }  // namespace hr

@@ -20,6 +20,24 @@ constexpr ValueId kNoValue = -1;
 
 enum class ValueKind : uint8_t { INPUT, WEIGHT, INTERMEDIATE };
 
+// How a weight is laid out in memory relative to the checkpoint tensor of the same name
+// (Note [weight layouts]): as stored, or a convolution filter [O, C, KH, KW] rearranged to
+// [O, KH, KW, C] for channels-last convolutions. The weight source does the rearranging once,
+// when it makes the weight resident.
+enum class WeightLayout : uint8_t { STORED = 0, CONV_OHWI = 1 };
+const char* weight_layout_name(WeightLayout l);
+
+// Note [weight layouts]
+// Graphs declare weights in the layout their ops read (a channels-last convolution reads its
+// filter as [O, KH, KW, C/groups]); checkpoints store them one way. A WeightSource serves a
+// (name, layout) pair by rearranging the stored tensor once (weight_relayout) and keeping that
+// copy, so no graph spends time or arena memory on weight transposes.
+//
+// The descriptor of `stored` in `layout` (INVALID_ARGUMENT when the layout does not apply).
+Result<TensorDesc> weight_layout_desc(const TensorDesc& stored, WeightLayout layout);
+// `stored` rearranged into `layout`.
+Result<HostTensor> weight_relayout(const HostTensor& stored, WeightLayout layout);
+
 struct Value {
   TensorDesc desc;
   ValueKind kind = ValueKind::INTERMEDIATE;
@@ -30,6 +48,7 @@ struct Value {
   // resolved through chains of reshapes) and take no memory of their own. The planner keeps
   // that storage alive until the view's last use (Note [views] in planner.cpp).
   ValueId view_of = kNoValue;
+  WeightLayout layout = WeightLayout::STORED;  // weights only
 };
 
 struct Node {
@@ -48,7 +67,10 @@ class Graph {
   // Input and weight names are unique; asking for a weight again by name with the same
   // descriptor returns the same value (shared weights), a different descriptor is an error.
   ValueId input(const std::string& name, TensorDesc desc);
-  ValueId weight(const std::string& name, TensorDesc desc);
+  // A weight in another layout (WeightLayout) is a different value from the stored one;
+  // `desc` is the descriptor in that layout.
+  ValueId weight(const std::string& name, TensorDesc desc,
+                 WeightLayout layout = WeightLayout::STORED);
   // Appends a node; infers the output descriptor with op_infer. An empty name becomes
   // "<op>.<node index>". RESHAPE nodes produce views (Value::view_of).
   ValueId op(OpKind kind, const OpParams& params, std::vector<ValueId> inputs,
@@ -92,7 +114,8 @@ class Graph {
   uint64_t weight_bytes() const;
   // A key equal for graphs with the same structure, ops, params and shapes (for plan caches).
   // Exact (not a hash): it spells out every node, parameter, descriptor and binding name.
-  std::string structure_key() const;
+  // Note [structure key] in graph.cpp; maintained while building.
+  const std::string& structure_key() const { return key_; }
   // The storage a value lives in: itself, or for a RESHAPE view the value it aliases.
   ValueId storage_of(ValueId v) const {
     const Value& x = values_[size_t(v)];
@@ -100,11 +123,15 @@ class Graph {
   }
   // The value with this input/weight binding name, or kNoValue.
   ValueId find_input(const std::string& name) const;
-  ValueId find_weight(const std::string& name) const;
+  ValueId find_weight(const std::string& name,
+                      WeightLayout layout = WeightLayout::STORED) const;
 
  private:
   ValueId add_value(Value v);
   void fail(Status s);
+  void key_value(ValueId id);
+  void key_node(const Node& n);
+  std::string key_;
   std::vector<Value> values_;
   std::vector<Node> nodes_;
   std::vector<ValueId> outputs_;  // in marking order

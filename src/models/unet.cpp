@@ -194,9 +194,11 @@ class UNetBuilder {
     return g.linear(x, w(name + ".weight", {out, in}), bias ? w(name + ".bias", {out}) : kNoValue,
                     name);
   }
+  // GroupNorm, then SiLU when asked (as separate ops: the fusion pass joins them).
   ValueId norm(ValueId x, const std::string& name, int64_t ch, float eps, bool silu) {
-    return g.group_norm(x, w(name + ".weight", {ch}), w(name + ".bias", {ch}), kGroups, eps, silu,
-                        name);
+    ValueId h = g.group_norm(x, w(name + ".weight", {ch}), w(name + ".bias", {ch}), kGroups, eps,
+                             false, name);
+    return silu ? g.unary(OpKind::SILU, h, name + ".silu") : h;
   }
   ValueId layer_norm(ValueId x, const std::string& name, int64_t ch) {
     return g.layer_norm(x, w(name + ".weight", {ch}), w(name + ".bias", {ch}), kLayerNormEps, name);

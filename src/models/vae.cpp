@@ -82,9 +82,11 @@ class VAEBuilder {
     return g.conv2d(x, w(name + ".weight", {out, in, k, k}), w(name + ".bias", {out}), 1, k / 2,
                     name);
   }
+  // GroupNorm, then SiLU when asked (as separate ops: the fusion pass joins them).
   ValueId norm(ValueId x, const std::string& name, int64_t ch, bool silu) {
-    return g.group_norm(x, w(name + ".weight", {ch}), w(name + ".bias", {ch}), kGroups, kNormEps,
-                        silu, name);
+    ValueId h = g.group_norm(x, w(name + ".weight", {ch}), w(name + ".bias", {ch}), kGroups,
+                             kNormEps, false, name);
+    return silu ? g.unary(OpKind::SILU, h, name + ".silu") : h;
   }
 
   // ResnetBlock without time embedding; nin_shortcut (1x1) exactly when widths differ.

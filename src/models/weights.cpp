@@ -15,6 +15,11 @@ Status WeightSet::load_prefix(const SafetensorsFile& file, std::string_view pref
 
 void WeightSet::put(const std::string& name, HostTensor t) {
   device_.erase(name);
+  for (int l = 1; l <= int(WeightLayout::CONV_OHWI); ++l) {
+    const std::string k = name + "@" + weight_layout_name(WeightLayout(l));
+    device_.erase(k);
+    relaid_.erase(k);
+  }
   host_[name] = std::move(t);
 }
 
@@ -42,24 +47,51 @@ void WeightSet::bind(Backend* backend, Allocator* allocator) {
   allocator_ = allocator;
 }
 
-void WeightSet::release_device() { device_.clear(); }
+void WeightSet::release_device() {
+  device_.clear();
+  relaid_.clear();
+}
 
-Result<TensorRef> WeightSet::weight_get(const std::string& name, const TensorDesc& desc) {
+Result<TensorRef> WeightSet::weight_get(const std::string& name, const TensorDesc& desc,
+                                        WeightLayout layout) {
   auto it = host_.find(name);
   if (it == host_.end())
     return make_error(ErrorCode::NOT_FOUND, "weight '{}' ({}) is not in the checkpoint", name,
                       desc.str());
   HostTensor& h = it->second;
-  if (h.desc() != desc)
-    return make_error(ErrorCode::INVALID_ARGUMENT, "weight '{}' is {} but the graph expects {}",
-                      name, h.desc().str(), desc.str());
-  if (!backend_ || backend_->host_visible()) return h.ref();
+  Result<TensorDesc> laid = weight_layout_desc(h.desc(), layout);
+  if (!laid.ok() || *laid != desc)
+    return make_error(ErrorCode::INVALID_ARGUMENT,
+                      "weight '{}' is {} but the graph expects {} (layout {})", name,
+                      h.desc().str(), desc.str(), weight_layout_name(layout));
+  const std::string key = layout == WeightLayout::STORED
+                              ? name : name + "@" + weight_layout_name(layout);
+  // The tensor the backend reads: the stored one, or its rearranged copy (made once).
+  auto source = [&]() -> Result<const HostTensor*> {
+    if (layout == WeightLayout::STORED) return &h;
+    auto r = relaid_.find(key);
+    if (r == relaid_.end()) {
+      HR_ASSIGN_OR_RETURN(HostTensor t, weight_relayout(h, layout));
+      r = relaid_.emplace(key, std::move(t)).first;
+    }
+    return &r->second;
+  };
+  if (!backend_ || backend_->host_visible()) {
+    HR_ASSIGN_OR_RETURN(const HostTensor* t, source());
+    return t->ref();
+  }
   if (!allocator_) return make_error(ErrorCode::INTERNAL, "WeightSet bound without allocator");
-  auto dit = device_.find(name);
+  auto dit = device_.find(key);
   if (dit == device_.end()) {
-    HR_ASSIGN_OR_RETURN(DeviceBuffer b, allocator_->allocate(h.bytes(), Pool::WEIGHTS, "weight " + name));
-    HR_TRY(backend_->copy_h2d(b.data(), h.data(), h.bytes(), nullptr));
-    dit = device_.emplace(name, std::move(b)).first;
+    HR_ASSIGN_OR_RETURN(const HostTensor* t, source());
+    HR_ASSIGN_OR_RETURN(DeviceBuffer b, allocator_->allocate(t->bytes(), Pool::WEIGHTS, "weight " + key));
+    HR_TRY(backend_->copy_h2d(b.data(), t->data(), t->bytes(), nullptr));
+    if (layout != WeightLayout::STORED) {
+      // The upload above is ordered on the default stream; the host copy can go once it ends.
+      HR_TRY(backend_->stream_sync(nullptr));
+      relaid_.erase(key);
+    }
+    dit = device_.emplace(key, std::move(b)).first;
   }
   return TensorRef{desc, dit->second.data()};
 }

@@ -38,13 +38,16 @@ class WeightSet final : public WeightSource {
   // Frees device copies (host copies stay).
   void release_device();
 
-  Result<TensorRef> weight_get(const std::string& name, const TensorDesc& desc) override;
+  Result<TensorRef> weight_get(const std::string& name, const TensorDesc& desc,
+                               WeightLayout layout = WeightLayout::STORED) override;
 
  private:
   std::map<std::string, HostTensor, std::less<>> host_;
   Backend* backend_ = nullptr;
   Allocator* allocator_ = nullptr;
-  std::unordered_map<std::string, DeviceBuffer> device_;
+  std::unordered_map<std::string, DeviceBuffer> device_;  // by name (+ "@layout")
+  // Rearranged host copies for host-visible backends (Note [weight layouts]).
+  std::unordered_map<std::string, HostTensor> relaid_;
 };
 
 }  // namespace hr

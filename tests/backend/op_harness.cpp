@@ -364,6 +364,85 @@ void add_conv_cases(std::vector<OpCase>& v) {
                         conv_params(2, 1, 1, 1, 1, 1)));
 }
 
+// Channels-last and add_input forms (op.h), at UNet/VAE-like shapes.
+void add_variant_cases(std::vector<OpCase>& v) {
+  auto cl = [](OpParams p) {
+    p.channels_last = true;
+    return p;
+  };
+  auto add = [](OpParams p) {
+    p.add_input = true;
+    return p;
+  };
+  const OpParams same = conv_params(1, 1, 1, 1, 1, 1);
+  v.push_back(make_case("conv3x3_nhwc_bias", OpKind::CONV2D,
+                        {f32({1, 16, 16, 32}), f32({64, 3, 3, 32}), f32({64})}, cl(same)));
+  v.push_back(make_case("conv3x3_nhwc_latent_in", OpKind::CONV2D,
+                        {f32({2, 16, 16, 4}), f32({32, 3, 3, 4}), f32({32})}, cl(same)));
+  v.push_back(make_case("conv3x3_nhwc_latent_out", OpKind::CONV2D,
+                        {f32({2, 16, 16, 32}), f32({4, 3, 3, 32}), f32({4})}, cl(same)));
+  v.push_back(make_case("conv3x3_nhwc_rgb_out", OpKind::CONV2D,
+                        {f32({1, 16, 16, 32}), f32({3, 3, 3, 32}), f32({3})}, cl(same)));
+  v.push_back(make_case("conv1x1_nhwc_nobias", OpKind::CONV2D,
+                        {f32({2, 8, 8, 64}), f32({32, 1, 1, 64})}, cl(conv_params(1, 1, 0, 0, 0, 0))));
+  v.push_back(make_case("conv3x3_nhwc_stride2", OpKind::CONV2D,
+                        {f32({1, 16, 16, 32}), f32({32, 3, 3, 32}), f32({32})},
+                        cl(conv_params(2, 2, 1, 1, 1, 1))));
+  v.push_back(make_case("conv3x3_nhwc_stride2_asym_pad", OpKind::CONV2D,
+                        {f32({1, 16, 16, 32}), f32({32, 3, 3, 32}), f32({32})},
+                        cl(conv_params(2, 2, 0, 1, 0, 1))));
+  v.push_back(make_case("conv3x3_nhwc_add_channel", OpKind::CONV2D,
+                        {f32({2, 8, 8, 32}), f32({64, 3, 3, 32}), f32({64}), f32({2, 1, 1, 64})},
+                        add(cl(same))));
+  v.push_back(make_case("conv3x3_nhwc_add_full", OpKind::CONV2D,
+                        {f32({2, 8, 8, 32}), f32({32, 3, 3, 32}), f32({32}), f32({2, 8, 8, 32})},
+                        add(cl(same))));
+  v.push_back(make_case("conv1x1_nhwc_add_full_nobias", OpKind::CONV2D,
+                        {f32({1, 8, 8, 64}), f32({32, 1, 1, 64}), f32({1, 8, 8, 32})},
+                        add(cl(conv_params(1, 1, 0, 0, 0, 0)))));
+  v.push_back(make_case("conv3x3_nchw_add_channel", OpKind::CONV2D,
+                        {f32({2, 32, 8, 8}), f32({64, 32, 3, 3}), f32({64}), f32({2, 64, 1, 1})},
+                        add(same)));
+  v.push_back(make_case("conv3x3_nchw_add_full", OpKind::CONV2D,
+                        {f32({1, 32, 8, 8}), f32({32, 32, 3, 3}), f32({32}), f32({1, 32, 8, 8})},
+                        add(same)));
+  v.push_back(make_case("linear_add", OpKind::LINEAR,
+                        {f32({2, 77, 64}), f32({96, 64}), f32({96}), f32({2, 77, 96})}, add({})));
+  v.push_back(make_case("linear_nobias_add", OpKind::LINEAR,
+                        {f32({2, 64, 320}), f32({320, 320}), f32({2, 64, 320})}, add({})));
+
+  auto gn = [](int groups, float eps, bool silu) {
+    OpParams p;
+    p.groups = groups;
+    p.eps = eps;
+    p.fuse_silu = silu;
+    p.channels_last = true;
+    return p;
+  };
+  auto norm_ranges = [](OpCase c) {
+    return std::move(c.with_range(0, -1.0, 3.0).with_range(1, 0.5, 1.5));
+  };
+  v.push_back(norm_ranges(make_case("group_norm_32_nhwc", OpKind::GROUP_NORM,
+                                    {f32({2, 8, 8, 64}), f32({64}), f32({64})}, gn(32, 1e-5f, false))));
+  v.push_back(norm_ranges(make_case("group_norm_32_nhwc_silu_c320", OpKind::GROUP_NORM,
+                                    {f32({2, 12, 10, 320}), f32({320}), f32({320})}, gn(32, 1e-5f, true))));
+  v.push_back(norm_ranges(make_case("group_norm_32_nhwc_silu_c128_big", OpKind::GROUP_NORM,
+                                    {f32({1, 64, 64, 128}), f32({128}), f32({128})}, gn(32, 1e-6f, true))));
+  v.push_back(norm_ranges(make_case("group_norm_32_nhwc_c1280", OpKind::GROUP_NORM,
+                                    {f32({2, 4, 4, 1280}), f32({1280}), f32({1280})}, gn(32, 1e-5f, false))));
+  v.push_back(norm_ranges(make_case("group_norm_32_nhwc_rank3", OpKind::GROUP_NORM,
+                                    {f32({2, 77, 64}), f32({64}), f32({64})}, gn(32, 1e-6f, false))));
+  v.push_back(norm_ranges(make_case("group_norm_4_nhwc_c12", OpKind::GROUP_NORM,
+                                    {f32({3, 5, 12}), f32({12}), f32({12})}, gn(4, 1e-5f, true))));
+
+  OpParams u;
+  u.factor = 2;
+  u.channels_last = true;
+  auto exact = [](OpCase c) { return std::move(c.with_tol(0, 0, 0)); };
+  v.push_back(exact(make_case("upsample_x2_nhwc", OpKind::UPSAMPLE_NEAREST, {f32({1, 8, 8, 32})}, u)));
+  v.push_back(exact(make_case("upsample_x2_nhwc_odd", OpKind::UPSAMPLE_NEAREST, {f32({2, 5, 7, 4})}, u)));
+}
+
 void add_norm_cases(std::vector<OpCase>& v) {
   auto gn = [](int groups, float eps, bool silu) {
     OpParams p;
@@ -634,6 +713,7 @@ std::vector<OpCase> op_cases() {
   add_matmul_cases(v);
   add_conv_cases(v);
   add_norm_cases(v);
+  add_variant_cases(v);
   add_attention_cases(v);
   add_elementwise_cases(v);
   add_layout_cases(v);

@@ -487,6 +487,56 @@ void dtype_store(void* data, DType t, size_t i, double x) {
   }
 }
 
+namespace {
+
+// t with its dims permuted (out dim i = in dim perm[i]).
+RefTensor ref_permuted(const RefTensor& t, const std::vector<int>& perm) {
+  OpParams q;
+  for (size_t i = 0; i < perm.size(); ++i) q.perm[i] = perm[i];
+  return ref_permute(q, std::span<const RefTensor>(&t, 1)).value();
+}
+
+Result<RefTensor> ref_add_input(OpKind kind, const OpParams& p, std::span<const RefTensor> in) {
+  OpParams q = p;
+  q.add_input = false;
+  HR_ASSIGN_OR_RETURN(RefTensor out, op_reference(kind, q, in.first(in.size() - 1)));
+  const RefTensor& r = in.back();
+  const Shape& os = out.desc.shape;
+  if (r.desc.shape == os) {
+    for (size_t i = 0; i < out.data.size(); ++i) out.data[i] += r.data[i];
+    return out;
+  }
+  if (kind != OpKind::CONV2D || os.rank != 4) return ref_error(kind, "added input shape");
+  const int64_t n = os[0], c = p.channels_last ? os[3] : os[1];
+  if (r.desc.numel() != n * c) return ref_error(kind, "added input shape");
+  const int64_t per_sample = os.numel() / n;
+  for (int64_t i = 0; i < os.numel(); ++i) {
+    const int64_t b = i / per_sample;
+    const int64_t ch = p.channels_last ? i % c : (i % per_sample) / (os[2] * os[3]);
+    out.data[size_t(i)] += r.data[size_t(b * c + ch)];
+  }
+  return out;
+}
+
+Result<RefTensor> ref_channels_last(OpKind kind, const OpParams& p, std::span<const RefTensor> in) {
+  OpParams q = p;
+  q.channels_last = false;
+  const int rank = in[0].desc.shape.rank;
+  if (rank < 2) return ref_error(kind, "channels-last rank");
+  // [N, S..., C] -> [N, C, S...] and back.
+  std::vector<int> to_first = {0, rank - 1}, to_last = {0};
+  for (int i = 1; i < rank - 1; ++i) to_first.push_back(i);
+  for (int i = 2; i < rank; ++i) to_last.push_back(i);
+  to_last.push_back(1);
+  std::vector<RefTensor> args(in.begin(), in.end());
+  args[0] = ref_permuted(in[0], to_first);
+  if (kind == OpKind::CONV2D) args[1] = ref_permuted(in[1], {0, 3, 1, 2});  // OHWI -> OIHW
+  HR_ASSIGN_OR_RETURN(RefTensor out, op_reference(kind, q, args));
+  return ref_permuted(out, to_last);
+}
+
+}  // namespace
+
 Result<RefTensor> op_reference(OpKind kind, const OpParams& p, std::span<const RefTensor> in) {
   static constexpr size_t kMinInputs[] = {2, 2, 2, 3, 2, 1, 3, 1, 1, 1, 1, 1, 2,
                                           2, 2, 2, 1, 2, 1, 1, 1, 1, 2, 1, 1, 1};
@@ -495,6 +545,13 @@ Result<RefTensor> op_reference(OpKind kind, const OpParams& p, std::span<const R
     return ref_error(kind, fmt::format("{} inputs", in.size()));
   for (const RefTensor& t : in)
     if (t.data.size() != size_t(t.desc.numel())) return ref_error(kind, "data size != numel");
+
+  // The add_input and channels-last forms (op.h) in terms of the plain ones.
+  if ((kind == OpKind::LINEAR || kind == OpKind::CONV2D) && p.add_input)
+    return ref_add_input(kind, p, in);
+  if (p.channels_last &&
+      (kind == OpKind::CONV2D || kind == OpKind::GROUP_NORM || kind == OpKind::UPSAMPLE_NEAREST))
+    return ref_channels_last(kind, p, in);
 
   switch (kind) {
     case OpKind::LINEAR:

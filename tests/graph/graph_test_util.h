@@ -57,12 +57,22 @@ class MapWeights final : public WeightSource {
   std::map<std::string, HostTensor> tensors;
   std::vector<std::string> asked;  // names in the order weight_get saw them
 
-  Result<TensorRef> weight_get(const std::string& name, const TensorDesc& desc) override {
+  std::map<std::string, HostTensor> relaid;  // name + layout -> rearranged copy
+
+  Result<TensorRef> weight_get(const std::string& name, const TensorDesc& desc,
+                               WeightLayout layout) override {
     asked.push_back(name);
     auto it = tensors.find(name);
     if (it == tensors.end())
       return make_error(ErrorCode::NOT_FOUND, "weight '{}' ({}) not found", name, desc.str());
-    return it->second.ref();
+    if (layout == WeightLayout::STORED) return it->second.ref();
+    const std::string key = name + "@" + weight_layout_name(layout);
+    auto r = relaid.find(key);
+    if (r == relaid.end()) {
+      HR_ASSIGN_OR_RETURN(HostTensor t, weight_relayout(it->second, layout));
+      r = relaid.emplace(key, std::move(t)).first;
+    }
+    return r->second.ref();
   }
 };
 

@@ -2,6 +2,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -15,7 +16,12 @@ namespace hr {
 namespace {
 
 class CpuStream final : public Stream {};
-class CpuEvent final : public Event {};
+// Work on the CPU runs when it is issued, so an event's time is the moment it is recorded.
+class CpuEvent final : public Event {
+ public:
+  std::chrono::steady_clock::time_point at{};
+  bool recorded = false;
+};
 
 class CpuBackend final : public Backend {
  public:
@@ -56,7 +62,20 @@ class CpuBackend final : public Backend {
   Result<std::unique_ptr<Event>> event_create() override {
     return std::unique_ptr<Event>(new CpuEvent());
   }
-  Status event_record(Event*, Stream*) override { return Status(); }
+  Result<std::unique_ptr<Event>> timing_event_create() override { return event_create(); }
+  Result<double> event_elapsed_ms(Event* a, Event* b) override {
+    auto* x = static_cast<CpuEvent*>(a);
+    auto* y = static_cast<CpuEvent*>(b);
+    if (!x->recorded || !y->recorded)
+      return make_error(ErrorCode::INVALID_ARGUMENT, "event_elapsed_ms: an event was never recorded");
+    return std::chrono::duration<double, std::milli>(y->at - x->at).count();
+  }
+  Status event_record(Event* e, Stream*) override {
+    auto* x = static_cast<CpuEvent*>(e);
+    x->at = std::chrono::steady_clock::now();
+    x->recorded = true;
+    return Status();
+  }
   Status stream_wait_event(Stream*, Event*) override { return Status(); }
   Status event_sync(Event*) override { return Status(); }
 
@@ -91,7 +110,8 @@ class CpuBackend final : public Backend {
   size_t op_workspace(OpKind kind, const OpParams& p, std::span<const TensorDesc> in,
                       const TensorDesc& out) const override {
     switch (kind) {
-      case OpKind::CONV2D: return cpu::conv2d_workspace(p, in, out);
+      case OpKind::CONV2D: return cpu::conv2d_variant_workspace(p, in, out);
+      case OpKind::GROUP_NORM: return cpu::group_norm_variant_workspace(p, in, out);
       case OpKind::ATTENTION: return cpu::attention_workspace(p, in, out);
       default: return 0;
     }
@@ -99,10 +119,10 @@ class CpuBackend final : public Backend {
 
   Status op_run(const OpCall& c, Stream*) override {
     switch (c.kind) {
-      case OpKind::LINEAR: return cpu::linear(c);
+      case OpKind::LINEAR: return cpu::linear_variant(c);
       case OpKind::MATMUL: return cpu::matmul(c);
-      case OpKind::CONV2D: return cpu::conv2d(c);
-      case OpKind::GROUP_NORM: return cpu::group_norm(c);
+      case OpKind::CONV2D: return cpu::conv2d_variant(c);
+      case OpKind::GROUP_NORM: return cpu::group_norm_variant(c);
       case OpKind::LAYER_NORM: return cpu::layer_norm(c);
       case OpKind::SOFTMAX: return cpu::softmax(c);
       case OpKind::ATTENTION: return cpu::attention(c);
@@ -119,7 +139,7 @@ class CpuBackend final : public Backend {
       case OpKind::CONCAT: return cpu::concat(c);
       case OpKind::SLICE: return cpu::slice(c);
       case OpKind::PERMUTE: return cpu::permute(c);
-      case OpKind::UPSAMPLE_NEAREST: return cpu::upsample_nearest(c);
+      case OpKind::UPSAMPLE_NEAREST: return cpu::upsample_variant(c);
       case OpKind::EMBEDDING: return cpu::embedding(c);
       case OpKind::TIMESTEP_EMBEDDING: return cpu::timestep_embedding(c);
       case OpKind::CAST:

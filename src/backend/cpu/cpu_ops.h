@@ -27,4 +27,12 @@ Status embedding(const OpCall& c);           // cpu_embedding.cpp
 Status timestep_embedding(const OpCall& c);  // cpu_embedding.cpp
 Status cast(const OpCall& c);                // cpu_layout.cpp (also RESHAPE/COPY as memcpy)
 
+// cpu_variants.cpp: channels-last and add_input forms, built from the kernels above.
+Status conv2d_variant(const OpCall& c);
+size_t conv2d_variant_workspace(const OpParams& p, std::span<const TensorDesc> in, const TensorDesc& out);
+Status linear_variant(const OpCall& c);
+Status group_norm_variant(const OpCall& c);
+size_t group_norm_variant_workspace(const OpParams& p, std::span<const TensorDesc> in, const TensorDesc& out);
+Status upsample_variant(const OpCall& c);
+
 }  // namespace hr::cpu

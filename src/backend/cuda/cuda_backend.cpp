@@ -165,6 +165,18 @@ class CudaBackend final : public Backend {
     HR_CUDA_CHECK("event_create", cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     return std::unique_ptr<Event>(new CudaEvent(e));
   }
+  Result<std::unique_ptr<Event>> timing_event_create() override {
+    cudaSetDevice(ctx_.device);
+    cudaEvent_t e = nullptr;
+    HR_CUDA_CHECK("timing_event_create", cudaEventCreateWithFlags(&e, cudaEventDefault));
+    return std::unique_ptr<Event>(new CudaEvent(e));
+  }
+  Result<double> event_elapsed_ms(Event* a, Event* b) override {
+    float ms = 0;
+    HR_CUDA_CHECK("event_elapsed_ms", cudaEventElapsedTime(&ms, static_cast<CudaEvent*>(a)->get(),
+                                                            static_cast<CudaEvent*>(b)->get()));
+    return double(ms);
+  }
   Status event_record(Event* e, Stream* s) override {
     HR_CUDA_CHECK("event_record", cudaEventRecord(static_cast<CudaEvent*>(e)->get(), get(s)));
     return Status();
@@ -195,6 +207,9 @@ class CudaBackend final : public Backend {
     return Status();
   }
 
+  bool prefers_channels_last(DType t) const override {
+    return t == DType::F16 || t == DType::BF16;
+  }
   bool op_supported(OpKind kind, DType dtype) const override {
     switch (kind) {
       case OpKind::CONCAT:
