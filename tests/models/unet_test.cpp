@@ -179,11 +179,15 @@ TEST_P(UNetGoldenTest, MatchesGolden) {
   HostTensor ref = golden(*gold_, pre + ".out");
   HostTensor y;
   if (c.sdxl) y = golden(*gold_, pre + ".y");
-  auto out = unet_run(*ex_, *cfg, w, DType::F32, x, t, ctx, c.sdxl ? &y : nullptr);
-  ASSERT_TRUE(out.ok()) << out.status().str();
-  double err = rel_error(*out, ref);
-  std::printf("%s.out rel error %.3g\n", c.golden, err);
-  EXPECT_LT(err, kRelTol);
+  // As built (NCHW) and through the channels-last pass that GPUs get (graph/passes.h).
+  for (bool cl : {false, true}) {
+    ex_->set_pass_options(cl ? std::optional<PassOptions>(PassOptions{true, true}) : std::nullopt);
+    auto out = unet_run(*ex_, *cfg, w, DType::F32, x, t, ctx, c.sdxl ? &y : nullptr);
+    ASSERT_TRUE(out.ok()) << out.status().str();
+    double err = rel_error(*out, ref);
+    std::printf("%s.out%s rel error %.3g\n", c.golden, cl ? " (channels last)" : "", err);
+    EXPECT_LT(err, kRelTol);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(UNet, UNetGoldenTest,

@@ -107,14 +107,18 @@ TEST_P(VAEGoldenTest, Decode) {
   WeightSet w;
   VAEConfig c = load(GetParam().file, w);
   std::string pre = GetParam().golden;
-  for (const char* which : {".decode", ".decode_nonsquare"}) {
-    HostTensor z = golden(pre + which + ".latent");
-    HostTensor ref = golden(pre + which + ".image");
-    auto img = vae_decode(*ex_, c, w, DType::F32, z);
-    ASSERT_TRUE(img.ok()) << img.status().str();
-    double err = rel_error(*img, ref);
-    std::printf("%s%s.image rel error %.3g\n", pre.c_str(), which, err);
-    EXPECT_LT(err, kRelTol);
+  // As built (NCHW) and through the channels-last pass that GPUs get (graph/passes.h).
+  for (bool cl : {false, true}) {
+    ex_->set_pass_options(cl ? std::optional<PassOptions>(PassOptions{true, true}) : std::nullopt);
+    for (const char* which : {".decode", ".decode_nonsquare"}) {
+      HostTensor z = golden(pre + which + ".latent");
+      HostTensor ref = golden(pre + which + ".image");
+      auto img = vae_decode(*ex_, c, w, DType::F32, z);
+      ASSERT_TRUE(img.ok()) << img.status().str();
+      double err = rel_error(*img, ref);
+      std::printf("%s%s.image%s rel error %.3g\n", pre.c_str(), which, cl ? " (channels last)" : "", err);
+      EXPECT_LT(err, kRelTol);
+    }
   }
 }
 
@@ -123,13 +127,17 @@ TEST_P(VAEGoldenTest, Encode) {
   VAEConfig c = load(GetParam().file, w);
   std::string pre = GetParam().golden;
   HostTensor img = golden(pre + ".encode.image");
-  auto m = vae_encode(*ex_, c, w, DType::F32, img);
-  ASSERT_TRUE(m.ok()) << m.status().str();
-  double em = rel_error(m->mean, golden(pre + ".encode.mean"));
-  double el = rel_error(m->logvar, golden(pre + ".encode.logvar"));
-  std::printf("%s.encode.mean rel error %.3g, logvar %.3g\n", pre.c_str(), em, el);
-  EXPECT_LT(em, kRelTol);
-  EXPECT_LT(el, kRelTol);
+  for (bool cl : {false, true}) {
+    ex_->set_pass_options(cl ? std::optional<PassOptions>(PassOptions{true, true}) : std::nullopt);
+    auto m = vae_encode(*ex_, c, w, DType::F32, img);
+    ASSERT_TRUE(m.ok()) << m.status().str();
+    double em = rel_error(m->mean, golden(pre + ".encode.mean"));
+    double el = rel_error(m->logvar, golden(pre + ".encode.logvar"));
+    std::printf("%s.encode%s.mean rel error %.3g, logvar %.3g\n", pre.c_str(),
+                cl ? " (channels last)" : "", em, el);
+    EXPECT_LT(em, kRelTol);
+    EXPECT_LT(el, kRelTol);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(VAE, VAEGoldenTest,
