@@ -2,7 +2,7 @@
 // CUDA backend. Prints median ms, allocator-level and driver-level peaks, and the ratio to the
 // PyTorch reference figures of the CUDA issues (measured on an H200, PyTorch 2.11).
 //
-//   bench_models [--device cpu|cuda] [--dtype f16|bf16|f32] [--steps N] [--only unet|vae]
+//   bench_models [--device cpu|cuda] [--dtype f16|bf16|f32] [--steps N] [--only sd15|sdxl|unet|vae]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +17,7 @@
 #include "models/make_model.h"
 #include "models/unet.h"
 #include "models/vae.h"
+#include "bench_common.h"
 
 using namespace hr;
 
@@ -26,7 +27,7 @@ struct Row {
   std::string work;
   double ms = 0;
   double alloc_peak_gib = 0, driver_peak_gib = 0, planned_gib = 0;
-  double ref_ms = 0, ref_peak_gib = 0;
+  double ref_ms = 0, ref_compile_ms = 0, ref_peak_gib = 0;
 };
 
 double gib(double b) { return b / double(1ull << 30); }
@@ -67,6 +68,7 @@ Row time_graph(Runner& r, const std::string& name, Graph& g, const HostInputs& i
     }
   }
   r.alloc.reset_peak();
+  r.driver_peak = 0;
   std::vector<double> ms;
   for (int i = 0; i < steps; ++i) {
     auto t0 = std::chrono::steady_clock::now();
@@ -78,12 +80,6 @@ Row time_graph(Runner& r, const std::string& name, Graph& g, const HostInputs& i
   row.alloc_peak_gib = gib(double(r.alloc.total().peak));
   row.driver_peak_gib = gib(double(r.driver_peak));
   return row;
-}
-
-HostTensor filled(DType dt, Shape s, float v) {
-  HostTensor t(DType::F32, s);
-  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = v * float((i * 7919) % 1000) / 1000.0f;
-  return dt == DType::F32 ? std::move(t) : t.to(dt);
 }
 
 }  // namespace
@@ -98,89 +94,53 @@ int main(int argc, char** argv) {
     else if (a == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
   }
-  std::unique_ptr<Backend> backend;
-  if (device == "cuda") {
-    auto c = cuda_backend_create(0);
-    if (!c.ok()) {
-      std::printf("no CUDA device (%s); use --device cpu\n", c.status().message().c_str());
-      return 0;
-    }
-    backend = std::move(c).value();
-  } else {
-    backend = cpu_backend_create(0);
-    if (dtype_s == "f16") dtype_s = "f32";
-  }
+  std::unique_ptr<Backend> backend = bench::backend_for(device);
+  if (!backend) return 0;
+  if (device != "cuda" && dtype_s == "f16") dtype_s = "f32";
   DType dt = *dtype_from_name(dtype_s);
   Runner r(*backend);
-  std::printf("device: %s, dtype %s, %d timed steps after 2 warm-up runs\n",
-              backend->info().name.c_str(), dtype_s.c_str(), steps);
+  std::printf("device: %s, dtype %s, %d timed steps after 2 warm-up runs, graph passes %s, "
+              "CUDA graphs %s\n", backend->info().name.c_str(), dtype_s.c_str(), steps,
+              r.ex.passes() ? "on" : "off (HEADROOM_GRAPH_PASSES=0)",
+              backend->capture_supported() ? "where the backend can" : "n/a");
   std::vector<Row> rows;
-
-  if (only.empty() || only == "unet") {
-    UNetConfig cfg = unet_config_sd15();
-    auto g = unet_graph(cfg, 2, 64, 64, 77, dt);
-    if (!g.ok()) {
-      std::printf("unet graph: %s\n", g.status().str().c_str());
-      return 1;
+  auto add = [&](Result<bench::Workload> w, int n) {
+    if (!w.ok()) {
+      std::printf("%s\n", w.status().str().c_str());
+      return;
     }
-    WeightSet w;
-    make_model_random_weights(*g, 1, w);
-    HostTensor x = filled(DType::F32, Shape{2, 4, 64, 64}, 1.0f);
-    HostTensor t(DType::F32, Shape{2});
-    t.f32()[0] = t.f32()[1] = 999.0f;
-    HostTensor ctx = filled(DType::F32, Shape{2, 77, 768}, 0.5f);
-    HostTensor x_in = dt == DType::F32 ? x.clone() : x.to(dt);
-    HostTensor ctx_in = dt == DType::F32 ? ctx.clone() : ctx.to(dt);
-    Row row = time_graph(r, "SD1.5 UNet step 512x512 b2", *g,
-                         {{"x", &x_in}, {"timesteps", &t}, {"context", &ctx_in}}, w, steps);
-    row.ref_ms = 36.8;
-    row.ref_peak_gib = 1.84;
+    Row row = time_graph(r, w->name, w->graph, w->host_inputs(), *w->weights, n);
+    row.ref_ms = w->ref_eager_ms;
+    row.ref_compile_ms = w->ref_compile_ms;
+    row.ref_peak_gib = w->ref_peak_gib;
     rows.push_back(row);
-    w.release_device();
-  }
-  if (only.empty() || only == "sdxl") {
-    UNetConfig cfg = unet_config_sdxl();
-    auto g = unet_graph(cfg, 2, 128, 128, 77, dt);
-    if (g.ok()) {
-      WeightSet w;
-      make_model_random_weights(*g, 3, w);
-      HostTensor x = filled(dt, Shape{2, 4, 128, 128}, 1.0f);
-      HostTensor t(DType::F32, Shape{2});
-      t.f32()[0] = t.f32()[1] = 999.0f;
-      HostTensor ctx = filled(dt, Shape{2, 77, 2048}, 0.5f);
-      HostTensor y = filled(dt, Shape{2, cfg.adm_in_channels}, 0.5f);
-      Row row = time_graph(r, "SDXL UNet step 1024x1024 b2", *g,
-                           {{"x", &x}, {"timesteps", &t}, {"context", &ctx}, {"y", &y}}, w, steps);
-      row.ref_ms = 98.5;
-      row.ref_peak_gib = 5.23;
-      rows.push_back(row);
-      w.release_device();
-    }
-  }
+    w->weights->release_device();
+    r.ex.release_arena();
+  };
+  if (only.empty() || only == "unet" || only == "sd15") add(bench::workload_sd15(dt), steps);
+  if (only.empty() || only == "unet" || only == "sdxl") add(bench::workload_sdxl(dt), steps);
   if (only.empty() || only == "vae") {
-    VAEConfig cfg = vae_config_sd();
-    struct { int px; double ref_ms, ref_peak; } sizes[] = {{512, 22, 0.8}, {1024, 88, 2.6}};
-    WeightSet w;
-    for (auto s : sizes) {
-      auto g = vae_decode_graph(cfg, 1, s.px / 8, s.px / 8, dt);
-      if (!g.ok()) continue;
-      make_model_random_weights(*g, 2, w);
-      HostTensor z = filled(dt, Shape{1, 4, s.px / 8, s.px / 8}, 1.0f);
-      Row row = time_graph(r, fmt::format("SD VAE decode {}x{} b1", s.px, s.px), *g,
-                           {{"latent", &z}}, w, std::max(3, steps / 4));
-      row.ref_ms = s.ref_ms;
-      row.ref_peak_gib = s.ref_peak;
-      rows.push_back(row);
+    std::shared_ptr<WeightSet> vw;
+    for (int px : {512, 1024, 2048}) {
+      auto w = bench::workload_vae(dt, px, vw);
+      if (w.ok()) vw = w->weights;
+      add(std::move(w), std::max(3, steps / 4));
     }
   }
   std::printf("\n| work | ms | planned arena GiB | allocator-level peak GiB | driver-level used GiB "
-              "| PyTorch eager ms (H200) | ratio | PyTorch allocator peak GiB |\n|---|---|---|---|---|---|---|---|\n");
-  for (const Row& row : rows)
-    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.1f | %.2fx | %.2f |\n", row.work.c_str(), row.ms,
-                row.planned_gib, row.alloc_peak_gib, row.driver_peak_gib, row.ref_ms,
-                row.ms > 0 ? row.ms / row.ref_ms : 0.0, row.ref_peak_gib);
-  std::printf("\nratio = headroom ms / PyTorch eager ms (below 1 is faster). Allocator level = "
-              "headroom's own counters (weights + arenas); driver level = cudaMemGetInfo used "
-              "(all processes, includes context).\n");
+              "| PyTorch eager ms | torch.compile ms | ratio to target | PyTorch allocator peak GiB |\n"
+              "|---|---|---|---|---|---|---|---|---|\n");
+  for (const Row& row : rows) {
+    const double target = row.ref_compile_ms > 0 ? row.ref_compile_ms : row.ref_ms;
+    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.1f | %s | %.2fx %s | %.2f |\n", row.work.c_str(),
+                row.ms, row.planned_gib, row.alloc_peak_gib, row.driver_peak_gib, row.ref_ms,
+                row.ref_compile_ms > 0 ? fmt::format("{:.2f}", row.ref_compile_ms).c_str() : "-",
+                row.ms > 0 && target > 0 ? row.ms / target : 0.0,
+                row.ref_compile_ms > 0 ? "compile" : "eager", row.ref_peak_gib);
+  }
+  std::printf("\nratio to target = headroom ms / the issue's target (torch.compile for UNet steps, "
+              "eager for VAE decode; below 1 is faster). Allocator level = headroom's own counters "
+              "(weights + arenas); driver level = cudaMemGetInfo used (all processes, includes "
+              "the CUDA context).\n");
   return 0;
 }

@@ -236,6 +236,11 @@ class CudaBackend final : public Backend {
       case OpKind::CONV2D:
         cudaSetDevice(ctx_.device);
         return cuda::conv2d_workspace(ctx_, p, in, out);
+      case OpKind::GROUP_NORM: {
+        if (!p.channels_last || in.empty() || in[0].shape.rank < 2) return 0;
+        const Shape& sh = in[0].shape;
+        return cuda::group_norm_nhwc_plan(sh[0], sh.prod(1, sh.rank - 1), sh[-1], p.groups).workspace();
+      }
       case OpKind::ATTENTION: {
         if (in.size() != 3 || in[0].shape.rank != 3 || p.heads < 1) return 0;
         int64_t d = in[0].shape[2] / p.heads, dv = in[2].shape[2] / p.heads;
@@ -353,6 +358,18 @@ Status CudaBackend::run_compute(const OpCall& c, const OpParams& p, cudaStream_t
   switch (c.kind) {
     case OpKind::GROUP_NORM: {
       const Shape& sh = x.desc.shape;
+      if (p.channels_last) {
+        const cuda::GroupNormNhwcPlan pl =
+            cuda::group_norm_nhwc_plan(sh[0], sh.prod(1, sh.rank - 1), sh[-1], p.groups);
+        if (c.workspace_bytes < pl.workspace() || !c.workspace)
+          return make_error(ErrorCode::INVALID_ARGUMENT,
+                            "group_norm: workspace of {} bytes given, op_workspace asked for {}",
+                            c.workspace_bytes, pl.workspace());
+        HR_CUDA_CHECK(opn, cuda::group_norm_nhwc(t, x.data, c.inputs[1].data, c.inputs[2].data,
+                                                 y.data, sh[0], sh.prod(1, sh.rank - 1), sh[-1],
+                                                 p.groups, p.eps, p.fuse_silu, c.workspace, s));
+        return Status();
+      }
       HR_CUDA_CHECK(opn, cuda::group_norm(t, x.data, c.inputs[1].data, c.inputs[2].data, y.data, sh[0],
                                           sh[1], sh.prod(2, sh.rank), p.groups, p.eps, p.fuse_silu, s));
       return Status();
@@ -510,6 +527,11 @@ Status CudaBackend::run_layout(const OpCall& c, const OpParams& p, cudaStream_t 
       return Status();
     case OpKind::UPSAMPLE_NEAREST: {
       const Shape& is = x.desc.shape;
+      if (p.channels_last) {
+        HR_CUDA_CHECK(opn, cuda::upsample_nearest_nhwc(es, x.data, is[0], is[1], is[2], is[3],
+                                                       p.factor, y.data, s));
+        return Status();
+      }
       HR_CUDA_CHECK(opn, cuda::upsample_nearest(es, x.data, is[0] * is[1], is[2], is[3], p.factor,
                                                 y.data, s));
       return Status();

@@ -42,6 +42,17 @@ cudaError_t softmax(DType t, const void* x, void* y, int64_t rows, int64_t n, fl
 cudaError_t group_norm(DType t, const void* x, const void* gamma, const void* beta, void* y,
                        int64_t n, int64_t c, int64_t spatial, int groups, float eps, bool silu,
                        cudaStream_t s);
+// Channels-last group norm (Note [channels-last group norm] in cuda_norm.cu): x [N, S, C].
+// The workspace holds per-chunk partial moments and per-group statistics.
+struct GroupNormNhwcPlan {
+  int64_t chunks = 1, rows_per_chunk = 1;
+  size_t partial_bytes = 0, stats_bytes = 0;
+  size_t workspace() const { return partial_bytes + stats_bytes; }
+};
+GroupNormNhwcPlan group_norm_nhwc_plan(int64_t n, int64_t s, int64_t c, int groups);
+cudaError_t group_norm_nhwc(DType t, const void* x, const void* gamma, const void* beta, void* y,
+                            int64_t n, int64_t s, int64_t c, int groups, float eps, bool silu,
+                            void* workspace, cudaStream_t st);
 // beta may be null.
 cudaError_t layer_norm(DType t, const void* x, const void* gamma, const void* beta, void* y,
                        int64_t rows, int64_t c, float eps, cudaStream_t s);
@@ -74,6 +85,9 @@ cudaError_t permute(size_t esize, const void* x, const Shape& in, const int* per
 cudaError_t slice_strided(size_t esize, const void* x, int64_t outer, int64_t in_dim,
                           int64_t inner, int64_t start, int64_t step, int64_t out_dim, void* y,
                           cudaStream_t s);
+// x [N, H, W, C] -> [N, H*f, W*f, C].
+cudaError_t upsample_nearest_nhwc(size_t esize, const void* x, int64_t n, int64_t h, int64_t w,
+                                  int64_t c, int factor, void* y, cudaStream_t s);
 cudaError_t upsample_nearest(size_t esize, const void* x, int64_t planes, int64_t h, int64_t w,
                              int factor, void* y, cudaStream_t s);
 // Element-wise conversion between compute dtypes, rounding as dtype_convert does.
@@ -101,7 +115,15 @@ struct ConvArgs {
   void* y = nullptr;
   int n = 0, c = 0, h = 0, wd = 0, o = 0, kh = 0, kw = 0, oh = 0, ow = 0;
   int stride[2] = {1, 1}, pad_top = 0, pad_left = 0, dilation[2] = {1, 1}, groups = 1;
+  bool channels_last = false;  // x [N, H, W, C], w [O, KH, KW, C/groups], y [N, OH, OW, O]
 };
+// [N, H, W, C] zero-padded to [N, H+pt+pb, W+pl+pr, C] (esize 2 or 4).
+cudaError_t pad2d_nhwc(size_t esize, const void* x, int64_t n, int64_t h, int64_t w, int64_t c,
+                       int pt, int pb, int pl, int pr, void* y, cudaStream_t s);
+// A convolution's epilogue in place on y [N, C, HW] or channels-last [N, HW, C]: adds bias[C]
+// (may be null) and `term` (may be null): y's shape, or [N, C] when per_channel.
+cudaError_t conv_epilogue(DType t, void* y, const void* bias, const void* term, bool per_channel,
+                          int64_t n, int64_t c, int64_t hw, bool channels_last, cudaStream_t s);
 // Direct convolution, one thread per output (f32 accumulation): the fallback when cuDNN has no
 // algorithm for a configuration.
 cudaError_t conv2d_direct(const ConvArgs& a, cudaStream_t s);

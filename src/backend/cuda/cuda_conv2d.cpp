@@ -23,21 +23,27 @@ struct Geometry {
   DType dtype;
   int n, c, h, w, o, kh, kw, oh, ow;
   int sh, sw, pt, pb, pl, pr, dh, dw, groups;
+  bool cl;  // channels last: x NHWC, w OHWI, y NHWC
   bool asym() const { return pt != pb || pl != pr; }
 };
 
 Geometry geometry(const OpParams& p, std::span<const TensorDesc> in, const TensorDesc& out) {
   const Shape& x = in[0].shape;
   const Shape& w = in[1].shape;
+  const Shape& y = out.shape;
+  if (p.channels_last)
+    return Geometry{in[0].dtype, int(x[0]), int(x[3]), int(x[1]), int(x[2]), int(w[0]), int(w[1]),
+                    int(w[2]), int(y[1]), int(y[2]), p.stride[0], p.stride[1], p.pad[0], p.pad[1],
+                    p.pad[2], p.pad[3], p.dilation[0], p.dilation[1], p.groups, true};
   return Geometry{in[0].dtype, int(x[0]), int(x[1]), int(x[2]), int(x[3]), int(w[0]), int(w[2]),
-                  int(w[3]), int(out.shape[2]), int(out.shape[3]), p.stride[0], p.stride[1],
+                  int(w[3]), int(y[2]), int(y[3]), p.stride[0], p.stride[1],
                   p.pad[0], p.pad[1], p.pad[2], p.pad[3], p.dilation[0], p.dilation[1],
-                  p.groups};
+                  p.groups, false};
 }
 
 ConvKey conv_key(const Geometry& g) {
   return ConvKey{int64_t(g.dtype), g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.sh, g.sw, g.pt, g.pb,
-                 g.pl, g.pr, g.dh, g.dw, g.groups};
+                 g.pl, g.pr, g.dh, g.dw, g.groups, g.cl};
 }
 
 cudnnDataType_t dnn_type(DType t) {
@@ -68,9 +74,10 @@ Status make_descs(const Geometry& g, cudnnMathType_t math, DnnDescs& d) {
   HR_CUDNN_CHECK(op, cudnnCreateTensorDescriptor(&d.y));
   HR_CUDNN_CHECK(op, cudnnCreateFilterDescriptor(&d.w));
   HR_CUDNN_CHECK(op, cudnnCreateConvolutionDescriptor(&d.conv));
-  HR_CUDNN_CHECK(op, cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NCHW, t, g.n, g.c, xh, xw));
-  HR_CUDNN_CHECK(op, cudnnSetTensor4dDescriptor(d.y, CUDNN_TENSOR_NCHW, t, g.n, g.o, g.oh, g.ow));
-  HR_CUDNN_CHECK(op, cudnnSetFilter4dDescriptor(d.w, t, CUDNN_TENSOR_NCHW, g.o, g.c / g.groups, g.kh, g.kw));
+  const cudnnTensorFormat_t f = g.cl ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  HR_CUDNN_CHECK(op, cudnnSetTensor4dDescriptor(d.x, f, t, g.n, g.c, xh, xw));
+  HR_CUDNN_CHECK(op, cudnnSetTensor4dDescriptor(d.y, f, t, g.n, g.o, g.oh, g.ow));
+  HR_CUDNN_CHECK(op, cudnnSetFilter4dDescriptor(d.w, t, f, g.o, g.c / g.groups, g.kh, g.kw));
   HR_CUDNN_CHECK(op, cudnnSetConvolution2dDescriptor(d.conv, ph, pw, g.sh, g.sw, g.dh, g.dw,
                                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   HR_CUDNN_CHECK(op, cudnnSetConvolutionGroupCount(d.conv, g.groups));
@@ -141,13 +148,36 @@ Status run_direct(const Geometry& g, const OpCall& c, cudaStream_t s) {
   a.dtype = g.dtype;
   a.x = c.inputs[0].data;
   a.w = c.inputs[1].data;
-  a.bias = c.inputs.size() > 2 ? c.inputs[2].data : nullptr;
+  a.bias = nullptr;  // bias and added term: epilogue()
   a.y = c.output.data;
   a.n = g.n, a.c = g.c, a.h = g.h, a.wd = g.w, a.o = g.o, a.kh = g.kh, a.kw = g.kw;
   a.oh = g.oh, a.ow = g.ow;
   a.stride[0] = g.sh, a.stride[1] = g.sw, a.pad_top = g.pt, a.pad_left = g.pl;
   a.dilation[0] = g.dh, a.dilation[1] = g.dw, a.groups = g.groups;
+  a.channels_last = g.cl;
   HR_CUDA_CHECK("conv2d", conv2d_direct(a, s));
+  return Status();
+}
+
+// params.add_input: the term after the bias (op.h); null without.
+const void* add_term(const OpParams& p, const OpCall& c, bool* per_channel) {
+  *per_channel = false;
+  if (!p.add_input) return nullptr;
+  const TensorRef& r = c.inputs.back();
+  *per_channel = r.desc.shape != c.output.desc.shape;
+  return r.data;
+}
+
+const void* bias_of(const OpParams& p, const OpCall& c) {
+  return c.inputs.size() - (p.add_input ? 1 : 0) > 2 ? c.inputs[2].data : nullptr;
+}
+
+Status epilogue(const Geometry& g, const OpParams& p, const OpCall& c, bool with_bias, cudaStream_t s) {
+  bool per_channel = false;
+  const void* term = add_term(p, c, &per_channel);
+  const void* bias = with_bias ? bias_of(p, c) : nullptr;
+  HR_CUDA_CHECK("conv2d", conv_epilogue(g.dtype, c.output.data, bias, term, per_channel, g.n, g.o,
+                                        int64_t(g.oh) * g.ow, g.cl, s));
   return Status();
 }
 
@@ -164,7 +194,10 @@ Status conv2d(CudaContext& ctx, const OpCall& c, cudaStream_t s) {
   const Geometry g = geometry(p, descs, c.output.desc);
   if (c.output.desc.numel() == 0) return Status();
   const ConvPlan plan = plan_get(ctx, g);
-  if (!plan.use_cudnn) return run_direct(g, c, s);
+  if (!plan.use_cudnn) {
+    HR_TRY(run_direct(g, c, s));
+    return epilogue(g, p, c, true, s);
+  }
   if (c.workspace_bytes < plan.workspace() || (plan.workspace() && !c.workspace))
     return make_error(ErrorCode::INVALID_ARGUMENT,
                       "conv2d: workspace of {} bytes given, op_workspace asked for {}",
@@ -173,8 +206,12 @@ Status conv2d(CudaContext& ctx, const OpCall& c, cudaStream_t s) {
   const void* x = c.inputs[0].data;
   uint8_t* ws = static_cast<uint8_t*>(c.workspace);
   if (plan.pre_pad) {  // Note [asymmetric conv padding]
-    HR_CUDA_CHECK("conv2d", pad2d(dtype_size(g.dtype), x, int64_t(g.n) * g.c, g.h, g.w, g.pt, g.pb,
-                                  g.pl, g.pr, ws, s));
+    if (g.cl)
+      HR_CUDA_CHECK("conv2d", pad2d_nhwc(dtype_size(g.dtype), x, g.n, g.h, g.w, g.c, g.pt, g.pb,
+                                         g.pl, g.pr, ws, s));
+    else
+      HR_CUDA_CHECK("conv2d", pad2d(dtype_size(g.dtype), x, int64_t(g.n) * g.c, g.h, g.w, g.pt,
+                                    g.pb, g.pl, g.pr, ws, s));
     x = ws;
   }
   {
@@ -188,14 +225,14 @@ Status conv2d(CudaContext& ctx, const OpCall& c, cudaStream_t s) {
         plan.algo_bytes ? ws + plan.pad_bytes : nullptr, plan.algo_bytes, &beta, d.y, c.output.data);
     if (st == CUDNN_STATUS_NOT_SUPPORTED) {
       ctx.conv_plans[conv_key(g)] = ConvPlan{};  // later calls go straight to the direct kernel
-      return run_direct(g, c, s);
+    } else if (st != CUDNN_STATUS_SUCCESS) {
+      return cudnn_status(st, "conv2d", "cudnnConvolutionForward");
     }
-    if (st != CUDNN_STATUS_SUCCESS) return cudnn_status(st, "conv2d", "cudnnConvolutionForward");
+    if (st == CUDNN_STATUS_NOT_SUPPORTED) {
+      HR_TRY(run_direct(g, c, s));
+    }
   }
-  if (c.inputs.size() > 2)
-    HR_CUDA_CHECK("conv2d", add_channel_bias(g.dtype, c.output.data, c.inputs[2].data, g.n, g.o,
-                                             int64_t(g.oh) * g.ow, s));
-  return Status();
+  return epilogue(g, p, c, true, s);
 }
 
 }  // namespace hr::cuda

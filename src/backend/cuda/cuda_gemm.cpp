@@ -24,7 +24,8 @@ struct GemmCall {
   const void* a = nullptr;
   const void* b = nullptr;
   void* c = nullptr;
-  const void* bias = nullptr;  // [n] or null
+  const void* bias = nullptr;    // [n] or null
+  const void* addend = nullptr;  // like c (added with beta = 1: LINEAR's add_input) or null
 };
 
 cudaDataType_t lt_type(DType t) {
@@ -89,6 +90,7 @@ Status make_descs(const char* opn, const GemmCall& g, bool fuse_bias, size_t ws_
   uint32_t al_a = uint32_t(align_of(g.b, g.stride_b * es, g.batch));  // cuBLASLt's A is our B
   uint32_t al_b = uint32_t(align_of(g.a, g.stride_a * es, g.batch));
   uint32_t al_c = uint32_t(align_of(g.c, g.stride_c * es, g.batch));
+  if (g.addend) al_c = std::min(al_c, uint32_t(align_of(g.addend, g.stride_c * es, g.batch)));
   HR_CUBLAS_CHECK(opn, cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
   HR_CUBLAS_CHECK(opn, cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)));
   HR_CUBLAS_CHECK(opn, cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)));
@@ -105,7 +107,8 @@ Status gemm_run(CudaContext& ctx, const char* opn, const GemmCall& g, void* ws, 
               g.stride_c, g.bias != nullptr, int64_t(ws_bytes),
               align_of(g.a, g.stride_a * es, g.batch), align_of(g.b, g.stride_b * es, g.batch),
               align_of(g.c, g.stride_c * es, g.batch),
-              g.bias ? align_of(g.bias, 0, 1) : 0, 0, 0};
+              g.bias ? align_of(g.bias, 0, 1) : 0, g.addend != nullptr,
+              g.addend ? align_of(g.addend, g.stride_c * es, g.batch) : 0};
 
   GemmAlgo chosen;
   bool cached = false;
@@ -147,9 +150,10 @@ Status gemm_run(CudaContext& ctx, const char* opn, const GemmCall& g, void* ws, 
 
   LtDescs d;
   HR_TRY(make_descs(opn, g, chosen.bias_fused, ws_bytes, d));
-  const float alpha = 1.0f, beta = 0.0f;
-  // cuBLASLt's A is our B: Note [row-major GEMM on cuBLAS].
-  HR_CUBLAS_CHECK(opn, cublasLtMatmul(ctx.lt, d.op, &alpha, g.b, d.a, g.a, d.b, &beta, g.c, d.c,
+  const float alpha = 1.0f, beta = g.addend ? 1.0f : 0.0f;
+  // cuBLASLt's A is our B: Note [row-major GEMM on cuBLAS]. C = the addend (or unused), D = c.
+  const void* cin = g.addend ? g.addend : g.c;
+  HR_CUBLAS_CHECK(opn, cublasLtMatmul(ctx.lt, d.op, &alpha, g.b, d.a, g.a, d.b, &beta, cin, d.c,
                                       g.c, d.c, &chosen.algo, ws, ws_bytes, s));
   if (g.bias && !chosen.bias_fused)
     HR_CUDA_CHECK(opn, add_channel_bias(g.dtype, g.c, g.bias, g.batch * g.m, g.n, 1, s));
@@ -170,9 +174,15 @@ Status linear(CudaContext& ctx, const OpCall& c, cudaStream_t s) {
   g.a = x.data;
   g.b = w.data;
   g.c = c.output.data;
-  g.bias = c.inputs.size() > 2 ? c.inputs[2].data : nullptr;
-  if (g.k == 0) {  // an empty sum: zeros (plus the bias)
-    HR_CUDA_CHECK("linear", cudaMemsetAsync(c.output.data, 0, c.output.desc.bytes(), s));
+  const bool add = c.params && c.params->add_input;
+  g.bias = c.inputs.size() - (add ? 1 : 0) > 2 ? c.inputs[2].data : nullptr;
+  g.addend = add ? c.inputs.back().data : nullptr;
+  if (g.k == 0) {  // an empty sum: zeros (plus the bias and the added input)
+    if (g.addend)
+      HR_CUDA_CHECK("linear", cudaMemcpyAsync(c.output.data, g.addend, c.output.desc.bytes(),
+                                              cudaMemcpyDeviceToDevice, s));
+    else
+      HR_CUDA_CHECK("linear", cudaMemsetAsync(c.output.data, 0, c.output.desc.bytes(), s));
     if (g.bias)
       HR_CUDA_CHECK("linear", add_channel_bias(g.dtype, g.c, g.bias, c.output.desc.numel() / g.n, g.n, 1, s));
     return Status();

@@ -61,6 +61,20 @@ __global__ void upsample_kernel(const E* __restrict__ x, E* __restrict__ y, int6
   }
 }
 
+// Channels-last: whole channel rows move; `E` is the widest unit that divides a row.
+template <typename E>
+__global__ void upsample_nhwc_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n,
+                                     int64_t h, int64_t w, int64_t units, int factor) {
+  const int64_t ow = w * factor, oh = h * factor;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t u = i % units, r = i / units;
+    const int64_t xo = r % ow, r2 = r / ow;
+    const int64_t yo = r2 % oh, b = r2 / oh;
+    y[i] = x[((b * h + yo / factor) * w + xo / factor) * units + u];
+  }
+}
+
 // Conversions matching dtype_convert: floats round to nearest even, float -> integer
 // truncates toward zero, integer -> 16-bit float goes through f32 (as the CPU does).
 template <typename S>
@@ -140,6 +154,26 @@ cudaError_t slice_strided(size_t esize, const void* x, int64_t outer, int64_t in
                                                     in_dim, inner, start, step, out_dim);
     return cudaGetLastError();
   });
+}
+
+cudaError_t upsample_nearest_nhwc(size_t esize, const void* x, int64_t n, int64_t h, int64_t w,
+                                  int64_t c, int factor, void* y, cudaStream_t s) {
+  const size_t row = size_t(c) * esize;
+  const int64_t pixels = n * h * w * factor * factor;
+  if (pixels == 0 || row == 0) return cudaSuccess;
+  auto launch = [&](auto tag) -> cudaError_t {
+    using E = decltype(tag);
+    const int64_t units = int64_t(row / sizeof(E)), total = pixels * units;
+    upsample_nhwc_kernel<E><<<grid_1d(total, 256), 256, 0, s>>>(
+        static_cast<const E*>(x), static_cast<E*>(y), total, h, w, units, factor);
+    return cudaGetLastError();
+  };
+  const uintptr_t al = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y);
+  if (row % 16 == 0 && al % 16 == 0) return launch(uint4{});
+  if (row % 8 == 0 && al % 8 == 0) return launch(uint2{});
+  if (row % 4 == 0 && al % 4 == 0) return launch(uint32_t{});
+  if (row % 2 == 0 && al % 2 == 0) return launch(uint16_t{});
+  return launch(uint8_t{});
 }
 
 cudaError_t upsample_nearest(size_t esize, const void* x, int64_t planes, int64_t h, int64_t w,

@@ -1,5 +1,7 @@
 // GROUP_NORM (optionally fused with SiLU) and LAYER_NORM: two-pass f32 statistics (mean, then
 // the sum of squared deviations), so large offsets do not cancel; vector loads where aligned.
+#include <algorithm>
+
 #include "backend/cuda/cuda_common.h"
 
 namespace hr::cuda {
@@ -109,7 +111,191 @@ __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__
   }
 }
 
+// Note [channels-last group norm]
+// x is [N, S, C] (channels last). A group's elements are spread over every row, so one block
+// per group (as above) would read strided memory with only N * groups blocks. Instead:
+// 1. gn_partial: blocks over (row chunk, sample, column tile) read whole rows coalesced (V
+//    channels per thread) and write each channel's (mean, M2) over the chunk, from sums shifted
+//    by the chunk's first row (so a large common offset does not cancel);
+// 2. gn_finalize: one block per (sample, group) merges its chunks x channels partials with
+//    Chan's formula into (mean, 1/std);
+// 3. gn_apply: an element-wise pass normalises, applies gamma/beta and optionally SiLU.
+// x is read twice and y written once; the partials live in the op's workspace.
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+constexpr int kGnThreads = 256;
+
+template <typename T, int V>
+__global__ void gn_partial_kernel(const T* __restrict__ x, float2* __restrict__ partial,
+                                  int64_t s, int64_t c, int64_t rows_per_chunk, int64_t chunks) {
+  __shared__ float sh1[kGnThreads * V];
+  __shared__ float sh2[kGnThreads * V];
+  __shared__ float shift[kGnThreads * V];
+  const int64_t chunk = blockIdx.x, nb = blockIdx.y;
+  const int64_t ncols = c / V;
+  const int64_t col0 = int64_t(blockIdx.z) * kGnThreads;
+  const int tile_cols = int(min(int64_t(kGnThreads), ncols - col0));
+  const int rows_per_pass = kGnThreads / tile_cols;
+  const int lc = threadIdx.x % tile_cols, lr = threadIdx.x / tile_cols;
+  const int64_t r0 = chunk * rows_per_chunk, r1 = min(s, r0 + rows_per_chunk);
+  const float cnt = float(r1 - r0);
+  const T* base = x + nb * s * c + (col0 + lc) * V;
+  float s1[V], s2[V], sft[V];
+  if (lr < rows_per_pass) {
+    const Pack<T, V> first = *reinterpret_cast<const Pack<T, V>*>(base + r0 * c);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      sft[k] = to_f32(first.v[k]);
+      s1[k] = s2[k] = 0.0f;
+    }
+    for (int64_t r = r0 + lr; r < r1; r += rows_per_pass) {
+      const Pack<T, V> p = *reinterpret_cast<const Pack<T, V>*>(base + r * c);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const float d = to_f32(p.v[k]) - sft[k];
+        s1[k] += d;
+        s2[k] += d * d;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      sh1[threadIdx.x * V + k] = s1[k];
+      sh2[threadIdx.x * V + k] = s2[k];
+      if (lr == 0) shift[lc * V + k] = sft[k];
+    }
+  }
+  __syncthreads();
+  const int width = tile_cols * V;
+  for (int ch = threadIdx.x; ch < width; ch += kGnThreads) {
+    float a = 0.0f, b = 0.0f;
+    for (int r = 0; r < rows_per_pass; ++r) {
+      a += sh1[r * width + ch];
+      b += sh2[r * width + ch];
+    }
+    const float mean = shift[ch] + a / cnt;
+    const float m2 = fmaxf(b - a * a / cnt, 0.0f);
+    partial[(nb * chunks + chunk) * c + col0 * V + ch] = make_float2(mean, m2);
+  }
+}
+
+struct Moments {
+  float n, mean, m2;
+};
+
+__device__ __forceinline__ Moments moments_merge(Moments a, Moments b) {
+  const float n = a.n + b.n;
+  if (n == 0.0f) return a;
+  const float d = b.mean - a.mean;
+  const float f = b.n / n;
+  return Moments{n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
+}
+
+__global__ void gn_finalize_kernel(const float2* __restrict__ partial, float2* __restrict__ stats,
+                                   int64_t s, int64_t c, int groups, int64_t rows_per_chunk,
+                                   int64_t chunks, float eps) {
+  __shared__ Moments sh[32];
+  const int64_t nb = blockIdx.x / groups, g = blockIdx.x % groups;
+  const int64_t cpg = c / groups;
+  Moments acc{0.0f, 0.0f, 0.0f};
+  for (int64_t i = threadIdx.x; i < chunks * cpg; i += blockDim.x) {
+    const int64_t chunk = i / cpg, ch = g * cpg + i % cpg;
+    const float2 p = partial[(nb * chunks + chunk) * c + ch];
+    const float cnt = float(min(rows_per_chunk, s - chunk * rows_per_chunk));
+    acc = moments_merge(acc, Moments{cnt, p.x, p.y});
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    Moments b{__shfl_down_sync(0xffffffffu, acc.n, o), __shfl_down_sync(0xffffffffu, acc.mean, o),
+              __shfl_down_sync(0xffffffffu, acc.m2, o)};
+    acc = moments_merge(acc, b);
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) sh[warp] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    Moments t = sh[0];
+    for (int w = 1; w < int(blockDim.x >> 5); ++w) t = moments_merge(t, sh[w]);
+    const float var = t.n > 0.0f ? t.m2 / t.n : 0.0f;
+    stats[nb * groups + g] = make_float2(t.mean, rsqrtf(var + eps));
+  }
+}
+
+template <typename T, int V>
+__global__ void gn_apply_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                                const T* __restrict__ beta, const float2* __restrict__ stats,
+                                T* __restrict__ y, int64_t packs, int64_t s, int64_t c, int groups,
+                                bool silu) {
+  const int64_t cpg = c / groups;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < packs;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t e = i * V;
+    const int64_t ch0 = e % c, nb = e / (s * c);
+    const Pack<T, V> p = reinterpret_cast<const Pack<T, V>*>(x)[i];
+    Pack<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const int64_t ch = ch0 + k;
+      const float2 st = stats[nb * groups + ch / cpg];
+      float r = (to_f32(p.v[k]) - st.x) * st.y * to_f32(gamma[ch]) + to_f32(beta[ch]);
+      if (silu) r = r / (1.0f + __expf(-r));
+      out.v[k] = from_f32<T>(r);
+    }
+    reinterpret_cast<Pack<T, V>*>(y)[i] = out;
+  }
+}
+
+template <typename T, int V>
+cudaError_t group_norm_nhwc_launch(const GroupNormNhwcPlan& pl, const T* x, const T* gamma,
+                                   const T* beta, T* y, int64_t n, int64_t s, int64_t c,
+                                   int groups, float eps, bool silu, void* ws, cudaStream_t st) {
+  auto* partial = static_cast<float2*>(ws);
+  auto* stats = reinterpret_cast<float2*>(static_cast<uint8_t*>(ws) + pl.partial_bytes);
+  const int64_t ncols = c / V;
+  const dim3 grid1(unsigned(pl.chunks), unsigned(n), unsigned((ncols + kGnThreads - 1) / kGnThreads));
+  gn_partial_kernel<T, V><<<grid1, kGnThreads, 0, st>>>(x, partial, s, c, pl.rows_per_chunk, pl.chunks);
+  gn_finalize_kernel<<<unsigned(n * groups), 128, 0, st>>>(partial, stats, s, c, groups,
+                                                           pl.rows_per_chunk, pl.chunks, eps);
+  const int64_t packs = n * s * c / V;
+  gn_apply_kernel<T, V><<<grid_1d(packs, 256), 256, 0, st>>>(x, gamma, beta, stats, y, packs, s, c,
+                                                            groups, silu);
+  return cudaGetLastError();
+}
+
 }  // namespace
+
+GroupNormNhwcPlan group_norm_nhwc_plan(int64_t n, int64_t s, int64_t c, int groups) {
+  GroupNormNhwcPlan p;
+  // About four blocks per SM of an H200-class GPU in all, each chunk at least 8 rows.
+  const int64_t want = std::max<int64_t>(1, (528 + n - 1) / std::max<int64_t>(n, 1));
+  const int64_t most = std::max<int64_t>(1, s / 8);
+  const int64_t chunks = std::min(want, most);
+  p.rows_per_chunk = std::max<int64_t>(1, (s + chunks - 1) / chunks);
+  p.chunks = std::max<int64_t>(1, (s + p.rows_per_chunk - 1) / p.rows_per_chunk);
+  p.partial_bytes = (size_t(n * p.chunks * c) * sizeof(float2) + 255) / 256 * 256;
+  p.stats_bytes = (size_t(n * groups) * sizeof(float2) + 255) / 256 * 256;
+  return p;
+}
+
+cudaError_t group_norm_nhwc(DType t, const void* x, const void* gamma, const void* beta, void* y,
+                            int64_t n, int64_t s, int64_t c, int groups, float eps, bool silu,
+                            void* workspace, cudaStream_t st) {
+  if (n * s * c == 0) return cudaSuccess;
+  const GroupNormNhwcPlan pl = group_norm_nhwc_plan(n, s, c, groups);
+  return dispatch_float(t, [&](auto tag) -> cudaError_t {
+    using T = decltype(tag);
+    auto px = static_cast<const T*>(x);
+    auto pg = static_cast<const T*>(gamma);
+    auto pb = static_cast<const T*>(beta);
+    auto py = static_cast<T*>(y);
+    constexpr int kVec = sizeof(T) == 2 ? 8 : 4;
+    const bool aligned = (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16 == 0;
+    if (c % kVec == 0 && aligned)
+      return group_norm_nhwc_launch<T, kVec>(pl, px, pg, pb, py, n, s, c, groups, eps, silu, workspace, st);
+    return group_norm_nhwc_launch<T, 1>(pl, px, pg, pb, py, n, s, c, groups, eps, silu, workspace, st);
+  });
+}
 
 cudaError_t group_norm(DType t, const void* x, const void* gamma, const void* beta, void* y,
                        int64_t n, int64_t c, int64_t spatial, int groups, float eps, bool silu,

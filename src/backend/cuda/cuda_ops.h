@@ -56,7 +56,7 @@ struct GemmAlgo {
 };
 
 using GemmKey = std::array<int64_t, 17>;
-using ConvKey = std::array<int64_t, 17>;
+using ConvKey = std::array<int64_t, 18>;
 
 // Library handles of one backend, plus caches that op_workspace (const) and op_run share.
 struct CudaContext {

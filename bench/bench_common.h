@@ -1,0 +1,107 @@
+// What the model benchmarks run: full-size SD1.5 / SDXL UNet steps and SD VAE decodes with
+// random weights of the real shapes, plus the PyTorch reference figures of the GPU issues
+// (NVIDIA H200, PyTorch 2.11, CUDA 13, f16, median of 10 steps after warm-up).
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.h"
+#include "graph/executor.h"
+#include "models/make_model.h"
+#include "models/unet.h"
+#include "models/vae.h"
+
+namespace hr::bench {
+
+struct Workload {
+  std::string name;
+  Graph graph;
+  std::vector<std::pair<std::string, HostTensor>> inputs;
+  std::shared_ptr<WeightSet> weights;
+  double ref_eager_ms = 0, ref_compile_ms = 0, ref_peak_gib = 0;  // 0: not measured
+
+  HostInputs host_inputs() const {
+    HostInputs in;
+    for (const auto& [k, v] : inputs) in.emplace_back(k, &v);
+    return in;
+  }
+};
+
+inline HostTensor filled(DType dt, Shape s, float v) {
+  HostTensor t(DType::F32, s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = v * float((i * 7919) % 1000) / 1000.0f;
+  return dt == DType::F32 ? std::move(t) : t.to(dt);
+}
+
+inline HostTensor timesteps(float t) {
+  HostTensor h(DType::F32, Shape{2});
+  h.f32()[0] = h.f32()[1] = t;
+  return h;
+}
+
+inline Result<Workload> workload_sd15(DType dt) {
+  Workload w;
+  w.name = "SD1.5 UNet step 512x512 b2";
+  HR_ASSIGN_OR_RETURN(w.graph, unet_graph(unet_config_sd15(), 2, 64, 64, 77, dt));
+  w.weights = std::make_shared<WeightSet>();
+  make_model_random_weights(w.graph, 1, *w.weights);
+  w.inputs.emplace_back("x", filled(dt, Shape{2, 4, 64, 64}, 1.0f));
+  w.inputs.emplace_back("timesteps", timesteps(999.0f));
+  w.inputs.emplace_back("context", filled(dt, Shape{2, 77, 768}, 0.5f));
+  w.ref_eager_ms = 36.8;
+  w.ref_compile_ms = 8.07;
+  w.ref_peak_gib = 1.84;
+  return w;
+}
+
+inline Result<Workload> workload_sdxl(DType dt) {
+  Workload w;
+  w.name = "SDXL UNet step 1024x1024 b2";
+  UNetConfig cfg = unet_config_sdxl();
+  HR_ASSIGN_OR_RETURN(w.graph, unet_graph(cfg, 2, 128, 128, 77, dt));
+  w.weights = std::make_shared<WeightSet>();
+  make_model_random_weights(w.graph, 3, *w.weights);
+  w.inputs.emplace_back("x", filled(dt, Shape{2, 4, 128, 128}, 1.0f));
+  w.inputs.emplace_back("timesteps", timesteps(999.0f));
+  w.inputs.emplace_back("context", filled(dt, Shape{2, 77, 2048}, 0.5f));
+  w.inputs.emplace_back("y", filled(dt, Shape{2, cfg.adm_in_channels}, 0.5f));
+  w.ref_eager_ms = 98.5;
+  w.ref_compile_ms = 44.9;
+  w.ref_peak_gib = 5.23;
+  return w;
+}
+
+// `weights` may be shared between sizes (the VAE's weights do not depend on the size).
+inline Result<Workload> workload_vae(DType dt, int px, std::shared_ptr<WeightSet> weights) {
+  Workload w;
+  w.name = fmt::format("SD VAE decode {}x{} b1", px, px);
+  HR_ASSIGN_OR_RETURN(w.graph, vae_decode_graph(vae_config_sd(), 1, px / 8, px / 8, dt));
+  w.weights = weights ? weights : std::make_shared<WeightSet>();
+  if (!weights) make_model_random_weights(w.graph, 2, *w.weights);
+  w.inputs.emplace_back("latent", filled(dt, Shape{1, 4, px / 8, px / 8}, 1.0f));
+  struct Ref { int px; double ms, peak; };
+  for (Ref r : {Ref{512, 22, 0.8}, Ref{1024, 88, 2.6}, Ref{2048, 400, 9.7}})
+    if (r.px == px) {
+      w.ref_eager_ms = r.ms;
+      w.ref_peak_gib = r.peak;
+    }
+  return w;
+}
+
+inline std::unique_ptr<Backend> backend_for(const std::string& device) {
+  if (device == "cuda") {
+    auto c = cuda_backend_create(0);
+    if (!c.ok()) {
+      std::printf("no CUDA device (%s); use --device cpu\n", c.status().message().c_str());
+      return nullptr;
+    }
+    return std::move(c).value();
+  }
+  return cpu_backend_create(0);
+}
+
+}  // namespace hr::bench
