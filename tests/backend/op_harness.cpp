@@ -474,6 +474,10 @@ void add_norm_cases(std::vector<OpCase>& v) {
                                     {f32({2, 77, 320}), f32({320}), f32({320})})));
   v.push_back(norm_ranges(
       make_case("layer_norm_nobeta", OpKind::LAYER_NORM, {f32({2, 64, 320}), f32({320})})));
+  v.push_back(norm_ranges(make_case("layer_norm_c1280", OpKind::LAYER_NORM,
+                                    {f32({2, 16, 1280}), f32({1280}), f32({1280})})));
+  v.push_back(norm_ranges(make_case("layer_norm_c2048_nobeta", OpKind::LAYER_NORM,
+                                    {f32({3, 2048}), f32({2048})})));
   v.push_back(norm_ranges(make_case("layer_norm_c768", OpKind::LAYER_NORM,
                                     {f32({1, 77, 768}), f32({768}), f32({768})})));
   v.push_back(norm_ranges(

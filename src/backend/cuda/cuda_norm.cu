@@ -63,6 +63,47 @@ __global__ void group_norm_kernel(const T* __restrict__ x, const T* __restrict__
   }
 }
 
+// One warp per row, the row held in registers (read once): rows up to 32 * 4 * R elements,
+// c a multiple of 4.
+template <typename T, int R>
+__global__ void layer_norm_regs_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                                       const T* __restrict__ beta, T* __restrict__ y,
+                                       int64_t rows, int64_t c, float eps) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (row >= rows) return;  // whole warps leave together
+  const T* xr = x + row * c;
+  T* yr = y + row * c;
+  float4 v[R];
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < R; ++k) {
+    const int64_t i = int64_t(k * 32 + lane) * 4;
+    v[k] = i < c ? load4(xr + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    sum += (v[k].x + v[k].y) + (v[k].z + v[k].w);
+  }
+  const float mean = warp_sum(sum) / float(c);
+  float sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < R; ++k) {
+    const int64_t i = int64_t(k * 32 + lane) * 4;
+    if (i < c) {
+      const float a = v[k].x - mean, b = v[k].y - mean, d = v[k].z - mean, e = v[k].w - mean;
+      sq += (a * a + b * b) + (d * d + e * e);
+    }
+  }
+  const float rstd = rsqrtf(warp_sum(sq) / float(c) + eps);
+#pragma unroll
+  for (int k = 0; k < R; ++k) {
+    const int64_t i = int64_t(k * 32 + lane) * 4;
+    if (i >= c) continue;
+    const float4 g = load4(gamma + i);
+    const float4 b = beta ? load4(beta + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    store4(yr + i, make_float4((v[k].x - mean) * rstd * g.x + b.x, (v[k].y - mean) * rstd * g.y + b.y,
+                               (v[k].z - mean) * rstd * g.z + b.z, (v[k].w - mean) * rstd * g.w + b.w));
+  }
+}
+
 // One warp per row.
 template <typename T, bool VEC>
 __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
@@ -267,9 +308,10 @@ cudaError_t group_norm_nhwc_launch(const GroupNormNhwcPlan& pl, const T* x, cons
 
 GroupNormNhwcPlan group_norm_nhwc_plan(int64_t n, int64_t s, int64_t c, int groups) {
   GroupNormNhwcPlan p;
-  // About four blocks per SM of an H200-class GPU in all, each chunk at least 8 rows.
+  // About four blocks per SM of an H200-class GPU in all, each chunk at least 64 rows: more,
+  // smaller chunks make gn_finalize's serial merges the bottleneck (v1 of bench/PERF_NOTES.md).
   const int64_t want = std::max<int64_t>(1, (528 + n - 1) / std::max<int64_t>(n, 1));
-  const int64_t most = std::max<int64_t>(1, s / 8);
+  const int64_t most = std::max<int64_t>(1, s / 64);
   const int64_t chunks = std::min(want, most);
   p.rows_per_chunk = std::max<int64_t>(1, (s + chunks - 1) / chunks);
   p.chunks = std::max<int64_t>(1, (s + p.rows_per_chunk - 1) / p.rows_per_chunk);
@@ -329,7 +371,13 @@ cudaError_t layer_norm(DType t, const void* x, const void* gamma, const void* be
     auto pg = static_cast<const T*>(gamma);
     auto pb = static_cast<const T*>(beta);
     auto py = static_cast<T*>(y);
-    if (c % 4 == 0)
+    const uintptr_t al = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y) |
+                         reinterpret_cast<uintptr_t>(gamma) | reinterpret_cast<uintptr_t>(beta);
+    if (c % 4 == 0 && al % (4 * sizeof(T)) == 0 && c <= 128 * 3)
+      layer_norm_regs_kernel<T, 3><<<blocks, kWarps * 32, 0, s>>>(px, pg, pb, py, rows, c, eps);
+    else if (c % 4 == 0 && al % (4 * sizeof(T)) == 0 && c <= 128 * 10)
+      layer_norm_regs_kernel<T, 10><<<blocks, kWarps * 32, 0, s>>>(px, pg, pb, py, rows, c, eps);
+    else if (c % 4 == 0)
       layer_norm_kernel<T, true><<<blocks, kWarps * 32, 0, s>>>(px, pg, pb, py, rows, c, eps);
     else
       layer_norm_kernel<T, false><<<blocks, kWarps * 32, 0, s>>>(px, pg, pb, py, rows, c, eps);
