@@ -1,7 +1,9 @@
 // LINEAR and MATMUL through cuBLASLt: f32/f16/bf16 storage, f32 compute (no TF32), the linear
 // bias fused through CUBLASLT_EPILOGUE_BIAS, broadcast batches as strided batches.
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
+#include <string>
 
 #include "backend/cuda/cuda_ops.h"
 
@@ -120,6 +122,8 @@ Status gemm_run(CudaContext& ctx, const char* opn, const GemmCall& g, void* ws, 
       cached = true;
     }
   }
+  const float alpha = 1.0f, beta = g.addend ? 1.0f : 0.0f;
+  const void* cin = g.addend ? g.addend : g.c;
   if (!cached) {
     // Prefer the fused bias; fall back to a separate bias kernel when no algorithm has it.
     bool found = false;
@@ -127,12 +131,43 @@ Status gemm_run(CudaContext& ctx, const char* opn, const GemmCall& g, void* ws, 
       if (fuse && !g.bias) continue;
       LtDescs d;
       HR_TRY(make_descs(opn, g, fuse, ws_bytes, d));
-      cublasLtMatmulHeuristicResult_t res{};
+      constexpr int kCandidates = 8;
+      cublasLtMatmulHeuristicResult_t res[kCandidates]{};
       int count = 0;
-      cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, d.op, d.a, d.b, d.c, d.c, d.pref, 1,
-                                                         &res, &count);
+      const bool tune = autotune_allowed(s);
+      cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, d.op, d.a, d.b, d.c, d.c, d.pref,
+                                                         tune ? kCandidates : 1, res, &count);
       if (st == CUBLAS_STATUS_SUCCESS && count > 0) {
-        chosen.algo = res.algo;
+        int best = 0;
+        if (tune && count > 1) {  // Note [autotuning]
+          cudaEvent_t e0 = nullptr, e1 = nullptr;
+          HR_CUDA_CHECK(opn, cudaEventCreate(&e0));
+          HR_CUDA_CHECK(opn, cudaEventCreate(&e1));
+          float best_ms = 1e30f;
+          for (int i = 0; i < count; ++i) {
+            if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+            auto launch = [&] {
+              return cublasLtMatmul(ctx.lt, d.op, &alpha, g.b, d.a, g.a, d.b, &beta, cin, d.c, g.c,
+                                    d.c, &res[i].algo, ws, ws_bytes, s);
+            };
+            if (launch() != CUBLAS_STATUS_SUCCESS) continue;
+            cudaEventRecord(e0, s);
+            bool ok = true;
+            for (int r = 0; r < 3 && ok; ++r) ok = launch() == CUBLAS_STATUS_SUCCESS;
+            cudaEventRecord(e1, s);
+            float ms = 0;
+            if (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
+              ok = false;
+            if (ok && ms < best_ms) {
+              best_ms = ms;
+              best = i;
+            }
+          }
+          cudaEventDestroy(e0);
+          cudaEventDestroy(e1);
+          HR_CUDA_CHECK(opn, cudaGetLastError());
+        }
+        chosen.algo = res[best].algo;
         chosen.bias_fused = fuse;
         found = true;
         break;
@@ -150,9 +185,7 @@ Status gemm_run(CudaContext& ctx, const char* opn, const GemmCall& g, void* ws, 
 
   LtDescs d;
   HR_TRY(make_descs(opn, g, chosen.bias_fused, ws_bytes, d));
-  const float alpha = 1.0f, beta = g.addend ? 1.0f : 0.0f;
   // cuBLASLt's A is our B: Note [row-major GEMM on cuBLAS]. C = the addend (or unused), D = c.
-  const void* cin = g.addend ? g.addend : g.c;
   HR_CUBLAS_CHECK(opn, cublasLtMatmul(ctx.lt, d.op, &alpha, g.b, d.a, g.a, d.b, &beta, cin, d.c,
                                       g.c, d.c, &chosen.algo, ws, ws_bytes, s));
   if (g.bias && !chosen.bias_fused)
@@ -161,6 +194,16 @@ Status gemm_run(CudaContext& ctx, const char* opn, const GemmCall& g, void* ws, 
 }
 
 }  // namespace
+
+bool autotune_allowed(cudaStream_t s) {
+  static const bool enabled = [] {
+    const char* e = std::getenv("HEADROOM_AUTOTUNE");
+    return !(e && std::string(e) == "0");
+  }();
+  if (!enabled) return false;
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(s, &st) == cudaSuccess && st == cudaStreamCaptureStatusNone;
+}
 
 Status linear(CudaContext& ctx, const OpCall& c, cudaStream_t s) {
   const TensorRef& x = c.inputs[0];

@@ -47,6 +47,7 @@ struct ConvPlan {
   bool pre_pad = false;   // Note [asymmetric conv padding]
   size_t pad_bytes = 0;   // padded input at the start of the workspace (256-aligned size)
   size_t algo_bytes = 0;  // cuDNN's workspace for `algo`, after the padded input
+  bool tuned = false;     // Note [autotuning]: measured once on real buffers
   size_t workspace() const { return pad_bytes + algo_bytes; }
 };
 
@@ -54,6 +55,16 @@ struct GemmAlgo {
   cublasLtMatmulAlgo_t algo{};
   bool bias_fused = false;  // the bias epilogue was available for this shape
 };
+
+// Note [autotuning]
+// Library heuristics pick a convolution or GEMM algorithm without running anything; the first
+// time a shape runs on real buffers outside a CUDA-graph capture, the backend also times the
+// candidates (cuDNN's Find among the algorithms that fit the planned workspace; up to 8
+// cuBLASLt heuristic results, timed with events) and keeps the fastest. The workspace sizes
+// the planner saw never change, so plans stay deterministic; only which algorithm runs does.
+// The executor's first run of a plan is never captured, so captured replays use tuned
+// algorithms. HEADROOM_AUTOTUNE=0 keeps the heuristics' first choice.
+bool autotune_allowed(cudaStream_t s);
 
 using GemmKey = std::array<int64_t, 17>;
 using ConvKey = std::array<int64_t, 18>;
