@@ -159,33 +159,6 @@ Status run_direct(const Geometry& g, const OpCall& c, cudaStream_t s) {
   return Status();
 }
 
-// Note [autotuning] in cuda_ops.h: cuDNN's Find on the real buffers, among the algorithms the
-// heuristic pass allows that fit the planned workspace. Called with ctx.mu held.
-void tune(CudaContext& ctx, const Geometry& g, const void* x, const OpCall& c, void* algo_ws,
-          ConvPlan& plan) {
-  plan.tuned = true;
-  const bool f32 = g.dtype == DType::F32;
-  DnnDescs d;
-  if (!make_descs(g, f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH, d).ok()) return;
-  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  int returned = 0;
-  if (cudnnFindConvolutionForwardAlgorithmEx(ctx.dnn, d.x, x, d.w, c.inputs[1].data, d.conv, d.y,
-                                             c.output.data, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                             &returned, perf, plan.algo_bytes ? algo_ws : nullptr,
-                                             plan.algo_bytes) != CUDNN_STATUS_SUCCESS)
-    return;
-  for (int i = 0; i < returned; ++i) {  // sorted fastest first
-    const cudnnConvolutionFwdAlgoPerf_t& r = perf[i];
-    if (r.status != CUDNN_STATUS_SUCCESS || !algo_allowed(r.algo) || r.memory > plan.algo_bytes)
-      continue;
-    if (f32 && (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
-      continue;
-    plan.algo = r.algo;
-    plan.math = f32 ? CUDNN_FMA_MATH : r.mathType;
-    return;
-  }
-}
-
 // params.add_input: the term after the bias (op.h); null without.
 const void* add_term(const OpParams& p, const OpCall& c, bool* per_channel) {
   *per_channel = false;
@@ -220,7 +193,7 @@ Status conv2d(CudaContext& ctx, const OpCall& c, cudaStream_t s) {
   TensorDesc descs[2] = {c.inputs[0].desc, c.inputs[1].desc};
   const Geometry g = geometry(p, descs, c.output.desc);
   if (c.output.desc.numel() == 0) return Status();
-  ConvPlan plan = plan_get(ctx, g);
+  const ConvPlan plan = plan_get(ctx, g);
   if (!plan.use_cudnn) {
     HR_TRY(run_direct(g, c, s));
     return epilogue(g, p, c, true, s);
@@ -244,12 +217,6 @@ Status conv2d(CudaContext& ctx, const OpCall& c, cudaStream_t s) {
   {
     std::lock_guard<std::mutex> lock(ctx.mu);
     HR_CUDNN_CHECK("conv2d", cudnnSetStream(ctx.dnn, s));
-    auto it = ctx.conv_plans.find(conv_key(g));
-    if (it != ctx.conv_plans.end() && !it->second.tuned && it->second.use_cudnn &&
-        autotune_allowed(s)) {
-      tune(ctx, g, x, c, ws ? ws + plan.pad_bytes : nullptr, it->second);
-      plan = it->second;
-    }
     DnnDescs d;
     HR_TRY(make_descs(g, plan.math, d));
     const float alpha = 1.0f, beta = 0.0f;

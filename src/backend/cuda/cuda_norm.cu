@@ -192,14 +192,24 @@ __global__ void gn_partial_kernel(const T* __restrict__ x, float2* __restrict__ 
       sft[k] = to_f32(first.v[k]);
       s1[k] = s2[k] = 0.0f;
     }
-    for (int64_t r = r0 + lr; r < r1; r += rows_per_pass) {
-      const Pack<T, V> p = *reinterpret_cast<const Pack<T, V>*>(base + r * c);
+    // Four rows' loads in flight per thread (rows past the chunk contribute d = 0).
+    constexpr int kRows = 4;
+    for (int64_t r = r0 + lr; r < r1; r += int64_t(rows_per_pass) * kRows) {
+      Pack<T, V> p[kRows];
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const float d = to_f32(p.v[k]) - sft[k];
-        s1[k] += d;
-        s2[k] += d * d;
+      for (int u = 0; u < kRows; ++u) {
+        const int64_t rr = r + int64_t(u) * rows_per_pass;
+        if (rr < r1) p[u] = *reinterpret_cast<const Pack<T, V>*>(base + rr * c);
+        else p[u] = first;
       }
+#pragma unroll
+      for (int u = 0; u < kRows; ++u)
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const float d = to_f32(p[u].v[k]) - sft[k];
+          s1[k] += d;
+          s2[k] += d * d;
+        }
     }
 #pragma unroll
     for (int k = 0; k < V; ++k) {
@@ -274,12 +284,16 @@ __global__ void gn_apply_kernel(const T* __restrict__ x, const T* __restrict__ g
     const int64_t e = i * V;
     const int64_t ch0 = e % c, nb = e / (s * c);
     const Pack<T, V> p = reinterpret_cast<const Pack<T, V>*>(x)[i];
+    // ch0 is a multiple of V and so are the affine vectors' rows: one pack each.
+    const Pack<T, V> ga = reinterpret_cast<const Pack<T, V>*>(gamma)[ch0 / V];
+    const Pack<T, V> be = reinterpret_cast<const Pack<T, V>*>(beta)[ch0 / V];
+    const float2* st_n = stats + nb * groups;
     Pack<T, V> out;
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const int64_t ch = ch0 + k;
-      const float2 st = stats[nb * groups + ch / cpg];
-      float r = (to_f32(p.v[k]) - st.x) * st.y * to_f32(gamma[ch]) + to_f32(beta[ch]);
+      const float2 st = __ldg(st_n + ch / cpg);
+      float r = (to_f32(p.v[k]) - st.x) * st.y * to_f32(ga.v[k]) + to_f32(be.v[k]);
       if (silu) r = r / (1.0f + __expf(-r));
       out.v[k] = from_f32<T>(r);
     }
@@ -308,10 +322,10 @@ cudaError_t group_norm_nhwc_launch(const GroupNormNhwcPlan& pl, const T* x, cons
 
 GroupNormNhwcPlan group_norm_nhwc_plan(int64_t n, int64_t s, int64_t c, int groups) {
   GroupNormNhwcPlan p;
-  // About four blocks per SM of an H200-class GPU in all, each chunk at least 64 rows: more,
-  // smaller chunks make gn_finalize's serial merges the bottleneck (v1 of bench/PERF_NOTES.md).
+  // About four blocks per SM of an H200-class GPU in all, each chunk at least 32 rows (more,
+  // smaller chunks lengthen gn_finalize's serial merges).
   const int64_t want = std::max<int64_t>(1, (528 + n - 1) / std::max<int64_t>(n, 1));
-  const int64_t most = std::max<int64_t>(1, s / 64);
+  const int64_t most = std::max<int64_t>(1, s / 32);
   const int64_t chunks = std::min(want, most);
   p.rows_per_chunk = std::max<int64_t>(1, (s + chunks - 1) / chunks);
   p.chunks = std::max<int64_t>(1, (s + p.rows_per_chunk - 1) / p.rows_per_chunk);
@@ -332,7 +346,9 @@ cudaError_t group_norm_nhwc(DType t, const void* x, const void* gamma, const voi
     auto pb = static_cast<const T*>(beta);
     auto py = static_cast<T*>(y);
     constexpr int kVec = sizeof(T) == 2 ? 8 : 4;
-    const bool aligned = (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16 == 0;
+    const bool aligned = (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y) |
+                          reinterpret_cast<uintptr_t>(gamma) | reinterpret_cast<uintptr_t>(beta)) %
+                             16 == 0;
     if (c % kVec == 0 && aligned)
       return group_norm_nhwc_launch<T, kVec>(pl, px, pg, pb, py, n, s, c, groups, eps, silu, workspace, st);
     return group_norm_nhwc_launch<T, 1>(pl, px, pg, pb, py, n, s, c, groups, eps, silu, workspace, st);

@@ -47,7 +47,6 @@ struct ConvPlan {
   bool pre_pad = false;   // Note [asymmetric conv padding]
   size_t pad_bytes = 0;   // padded input at the start of the workspace (256-aligned size)
   size_t algo_bytes = 0;  // cuDNN's workspace for `algo`, after the padded input
-  bool tuned = false;     // Note [autotuning]: measured once on real buffers
   size_t workspace() const { return pad_bytes + algo_bytes; }
 };
 
@@ -57,13 +56,13 @@ struct GemmAlgo {
 };
 
 // Note [autotuning]
-// Library heuristics pick a convolution or GEMM algorithm without running anything; the first
-// time a shape runs on real buffers outside a CUDA-graph capture, the backend also times the
-// candidates (cuDNN's Find among the algorithms that fit the planned workspace; up to 8
-// cuBLASLt heuristic results, timed with events) and keeps the fastest. The workspace sizes
-// the planner saw never change, so plans stay deterministic; only which algorithm runs does.
-// The executor's first run of a plan is never captured, so captured replays use tuned
-// algorithms. HEADROOM_AUTOTUNE=0 keeps the heuristics' first choice.
+// cuBLASLt's heuristic picks a GEMM algorithm without running anything; the first time a GEMM
+// shape runs on real buffers outside a CUDA-graph capture, the backend also times up to 8 of the
+// heuristic's candidates with events and keeps the fastest (the workspace the planner saw does
+// not change, so plans stay deterministic). The executor's first run of a plan is never
+// captured, so captured replays use tuned algorithms. HEADROOM_AUTOTUNE=0 keeps the heuristic's
+// first choice. Convolutions keep cuDNN's heuristic choice: cuDNN's Find (tried in v2 of
+// bench/PERF_NOTES.md) picked algorithms that doubled SD1.5's convolution time.
 bool autotune_allowed(cudaStream_t s);
 
 using GemmKey = std::array<int64_t, 17>;
