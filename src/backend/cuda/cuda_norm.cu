@@ -251,11 +251,25 @@ __global__ void gn_finalize_kernel(const float2* __restrict__ partial, float2* _
   const int64_t nb = blockIdx.x / groups, g = blockIdx.x % groups;
   const int64_t cpg = c / groups;
   Moments acc{0.0f, 0.0f, 0.0f};
-  for (int64_t i = threadIdx.x; i < chunks * cpg; i += blockDim.x) {
-    const int64_t chunk = i / cpg, ch = g * cpg + i % cpg;
-    const float2 p = partial[(nb * chunks + chunk) * c + ch];
-    const float cnt = float(min(rows_per_chunk, s - chunk * rows_per_chunk));
-    acc = moments_merge(acc, Moments{cnt, p.x, p.y});
+  // Four independent loads in flight per thread before merging (the merges are serial).
+  constexpr int kLoads = 4;
+  const int64_t total = chunks * cpg;
+  for (int64_t i0 = threadIdx.x; i0 < total; i0 += int64_t(blockDim.x) * kLoads) {
+    float2 p[kLoads];
+    float cnt[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int64_t i = i0 + int64_t(u) * blockDim.x;
+      p[u] = make_float2(0.0f, 0.0f);
+      cnt[u] = 0.0f;
+      if (i < total) {
+        const int64_t chunk = i / cpg, ch = g * cpg + i % cpg;
+        p[u] = partial[(nb * chunks + chunk) * c + ch];
+        cnt[u] = float(min(rows_per_chunk, s - chunk * rows_per_chunk));
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) acc = moments_merge(acc, Moments{cnt[u], p[u].x, p[u].y});
   }
   for (int o = 16; o > 0; o >>= 1) {
     Moments b{__shfl_down_sync(0xffffffffu, acc.n, o), __shfl_down_sync(0xffffffffu, acc.mean, o),
@@ -310,7 +324,7 @@ cudaError_t group_norm_nhwc_launch(const GroupNormNhwcPlan& pl, const T* x, cons
   const int64_t ncols = c / V;
   const dim3 grid1(unsigned(pl.chunks), unsigned(n), unsigned((ncols + kGnThreads - 1) / kGnThreads));
   gn_partial_kernel<T, V><<<grid1, kGnThreads, 0, st>>>(x, partial, s, c, pl.rows_per_chunk, pl.chunks);
-  gn_finalize_kernel<<<unsigned(n * groups), 128, 0, st>>>(partial, stats, s, c, groups,
+  gn_finalize_kernel<<<unsigned(n * groups), 256, 0, st>>>(partial, stats, s, c, groups,
                                                            pl.rows_per_chunk, pl.chunks, eps);
   const int64_t packs = n * s * c / V;
   gn_apply_kernel<T, V><<<grid_1d(packs, 256), 256, 0, st>>>(x, gamma, beta, stats, y, packs, s, c,
