@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
@@ -90,6 +91,27 @@ inline Result<Workload> workload_vae(DType dt, int px, std::shared_ptr<WeightSet
       w.ref_peak_gib = r.peak;
     }
   return w;
+}
+
+// Command line shared by the model benchmarks: --device, --dtype, --steps, --only, --top.
+struct Args {
+  std::string device = "cuda", dtype = "f16", only;
+  int steps = 20, top = 12;
+};
+
+inline Args args_parse(int argc, char** argv, int default_steps) {
+  Args a;
+  a.steps = default_steps;
+  for (int i = 1; i + 1 < argc; ++i) {
+    const std::string k = argv[i];
+    if (k == "--device") a.device = argv[++i];
+    else if (k == "--dtype") a.dtype = argv[++i];
+    else if (k == "--steps") a.steps = std::atoi(argv[++i]);
+    else if (k == "--only") a.only = argv[++i];
+    else if (k == "--top") a.top = std::atoi(argv[++i]);
+  }
+  if (a.device != "cuda" && a.dtype == "f16") a.dtype = "f32";  // the CPU computes in f32
+  return a;
 }
 
 inline std::unique_ptr<Backend> backend_for(const std::string& device) {

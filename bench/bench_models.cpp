@@ -85,18 +85,12 @@ Row time_graph(Runner& r, const std::string& name, Graph& g, const HostInputs& i
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string device = "cuda", dtype_s = "f16", only;
-  int steps = 20;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--device" && i + 1 < argc) device = argv[++i];
-    else if (a == "--dtype" && i + 1 < argc) dtype_s = argv[++i];
-    else if (a == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
-    else if (a == "--only" && i + 1 < argc) only = argv[++i];
-  }
-  std::unique_ptr<Backend> backend = bench::backend_for(device);
+  const bench::Args args = bench::args_parse(argc, argv, 20);
+  const std::string& dtype_s = args.dtype;
+  const std::string& only = args.only;
+  const int steps = args.steps;
+  std::unique_ptr<Backend> backend = bench::backend_for(args.device);
   if (!backend) return 0;
-  if (device != "cuda" && dtype_s == "f16") dtype_s = "f32";
   DType dt = *dtype_from_name(dtype_s);
   Runner r(*backend);
   std::printf("device: %s, dtype %s, %d timed steps after 2 warm-up runs, graph passes %s, "

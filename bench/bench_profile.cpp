@@ -214,22 +214,15 @@ void profile(Backend& b, Allocator& alloc, const bench::Workload& w, const Ceili
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string device = "cuda", dtype_s = "f16", only;
-  int steps = 10, top = 12;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--device" && i + 1 < argc) device = argv[++i];
-    else if (a == "--dtype" && i + 1 < argc) dtype_s = argv[++i];
-    else if (a == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
-    else if (a == "--only" && i + 1 < argc) only = argv[++i];
-    else if (a == "--top" && i + 1 < argc) top = std::atoi(argv[++i]);
-  }
-  std::unique_ptr<Backend> backend = bench::backend_for(device);
+  const bench::Args args = bench::args_parse(argc, argv, 10);
+  const std::string& dtype_s = args.dtype;
+  const std::string& only = args.only;
+  const int steps = args.steps, top = args.top;
+  std::unique_ptr<Backend> backend = bench::backend_for(args.device);
   if (!backend) return 0;
-  if (device != "cuda" && dtype_s == "f16") dtype_s = "f32";
   const DType dt = *dtype_from_name(dtype_s);
   Allocator alloc(*backend);
-  auto ceil = measure_ceilings(*backend, alloc, dt, device != "cuda");
+  auto ceil = measure_ceilings(*backend, alloc, dt, args.device != "cuda");
   if (!ceil.ok()) {
     std::printf("ceilings: %s\n", ceil.status().str().c_str());
     return 1;

@@ -2,6 +2,9 @@
 #include "models/unet.h"
 
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -398,6 +401,36 @@ Result<Graph> unet_graph(const UNetConfig& cfg, int64_t batch, int64_t height, i
   return std::move(b.g);
 }
 
+namespace {
+
+// Note [graph reuse]
+// Samplers call the UNet with the same shapes at every step. Building its graph (hundreds of
+// nodes with their names, shape inference and the structure key) costs host time during which
+// the device would sit idle between two replayed steps, so built graphs are kept per
+// configuration and shape (a handful; the cache starts over when full). The executor then finds
+// its compiled plan by the graph's structure key.
+Result<std::shared_ptr<const Graph>> unet_graph_shared(const UNetConfig& cfg, int64_t batch,
+                                                       int64_t height, int64_t width,
+                                                       int64_t tokens, DType dtype) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const Graph>> cache;
+  const std::string key = fmt::format("{}|{}x{}x{}|{}|{}", cfg.str(), batch, height, width, tokens,
+                                      dtype_name(dtype));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  HR_ASSIGN_OR_RETURN(Graph g, unet_graph(cfg, batch, height, width, tokens, dtype));
+  auto shared = std::make_shared<const Graph>(std::move(g));
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() >= 8) cache.clear();
+  cache.emplace(key, shared);
+  return shared;
+}
+
+}  // namespace
+
 Result<HostTensor> unet_run(Executor& ex, const UNetConfig& cfg, WeightSet& weights, DType dtype,
                             const HostTensor& x, const HostTensor& timesteps,
                             const HostTensor& context, const HostTensor* y) {
@@ -408,8 +441,10 @@ Result<HostTensor> unet_run(Executor& ex, const UNetConfig& cfg, WeightSet& weig
   if ((cfg.adm_in_channels > 0) != (y != nullptr))
     return make_error(ErrorCode::INVALID_ARGUMENT, "unet_run: this UNet {} a 'y' input",
                       cfg.adm_in_channels > 0 ? "needs" : "takes no");
-  HR_ASSIGN_OR_RETURN(Graph g, unet_graph(cfg, x.shape()[0], x.shape()[2], x.shape()[3],
-                                          context.shape()[1], dtype));
+  HR_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> graph,
+                      unet_graph_shared(cfg, x.shape()[0], x.shape()[2], x.shape()[3],
+                                        context.shape()[1], dtype));
+  const Graph& g = *graph;
   // Converted copies only where the caller's dtype differs from the compute dtype.
   HostTensor xc, tc, cc, yc;
   auto as = [](const HostTensor& t, DType d, HostTensor& tmp) -> const HostTensor* {

@@ -411,30 +411,6 @@ void add_variant_cases(std::vector<OpCase>& v) {
   v.push_back(make_case("linear_nobias_add", OpKind::LINEAR,
                         {f32({2, 64, 320}), f32({320, 320}), f32({2, 64, 320})}, add({})));
 
-  auto gn = [](int groups, float eps, bool silu) {
-    OpParams p;
-    p.groups = groups;
-    p.eps = eps;
-    p.fuse_silu = silu;
-    p.channels_last = true;
-    return p;
-  };
-  auto norm_ranges = [](OpCase c) {
-    return std::move(c.with_range(0, -1.0, 3.0).with_range(1, 0.5, 1.5));
-  };
-  v.push_back(norm_ranges(make_case("group_norm_32_nhwc", OpKind::GROUP_NORM,
-                                    {f32({2, 8, 8, 64}), f32({64}), f32({64})}, gn(32, 1e-5f, false))));
-  v.push_back(norm_ranges(make_case("group_norm_32_nhwc_silu_c320", OpKind::GROUP_NORM,
-                                    {f32({2, 12, 10, 320}), f32({320}), f32({320})}, gn(32, 1e-5f, true))));
-  v.push_back(norm_ranges(make_case("group_norm_32_nhwc_silu_c128_big", OpKind::GROUP_NORM,
-                                    {f32({1, 64, 64, 128}), f32({128}), f32({128})}, gn(32, 1e-6f, true))));
-  v.push_back(norm_ranges(make_case("group_norm_32_nhwc_c1280", OpKind::GROUP_NORM,
-                                    {f32({2, 4, 4, 1280}), f32({1280}), f32({1280})}, gn(32, 1e-5f, false))));
-  v.push_back(norm_ranges(make_case("group_norm_32_nhwc_rank3", OpKind::GROUP_NORM,
-                                    {f32({2, 77, 64}), f32({64}), f32({64})}, gn(32, 1e-6f, false))));
-  v.push_back(norm_ranges(make_case("group_norm_4_nhwc_c12", OpKind::GROUP_NORM,
-                                    {f32({3, 5, 12}), f32({12}), f32({12})}, gn(4, 1e-5f, true))));
-
   OpParams u;
   u.factor = 2;
   u.channels_last = true;
@@ -444,11 +420,12 @@ void add_variant_cases(std::vector<OpCase>& v) {
 }
 
 void add_norm_cases(std::vector<OpCase>& v) {
-  auto gn = [](int groups, float eps, bool silu) {
+  auto gn = [](int groups, float eps, bool silu, bool channels_last = false) {
     OpParams p;
     p.groups = groups;
     p.eps = eps;
     p.fuse_silu = silu;
+    p.channels_last = channels_last;
     return p;
   };
   // Inputs off-centre so that the mean subtraction matters; gamma near 1.
@@ -469,6 +446,19 @@ void add_norm_cases(std::vector<OpCase>& v) {
                             {f32({2, 64, 77}), f32({64}), f32({64})}, gn(32, 1e-6f, false))));
   v.push_back(norm_ranges(make_case("group_norm_4_rank2", OpKind::GROUP_NORM,
                                     {f32({3, 16}), f32({16}), f32({16})}, gn(4, 1e-5f, false))));
+  // Channels-last (op.h), at UNet/VAE-like widths.
+  v.push_back(norm_ranges(make_case("group_norm_32_nhwc", OpKind::GROUP_NORM,
+                                    {f32({2, 8, 8, 64}), f32({64}), f32({64})}, gn(32, 1e-5f, false, true))));
+  v.push_back(norm_ranges(make_case("group_norm_32_nhwc_silu_c320", OpKind::GROUP_NORM,
+                                    {f32({2, 12, 10, 320}), f32({320}), f32({320})}, gn(32, 1e-5f, true, true))));
+  v.push_back(norm_ranges(make_case("group_norm_32_nhwc_silu_c128_big", OpKind::GROUP_NORM,
+                                    {f32({1, 64, 64, 128}), f32({128}), f32({128})}, gn(32, 1e-6f, true, true))));
+  v.push_back(norm_ranges(make_case("group_norm_32_nhwc_c1280", OpKind::GROUP_NORM,
+                                    {f32({2, 4, 4, 1280}), f32({1280}), f32({1280})}, gn(32, 1e-5f, false, true))));
+  v.push_back(norm_ranges(make_case("group_norm_32_nhwc_rank3", OpKind::GROUP_NORM,
+                                    {f32({2, 77, 64}), f32({64}), f32({64})}, gn(32, 1e-6f, false, true))));
+  v.push_back(norm_ranges(make_case("group_norm_4_nhwc_c12", OpKind::GROUP_NORM,
+                                    {f32({3, 5, 12}), f32({12}), f32({12})}, gn(4, 1e-5f, true, true))));
 
   v.push_back(norm_ranges(make_case("layer_norm_beta", OpKind::LAYER_NORM,
                                     {f32({2, 77, 320}), f32({320}), f32({320})})));
