@@ -83,11 +83,11 @@ PassOptions pass_options(const Graph& g, const Backend& backend) {
   return o;
 }
 
-Result<Graph> graph_passes(const Graph& g, const PassOptions& options) {
+Result<Graph> graph_passes(const Graph& g, const PassOptions& options, const Backend* backend) {
   if (!g.ok()) return g.status();
   Graph cur = g;
   if (options.channels_last) {
-    HR_ASSIGN_OR_RETURN(cur, pass_channels_last(cur, nullptr));
+    HR_ASSIGN_OR_RETURN(cur, pass_channels_last(cur, backend));
   }
   if (options.fuse) {
     HR_ASSIGN_OR_RETURN(cur, pass_fuse(cur));
@@ -96,16 +96,7 @@ Result<Graph> graph_passes(const Graph& g, const PassOptions& options) {
 }
 
 Result<Graph> graph_passes(const Graph& g, const Backend& backend) {
-  if (!g.ok()) return g.status();
-  PassOptions o = pass_options(g, backend);
-  Graph cur = g;
-  if (o.channels_last) {
-    HR_ASSIGN_OR_RETURN(cur, pass_channels_last(cur, &backend));
-  }
-  if (o.fuse) {
-    HR_ASSIGN_OR_RETURN(cur, pass_fuse(cur));
-  }
-  return cur;
+  return graph_passes(g, pass_options(g, backend), &backend);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -37,7 +37,10 @@ struct PassOptions {
 PassOptions pass_options(const Graph& g, const Backend& backend);
 // g after the passes of pass_options(g, backend).
 Result<Graph> graph_passes(const Graph& g, const Backend& backend);
-Result<Graph> graph_passes(const Graph& g, const PassOptions& options);
+// g after exactly these passes; with `backend`, channels-last converts only the convolutions
+// whose dtype it prefers channels-last (null: every convolution).
+Result<Graph> graph_passes(const Graph& g, const PassOptions& options,
+                           const Backend* backend = nullptr);
 
 // The single passes. `backend` null in pass_channels_last converts every convolution.
 Result<Graph> pass_channels_last(const Graph& g, const Backend* backend);
