@@ -15,14 +15,16 @@
 namespace hr {
 namespace {
 
-const CLIPTokenizer& clip() {
+// The shared vocabulary, or null (with a test failure) when ../shared is not there.
+const CLIPTokenizer* clip_ptr() {
   static std::unique_ptr<CLIPTokenizer> t = [] {
     auto r = CLIPTokenizer::load(test::shared_path("data/clip_tokenizer"));
     EXPECT_TRUE(r.ok()) << r.status().str();
     return r.ok() ? std::move(r).value() : nullptr;
   }();
-  return *t;
+  return t.get();
 }
+const CLIPTokenizer& clip() { return *clip_ptr(); }
 
 nlohmann::json golden_tokenizer() {
   std::ifstream f(test::golden_path("golden-tokenizer.json"));
@@ -32,12 +34,14 @@ nlohmann::json golden_tokenizer() {
 }
 
 TEST(CLIPTokenizer, LoadsVocabAndSpecials) {
+  ASSERT_NE(clip_ptr(), nullptr) << "the CLIP vocabulary did not load";
   EXPECT_EQ(clip().vocab_size(), 49408u);
   EXPECT_EQ(clip().bos(), 49406);
   EXPECT_EQ(clip().eos(), 49407);
 }
 
 TEST(CLIPTokenizer, MatchesGoldenPlainBPE) {
+  ASSERT_NE(clip_ptr(), nullptr) << "the CLIP vocabulary did not load";
   nlohmann::json g = golden_tokenizer();
   int matched = 0, total = 0;
   for (const auto& p : g["prompts"]) {
@@ -61,6 +65,7 @@ void check_chunks(const nlohmann::json& want, const TokenChunks& got, const std:
 }
 
 TEST(PromptTokenize, MatchesGoldenChunksSD1AndBigG) {
+  ASSERT_NE(clip_ptr(), nullptr) << "the CLIP vocabulary did not load";
   nlohmann::json g = golden_tokenizer();
   int matched = 0, total = 0;
   for (const auto& p : g["prompts"]) {
@@ -98,6 +103,7 @@ TEST(PromptWeights, ParsesComfyUISyntax) {
 }
 
 TEST(PromptTokenize, EmptyAndBoundaries) {
+  ASSERT_NE(clip_ptr(), nullptr) << "the CLIP vocabulary did not load";
   TokenChunks e = prompt_tokenize(clip(), "");
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e.ids[0][0], 49406);
@@ -114,6 +120,7 @@ TEST(PromptTokenize, EmptyAndBoundaries) {
 }
 
 TEST(CLIPTokenizer, UnicodeClasses) {
+  ASSERT_NE(clip_ptr(), nullptr) << "the CLIP vocabulary did not load";
   using V = std::vector<std::string>;
   EXPECT_EQ(clip_pretokenize("Cafe\xCC\x81 NA\xC3\x8FVE"), (V{"caf\xC3\xA9", "na\xC3\xAFve"}));
   EXPECT_EQ(clip_pretokenize("\xCE\x91\xCE\x98\xCE\x97\xCE\x9D\xCE\x91 \xD0\x9C\xD0\x98\xD0\xA0"),
@@ -140,6 +147,7 @@ TEST(ByteTokenizer, IdsAndSpecials) {
 }
 
 TEST(ClipTokenizerFind, EnvAndNotFound) {
+  ASSERT_NE(clip_ptr(), nullptr) << "the CLIP vocabulary did not load";
   namespace fs = std::filesystem;
   const std::string shared = test::shared_path("data/clip_tokenizer");
   const char* old_home = std::getenv("HOME");
