@@ -52,16 +52,29 @@ Result<HostTensor> weight_relayout(const HostTensor& stored, WeightLayout layout
     if (out.bytes()) std::memcpy(out.data(), stored.data(), out.bytes());
     return out;
   }
-  // [O, C, KH, KW] -> [O, KH, KW, C], element by element in bytes.
+  // [O, C, KH, KW] -> [O, KH, KW, C]: per output channel, a [C, KH*KW] -> [KH*KW, C] transpose.
   const Shape& s = stored.shape();
   const int64_t o = s[0], c = s[1], kk = s[2] * s[3];
-  const size_t es = dtype_size(stored.dtype());
-  const auto* src = static_cast<const uint8_t*>(stored.data());
-  auto* dst = static_cast<uint8_t*>(out.data());
-  for (int64_t i = 0; i < o; ++i)
-    for (int64_t ci = 0; ci < c; ++ci)
-      for (int64_t k = 0; k < kk; ++k)
-        std::memcpy(dst + ((i * kk + k) * c + ci) * es, src + ((i * c + ci) * kk + k) * es, es);
+  auto transpose = [&](auto tag) {
+    using E = decltype(tag);
+    const E* src = static_cast<const E*>(stored.data());
+    E* dst = static_cast<E*>(out.data());
+    for (int64_t i = 0; i < o; ++i) {
+      const E* a = src + i * c * kk;
+      E* b = dst + i * c * kk;
+      for (int64_t ci = 0; ci < c; ++ci)
+        for (int64_t k = 0; k < kk; ++k) b[k * c + ci] = a[ci * kk + k];
+    }
+  };
+  switch (dtype_size(stored.dtype())) {
+    case 1: transpose(uint8_t{}); break;
+    case 2: transpose(uint16_t{}); break;
+    case 4: transpose(uint32_t{}); break;
+    case 8: transpose(uint64_t{}); break;
+    default:
+      return make_error(ErrorCode::INVALID_ARGUMENT, "weight_relayout: element size of {}",
+                        dtype_name(stored.dtype()));
+  }
   return out;
 }
 

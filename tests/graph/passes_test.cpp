@@ -197,3 +197,32 @@ TEST_F(PassesTest, NodeTimingCoversEveryNode) {
 
 }  // namespace
 }  // namespace hr
+
+namespace hr {
+namespace {
+
+TEST(WeightLayout, ConvFilterToOhwi) {
+  for (DType dt : {DType::F32, DType::F16}) {
+    HostTensor w(DType::F32, Shape{3, 4, 2, 3});
+    for (int64_t i = 0; i < w.numel(); ++i) w.f32()[i] = float(i);
+    HostTensor stored = dt == DType::F32 ? w.clone() : w.to(dt);
+    auto r = weight_relayout(stored, WeightLayout::CONV_OHWI);
+    ASSERT_TRUE(r.ok()) << r.status().str();
+    EXPECT_EQ(r->shape(), (Shape{3, 2, 3, 4}));
+    HostTensor got = r->to(DType::F32);
+    for (int64_t o = 0; o < 3; ++o)
+      for (int64_t c = 0; c < 4; ++c)
+        for (int64_t y = 0; y < 2; ++y)
+          for (int64_t x = 0; x < 3; ++x)
+            ASSERT_EQ(got.f32()[((o * 2 + y) * 3 + x) * 4 + c], w.f32()[((o * 4 + c) * 2 + y) * 3 + x]);
+  }
+  auto bad = weight_relayout(HostTensor(DType::F32, Shape{4, 5}), WeightLayout::CONV_OHWI);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), ErrorCode::INVALID_ARGUMENT);
+  auto same = weight_relayout(HostTensor(DType::F32, Shape{4, 5}), WeightLayout::STORED);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->shape(), (Shape{4, 5}));
+}
+
+}  // namespace
+}  // namespace hr
