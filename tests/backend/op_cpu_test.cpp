@@ -13,39 +13,11 @@
 namespace hr::test {
 namespace {
 
-Backend& cpu() {
-  static std::unique_ptr<Backend> backend = cpu_backend_create(0);
-  return *backend;
-}
-
-// HR_OP_SEED in the environment replays or varies the inputs; the default keeps CI stable.
-uint64_t op_seed() {
-  if (const char* e = std::getenv("HR_OP_SEED")) return std::strtoull(e, nullptr, 0);
-  return 0x5EEDull;
-}
-
-const std::vector<OpCase>& cases() {
-  static const std::vector<OpCase> all = op_cases();
-  return all;
-}
-
-struct CaseParam {
-  size_t index;
-  DType dtype;
-};
-
-std::vector<CaseParam> case_params() {
-  std::vector<CaseParam> out;
-  for (size_t i = 0; i < cases().size(); ++i)
-    for (DType t : cases()[i].dtypes()) out.push_back({i, t});
-  return out;
-}
-
 class OpCpuTest : public ::testing::TestWithParam<CaseParam> {};
 
 TEST_P(OpCpuTest, MatchesReference) {
-  const OpCase& c = cases()[GetParam().index];
-  OpResult r = op_case_run(cpu(), c, GetParam().dtype, op_seed());
+  const OpCase& c = harness_cases()[GetParam().index];
+  OpResult r = op_case_run(harness_cpu(), c, GetParam().dtype, op_seed());
   if (r.skipped) GTEST_SKIP() << r.message;
   std::cout << "  " << r.message << "\n";
   ASSERT_TRUE(r.status.ok()) << r.message;
@@ -54,20 +26,19 @@ TEST_P(OpCpuTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, OpCpuTest, ::testing::ValuesIn(case_params()),
                          [](const ::testing::TestParamInfo<CaseParam>& info) {
-                           return cases()[info.param.index].name + "_" +
-                                  dtype_name(info.param.dtype);
+                           return case_param_name(info.param);
                          });
 
 TEST(OpCases, CoverEveryOpKind) {
   std::set<OpKind> seen;
-  for (const OpCase& c : cases()) seen.insert(c.kind);
+  for (const OpCase& c : harness_cases()) seen.insert(c.kind);
   for (int k = 0; k < int(OpKind::COUNT_); ++k)
     EXPECT_TRUE(seen.count(OpKind(k))) << "no op case for " << op_name(OpKind(k));
 }
 
 TEST(OpCases, NamesAreUniqueIdentifiers) {
   std::set<std::string> names;
-  for (const OpCase& c : cases()) {
+  for (const OpCase& c : harness_cases()) {
     EXPECT_TRUE(names.insert(c.name).second) << "duplicate case " << c.name;
     for (char ch : c.name)
       EXPECT_TRUE(std::isalnum(uint8_t(ch)) || ch == '_') << "bad name " << c.name;
@@ -152,7 +123,7 @@ TEST(OpRun, EmbeddingIdOutOfRangeIsAnError) {
       RefTensor ids{TensorDesc{id_type, Shape{3}}, {0.0, bad, 2.0}};
       RefTensor table{f32({10, 4}), std::vector<double>(40, 0.5)};
       std::vector<RefTensor> in{ids, table};
-      Result<RefTensor> r = op_execute(cpu(), OpKind::EMBEDDING, OpParams{}, in);
+      Result<RefTensor> r = op_execute(harness_cpu(), OpKind::EMBEDDING, OpParams{}, in);
       EXPECT_FALSE(r.ok()) << dtype_name(id_type) << " id " << bad << " was accepted";
     }
 }
@@ -239,14 +210,14 @@ OpCase small_add_case() {
 }
 
 TEST(OpHarness, CatchesFaults) {
-  ASSERT_TRUE(cpu().host_visible()) << "the fault injector writes device memory directly";
+  ASSERT_TRUE(harness_cpu().host_visible()) << "the fault injector writes device memory directly";
   OpCase c = small_add_case();
-  OpResult good = op_case_run(cpu(), c, DType::F32, 1);
+  OpResult good = op_case_run(harness_cpu(), c, DType::F32, 1);
   ASSERT_TRUE(good.pass) << good.message;
 
   using F = FaultyBackend::Fault;
   for (F fault : {F::SKIP_LAST, F::OVERRUN, F::PERTURB, F::CLOBBER_INPUT}) {
-    FaultyBackend bad(cpu(), fault);
+    FaultyBackend bad(harness_cpu(), fault);
     OpResult r = op_case_run(bad, c, DType::F32, 1);
     EXPECT_FALSE(r.pass) << "fault " << int(fault) << " not caught: " << r.message;
   }
@@ -256,9 +227,9 @@ TEST(OpHarness, CompareAgainstBackendOracle) {
   // The CPU backend checked against itself through the backend oracle: the path a GPU test takes.
   const std::set<std::string> some{"conv3x3_stride2_asym_pad", "attention_d40_cross77",
                                    "timestep_cos_sin_320", "cast_to_f16", "embedding_i64_tokens"};
-  for (const OpCase& c : cases()) {
+  for (const OpCase& c : harness_cases()) {
     if (!some.count(c.name)) continue;
-    OpResult r = op_case_compare(cpu(), cpu(), c, DType::F32, op_seed());
+    OpResult r = op_case_compare(harness_cpu(), harness_cpu(), c, DType::F32, op_seed());
     if (r.skipped) continue;
     ASSERT_TRUE(r.status.ok()) << r.message;
     EXPECT_EQ(r.rel_error, 0.0) << r.message;

@@ -40,38 +40,11 @@ CudaDevice& cuda_device() {
                  << cuda_device().why_not;                                              \
   Backend& gpu = *cuda_device().backend
 
-Backend& cpu() {
-  static std::unique_ptr<Backend> backend = cpu_backend_create(0);
-  return *backend;
-}
-
-uint64_t op_seed() {
-  if (const char* e = std::getenv("HR_OP_SEED")) return std::strtoull(e, nullptr, 0);
-  return 0x5EEDull;
-}
-
-const std::vector<OpCase>& cases() {
-  static const std::vector<OpCase> all = op_cases();
-  return all;
-}
-
-struct CaseParam {
-  size_t index;
-  DType dtype;
-};
-
-std::vector<CaseParam> case_params() {
-  std::vector<CaseParam> out;
-  for (size_t i = 0; i < cases().size(); ++i)
-    for (DType t : cases()[i].dtypes()) out.push_back({i, t});
-  return out;
-}
-
 class OpCudaTest : public ::testing::TestWithParam<CaseParam> {};
 
 TEST_P(OpCudaTest, MatchesReference) {
   REQUIRE_CUDA();
-  const OpCase& c = cases()[GetParam().index];
+  const OpCase& c = harness_cases()[GetParam().index];
   OpResult r = op_case_run(gpu, c, GetParam().dtype, op_seed());
   if (r.skipped) GTEST_SKIP() << r.message;
   std::cout << "  " << r.message << "\n";
@@ -81,8 +54,7 @@ TEST_P(OpCudaTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, OpCudaTest, ::testing::ValuesIn(case_params()),
                          [](const ::testing::TestParamInfo<CaseParam>& info) {
-                           return cases()[info.param.index].name + "_" +
-                                  dtype_name(info.param.dtype);
+                           return case_param_name(info.param);
                          });
 
 // Every compute op takes the three float dtypes on the GPU (layout ops take any).
@@ -229,7 +201,7 @@ TEST(CudaBackend, AttentionSd1ShapeF16MatchesCpu) {
   }
   Result<RefTensor> got = op_execute(gpu, OpKind::ATTENTION, p, f16_in);
   ASSERT_TRUE(got.ok()) << got.status().str();
-  Result<RefTensor> want = op_execute(cpu(), OpKind::ATTENTION, p, f32_in);
+  Result<RefTensor> want = op_execute(harness_cpu(), OpKind::ATTENTION, p, f32_in);
   ASSERT_TRUE(want.ok()) << want.status().str();
   double diff2 = 0, ref2 = 0;
   for (size_t i = 0; i < want->data.size(); ++i) {

@@ -3,6 +3,7 @@
 #include "op_harness.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -714,6 +715,32 @@ std::vector<OpCase> op_cases() {
   add_embedding_cases(v);
   add_cast_cases(v);
   return v;
+}
+
+uint64_t op_seed() {
+  if (const char* e = std::getenv("HR_OP_SEED")) return std::strtoull(e, nullptr, 0);
+  return 0x5EEDull;
+}
+
+const std::vector<OpCase>& harness_cases() {
+  static const std::vector<OpCase> all = op_cases();
+  return all;
+}
+
+std::vector<CaseParam> case_params() {
+  std::vector<CaseParam> out;
+  for (size_t i = 0; i < harness_cases().size(); ++i)
+    for (DType t : harness_cases()[i].dtypes()) out.push_back({i, t});
+  return out;
+}
+
+std::string case_param_name(const CaseParam& p) {
+  return harness_cases()[p.index].name + "_" + dtype_name(p.dtype);
+}
+
+Backend& harness_cpu() {
+  static std::unique_ptr<Backend> backend = cpu_backend_create(0);
+  return *backend;
 }
 
 }  // namespace hr::test

@@ -79,6 +79,23 @@ OpResult op_case_run(Backend& backend, const OpCase& c, DType dtype, uint64_t se
 OpResult op_case_compare(Backend& reference, Backend& test, const OpCase& c, DType dtype,
                          uint64_t seed);
 
+// --- What the per-backend suites (op_cpu_test, op_cuda_test) parameterise over --------------
+
+// HR_OP_SEED in the environment replays or varies the inputs; the default keeps CI stable.
+uint64_t op_seed();
+// op_cases(), built once.
+const std::vector<OpCase>& harness_cases();
+// One test parameter per (case, dtype under test).
+struct CaseParam {
+  size_t index;  // into harness_cases()
+  DType dtype;
+};
+std::vector<CaseParam> case_params();
+// The parameter's test name, "<case>_<dtype>".
+std::string case_param_name(const CaseParam& p);
+// The CPU backend, created once.
+Backend& harness_cpu();
+
 // Runs an op once on `backend` with the given inputs (values exactly representable in their
 // dtypes) and returns its output as doubles; the building block of the runner and of
 // backend_oracle. Exposed for tests that need a raw op_run Status (e.g. ids out of range).

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 
+#include "test_compare.h"
 #include "test_paths.h"
 
 namespace hr {
@@ -175,18 +176,6 @@ TEST_F(CheckpointTest, BareComponentFiles) {
   EXPECT_EQ(pe->prediction, Prediction::EPS);
 }
 
-double rel_error(const HostTensor& out, const HostTensor& ref) {
-  EXPECT_EQ(out.shape(), ref.shape());
-  if (out.shape() != ref.shape()) return 1.0;
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    double d = double(out.f32()[i]) - double(ref.f32()[i]);
-    num += d * d;
-    den += double(ref.f32()[i]) * double(ref.f32()[i]);
-  }
-  return std::sqrt(num / den);
-}
-
 // model_load + the LoadedModel runners reproduce the goldens (f32); see Note [golden tolerance]
 // in unet_test.cpp.
 TEST_F(CheckpointTest, LoadedModelRunsGoldens) {
@@ -206,13 +195,13 @@ TEST_F(CheckpointTest, LoadedModelRunsGoldens) {
   auto out = unet_run(ex, sd1, get("unet.sd1.x"), get("unet.sd1.timesteps"),
                       get("unet.sd1.context"));
   ASSERT_TRUE(out.ok()) << out.status().str();
-  EXPECT_LT(rel_error(*out, get("unet.sd1.out")), 1e-4);
+  EXPECT_LT(test::rel_err(*out, get("unet.sd1.out")), 1e-4);
   auto img = vae_decode(ex, sd1, get("vae.sd1.decode.latent"));
   ASSERT_TRUE(img.ok()) << img.status().str();
-  EXPECT_LT(rel_error(*img, get("vae.sd1.decode.image")), 1e-4);
+  EXPECT_LT(test::rel_err(*img, get("vae.sd1.decode.image")), 1e-4);
   auto mom = vae_encode(ex, sd1, get("vae.sd1.encode.image"));
   ASSERT_TRUE(mom.ok()) << mom.status().str();
-  EXPECT_LT(rel_error(mom->mean, get("vae.sd1.encode.mean")), 1e-4);
+  EXPECT_LT(test::rel_err(mom->mean, get("vae.sd1.encode.mean")), 1e-4);
 
   // The tiny SDXL file carries no head metadata: the detected default (head dim =
   // model_channels below 64) gives the README's head dim 32.
@@ -224,7 +213,7 @@ TEST_F(CheckpointTest, LoadedModelRunsGoldens) {
   auto ox = unet_run(ex, xl, get("unet.sdxl.x"), get("unet.sdxl.timesteps"),
                      get("unet.sdxl.context"), &y);
   ASSERT_TRUE(ox.ok()) << ox.status().str();
-  EXPECT_LT(rel_error(*ox, get("unet.sdxl.out")), 1e-4);
+  EXPECT_LT(test::rel_err(*ox, get("unet.sdxl.out")), 1e-4);
 
   // Options: heads override, VAE only.
   LoadOptions o;

@@ -15,6 +15,7 @@
 #include "models/clip_tokenizer.h"
 #include "models/prompt_weights.h"
 #include "models/safetensors.h"
+#include "test_compare.h"
 #include "test_paths.h"
 
 namespace hr {
@@ -25,18 +26,6 @@ namespace {
 // (~1e-7 relative per op) amplified through a few layers: we see ~3e-7; 1e-5 relative (L2) leaves
 // room while any real bug (a dropped bias, a wrong head split, a missing mask) gives >1e-2.
 constexpr double kTol = 1e-5;
-
-double rel_error(const HostTensor& got, const HostTensor& want) {
-  EXPECT_EQ(got.shape(), want.shape());
-  if (got.shape() != want.shape()) return INFINITY;
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    double d = double(got.f32()[i]) - double(want.f32()[i]);
-    num += d * d;
-    den += double(want.f32()[i]) * double(want.f32()[i]);
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
 
 std::vector<std::vector<int32_t>> id_rows(const HostTensor& ids) {
   HostTensor t = ids.to(DType::I64);
@@ -91,7 +80,7 @@ class CLIPText : public ::testing::Test {
   }
 
   void expect_close(const HostTensor& got, const std::string& name) {
-    double e = rel_error(got, golden(name));
+    double e = test::rel_err(got, golden(name));
     std::printf("  %-48s rel err %.3g\n", name.c_str(), e);
     EXPECT_LT(e, kTol) << name;
   }

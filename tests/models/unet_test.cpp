@@ -9,6 +9,7 @@
 
 #include "graph/planner.h"
 #include "models/weights.h"
+#include "test_compare.h"
 #include "test_paths.h"
 
 namespace hr {
@@ -21,18 +22,6 @@ namespace {
 // two orders of margin while still catching any real mistake (a wrong eps, a dropped bias, a
 // swapped cos/sin or head count changes results by 1e-2 or more).
 constexpr double kRelTol = 1e-4;
-
-double rel_error(const HostTensor& out, const HostTensor& ref) {
-  EXPECT_EQ(out.shape(), ref.shape());
-  if (out.shape() != ref.shape()) return 1.0;
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    double d = double(out.f32()[i]) - double(ref.f32()[i]);
-    num += d * d;
-    den += double(ref.f32()[i]) * double(ref.f32()[i]);
-  }
-  return std::sqrt(num / den);
-}
 
 std::unique_ptr<SafetensorsFile> open_golden(const std::string& name) {
   auto f = SafetensorsFile::open(test::golden_path(name));
@@ -149,7 +138,7 @@ TEST_F(UNetTest, TimestepEmbeddingMatchesGolden) {
   WeightSet none;
   auto outs = ex_->run(g, {{"timesteps", &t}}, none);
   ASSERT_TRUE(outs.ok()) << outs.status().str();
-  double err = rel_error((*outs)[0], ref);
+  double err = test::rel_err((*outs)[0], ref);
   std::printf("unet.sd1.t_emb rel error %.3g\n", err);
   EXPECT_LT(err, 1e-5);  // sin/cos of arguments up to 999: a few ulp of float32 each
 }
@@ -184,7 +173,7 @@ TEST_P(UNetGoldenTest, MatchesGolden) {
     ex_->set_pass_options(cl ? std::optional<PassOptions>(PassOptions{true, true}) : std::nullopt);
     auto out = unet_run(*ex_, *cfg, w, DType::F32, x, t, ctx, c.sdxl ? &y : nullptr);
     ASSERT_TRUE(out.ok()) << out.status().str();
-    double err = rel_error(*out, ref);
+    double err = test::rel_err(*out, ref);
     std::printf("%s.out%s rel error %.3g\n", c.golden, cl ? " (channels last)" : "", err);
     EXPECT_LT(err, kRelTol);
   }

@@ -9,6 +9,7 @@
 
 #include "graph/planner.h"
 #include "models/weights.h"
+#include "test_compare.h"
 #include "test_paths.h"
 
 namespace hr {
@@ -17,18 +18,6 @@ namespace {
 // See Note [golden tolerance] in unet_test.cpp: README "Tolerances" puts float32 rounding of
 // these passes at ~1e-6 of max |x|; 1e-4 relative L2 leaves two orders of margin.
 constexpr double kRelTol = 1e-4;
-
-double rel_error(const HostTensor& out, const HostTensor& ref) {
-  EXPECT_EQ(out.shape(), ref.shape());
-  if (out.shape() != ref.shape()) return 1.0;
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    double d = double(out.f32()[i]) - double(ref.f32()[i]);
-    num += d * d;
-    den += double(ref.f32()[i]) * double(ref.f32()[i]);
-  }
-  return std::sqrt(num / den);
-}
 
 class VAETest : public ::testing::Test {
  protected:
@@ -115,7 +104,7 @@ TEST_P(VAEGoldenTest, Decode) {
       HostTensor ref = golden(pre + which + ".image");
       auto img = vae_decode(*ex_, c, w, DType::F32, z);
       ASSERT_TRUE(img.ok()) << img.status().str();
-      double err = rel_error(*img, ref);
+      double err = test::rel_err(*img, ref);
       std::printf("%s%s.image%s rel error %.3g\n", pre.c_str(), which, cl ? " (channels last)" : "", err);
       EXPECT_LT(err, kRelTol);
     }
@@ -131,8 +120,8 @@ TEST_P(VAEGoldenTest, Encode) {
     ex_->set_pass_options(cl ? std::optional<PassOptions>(PassOptions{true, true}) : std::nullopt);
     auto m = vae_encode(*ex_, c, w, DType::F32, img);
     ASSERT_TRUE(m.ok()) << m.status().str();
-    double em = rel_error(m->mean, golden(pre + ".encode.mean"));
-    double el = rel_error(m->logvar, golden(pre + ".encode.logvar"));
+    double em = test::rel_err(m->mean, golden(pre + ".encode.mean"));
+    double el = test::rel_err(m->logvar, golden(pre + ".encode.logvar"));
     std::printf("%s.encode%s.mean rel error %.3g, logvar %.3g\n", pre.c_str(),
                 cl ? " (channels last)" : "", em, el);
     EXPECT_LT(em, kRelTol);
