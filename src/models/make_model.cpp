@@ -9,6 +9,18 @@
 
 namespace hr {
 
+namespace {
+
+// A text encoder's size: width, layers, heads and MLP width.
+void clip_size(CLIPTextConfig& c, int width, int layers, int heads, int mlp) {
+  c.width = width;
+  c.layers = layers;
+  c.heads = heads;
+  c.mlp = mlp;
+}
+
+}  // namespace
+
 Result<MakeModelConfig> make_model_config(const MakeModelSpec& spec) {
   MakeModelConfig c;
   bool tiny = spec.size == ModelSize::TINY;
@@ -22,19 +34,13 @@ Result<MakeModelConfig> make_model_config(const MakeModelSpec& spec) {
       c.unet.channel_mult = {1, 2, 2, 2};
       c.unet.context_dim = 32;
       c.unet.time_embed_dim = 128;
-      c.clip.width = 32;
-      c.clip.layers = 2;
-      c.clip.heads = 4;
-      c.clip.mlp = 64;
+      clip_size(c.clip, 32, 2, 4, 64);
     }
   } else if (spec.arch == "sd2") {
     c.unet = unet_config_sd2();
     c.vae = vae_config_sd();
     c.clip.layout = CLIPLayout::OPEN_CLIP;
-    c.clip.width = 1024;
-    c.clip.layers = 24;
-    c.clip.heads = 16;
-    c.clip.mlp = 4096;
+    clip_size(c.clip, 1024, 24, 16, 4096);
     c.clip.activation = CLIPActivation::GELU;
     c.clip.has_projection = true;
     c.clip.projection_dim = 1024;
@@ -45,10 +51,7 @@ Result<MakeModelConfig> make_model_config(const MakeModelSpec& spec) {
       c.unet.time_embed_dim = 128;
       c.unet.num_heads = -1;
       c.unet.num_head_channels = 16;
-      c.clip.width = 64;
-      c.clip.layers = 3;
-      c.clip.heads = 4;
-      c.clip.mlp = 128;
+      clip_size(c.clip, 64, 3, 4, 128);
       c.clip.projection_dim = 64;
     }
   } else if (spec.arch == "sdxl") {
@@ -57,10 +60,7 @@ Result<MakeModelConfig> make_model_config(const MakeModelSpec& spec) {
     c.clip = CLIPTextConfig{};
     c.has_clip2 = true;
     c.clip2.layout = CLIPLayout::OPEN_CLIP;
-    c.clip2.width = 1280;
-    c.clip2.layers = 32;
-    c.clip2.heads = 20;
-    c.clip2.mlp = 5120;
+    clip_size(c.clip2, 1280, 32, 20, 5120);
     c.clip2.activation = CLIPActivation::GELU;
     c.clip2.has_projection = true;
     c.clip2.projection_dim = 1280;
@@ -77,14 +77,8 @@ Result<MakeModelConfig> make_model_config(const MakeModelSpec& spec) {
       c.unet.time_embed_dim = 128;
       c.unet.num_heads = -1;
       c.unet.num_head_channels = 32;
-      c.clip.width = 32;
-      c.clip.layers = 3;
-      c.clip.heads = 4;
-      c.clip.mlp = 64;
-      c.clip2.width = 32;
-      c.clip2.layers = 3;
-      c.clip2.heads = 4;
-      c.clip2.mlp = 128;
+      clip_size(c.clip, 32, 3, 4, 64);
+      clip_size(c.clip2, 32, 3, 4, 128);
       c.clip2.projection_dim = 32;
     }
   } else {
