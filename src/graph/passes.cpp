@@ -308,14 +308,14 @@ Result<Graph> pass_fuse(const Graph& g) {
       if ((p.kind != OpKind::LINEAR && p.kind != OpKind::CONV2D) || p.params.add_input ||
           skip[size_t(pi)])
         continue;
-      const Shape& rs = g.shape(r);
-      bool fits = rs == od.shape;
-      if (!fits && p.kind == OpKind::CONV2D && ri < 0 && rs.rank == 4) {
-        fits = p.params.channels_last
-                   ? rs == Shape{od.shape[0], 1, 1, od.shape[3]}
-                   : rs == Shape{od.shape[0], od.shape[1], 1, 1};
-      }
-      if (!fits) continue;
+      // Whether the op takes this term (op.h's add_input rule, as op_infer checks it); through
+      // a reshape the term is reshaped to the op's output shape.
+      std::vector<TensorDesc> descs;
+      for (ValueId x : p.inputs) descs.push_back(g.desc(x));
+      descs.push_back(ri >= 0 ? TensorDesc{od.dtype, g.shape(p.output)} : g.desc(r));
+      OpParams q = p.params;
+      q.add_input = true;
+      if (!op_infer(p.kind, q, descs).ok()) continue;
       add_of[i] = AddFusion{pi, ri, r};
       skip[size_t(pi)] = 1;
       if (ri >= 0) skip[size_t(ri)] = 1;

@@ -111,8 +111,7 @@ struct ConvArgs {
   DType dtype = DType::F32;
   const void* x = nullptr;
   const void* w = nullptr;
-  const void* bias = nullptr;  // may be null
-  void* y = nullptr;
+  void* y = nullptr;  // the convolution alone: conv2d adds bias and terms in its epilogue
   int n = 0, c = 0, h = 0, wd = 0, o = 0, kh = 0, kw = 0, oh = 0, ow = 0;
   int stride[2] = {1, 1}, pad_top = 0, pad_left = 0, dilation[2] = {1, 1}, groups = 1;
   bool channels_last = false;  // x [N, H, W, C], w [O, KH, KW, C/groups], y [N, OH, OW, O]

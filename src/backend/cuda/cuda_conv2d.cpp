@@ -148,7 +148,6 @@ Status run_direct(const Geometry& g, const OpCall& c, cudaStream_t s) {
   a.dtype = g.dtype;
   a.x = c.inputs[0].data;
   a.w = c.inputs[1].data;
-  a.bias = nullptr;  // bias and added term: epilogue()
   a.y = c.output.data;
   a.n = g.n, a.c = g.c, a.h = g.h, a.wd = g.w, a.o = g.o, a.kh = g.kh, a.kw = g.kw;
   a.oh = g.oh, a.ow = g.ow;
@@ -172,10 +171,11 @@ const void* bias_of(const OpParams& p, const OpCall& c) {
   return c.inputs.size() - (p.add_input ? 1 : 0) > 2 ? c.inputs[2].data : nullptr;
 }
 
-Status epilogue(const Geometry& g, const OpParams& p, const OpCall& c, bool with_bias, cudaStream_t s) {
+// Bias and added term after the convolution proper (cuDNN or the direct kernel).
+Status epilogue(const Geometry& g, const OpParams& p, const OpCall& c, cudaStream_t s) {
   bool per_channel = false;
   const void* term = add_term(p, c, &per_channel);
-  const void* bias = with_bias ? bias_of(p, c) : nullptr;
+  const void* bias = bias_of(p, c);
   HR_CUDA_CHECK("conv2d", conv_epilogue(g.dtype, c.output.data, bias, term, per_channel, g.n, g.o,
                                         int64_t(g.oh) * g.ow, g.cl, s));
   return Status();
@@ -196,7 +196,7 @@ Status conv2d(CudaContext& ctx, const OpCall& c, cudaStream_t s) {
   const ConvPlan plan = plan_get(ctx, g);
   if (!plan.use_cudnn) {
     HR_TRY(run_direct(g, c, s));
-    return epilogue(g, p, c, true, s);
+    return epilogue(g, p, c, s);
   }
   if (c.workspace_bytes < plan.workspace() || (plan.workspace() && !c.workspace))
     return make_error(ErrorCode::INVALID_ARGUMENT,
@@ -232,7 +232,7 @@ Status conv2d(CudaContext& ctx, const OpCall& c, cudaStream_t s) {
       HR_TRY(run_direct(g, c, s));
     }
   }
-  return epilogue(g, p, c, true, s);
+  return epilogue(g, p, c, s);
 }
 
 }  // namespace hr::cuda

@@ -73,7 +73,6 @@ template <typename T>
 __global__ void conv_direct_kernel(ConvArgs a, int64_t n) {
   const T* x = static_cast<const T*>(a.x);
   const T* w = static_cast<const T*>(a.w);
-  const T* bias = static_cast<const T*>(a.bias);
   T* y = static_cast<T*>(a.y);
   const int cg = a.c / a.groups, og = a.o / a.groups;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -96,7 +95,7 @@ __global__ void conv_direct_kernel(ConvArgs a, int64_t n) {
       nb = r / a.o;
     }
     const int g = o / og;
-    float acc = bias ? to_f32(bias[o]) : 0.0f;
+    float acc = 0.0f;
     for (int ci = 0; ci < cg; ++ci) {
       const int64_t cin = int64_t(g) * cg + ci;
       for (int ky = 0; ky < a.kh; ++ky) {
