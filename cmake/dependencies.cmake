@@ -5,6 +5,7 @@ find_package(fmt REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(PNG REQUIRED)
+find_package(yaml-cpp REQUIRED)  # checkpoint config files, extra_model_paths.yaml
 
 # OpenBLAS (libopenblas-dev): multi-threaded sgemm for the CPU backend.
 find_path(HR_BLAS_INCLUDE cblas.h PATH_SUFFIXES openblas x86_64-linux-gnu/openblas-pthread

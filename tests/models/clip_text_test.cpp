@@ -49,7 +49,7 @@ class CLIPText : public ::testing::Test {
     auto sdxl = SafetensorsFile::open(test::golden_path("tiny-sdxl.safetensors"));
     ASSERT_TRUE(sdxl.ok()) << sdxl.status().str();
     sdxl_ = std::move(sdxl).value().release();
-    auto tok = CLIPTokenizer::load(test::shared_path("data/clip_tokenizer"));
+    auto tok = CLIPTokenizer::load(test::clip_vocab_dir());
     ASSERT_TRUE(tok.ok()) << tok.status().str();
     tokenizer_ = std::move(tok).value().release();
     std::ifstream f(test::golden_path("golden-tokenizer.json"));

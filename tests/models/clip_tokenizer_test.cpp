@@ -18,7 +18,7 @@ namespace {
 // The shared vocabulary, or null (with a test failure) when ../shared is not there.
 const CLIPTokenizer* clip_ptr() {
   static std::unique_ptr<CLIPTokenizer> t = [] {
-    auto r = CLIPTokenizer::load(test::shared_path("data/clip_tokenizer"));
+    auto r = CLIPTokenizer::load(test::clip_vocab_dir());
     EXPECT_TRUE(r.ok()) << r.status().str();
     return r.ok() ? std::move(r).value() : nullptr;
   }();
@@ -149,7 +149,7 @@ TEST(ByteTokenizer, IdsAndSpecials) {
 TEST(ClipTokenizerFind, EnvAndNotFound) {
   ASSERT_NE(clip_ptr(), nullptr) << "the CLIP vocabulary did not load";
   namespace fs = std::filesystem;
-  const std::string shared = test::shared_path("data/clip_tokenizer");
+  const std::string shared = test::clip_vocab_dir();
   const char* old_home = std::getenv("HOME");
   std::string home = old_home ? old_home : "";
   fs::path empty = fs::temp_directory_path() / "hr_clip_find_test";

@@ -14,7 +14,7 @@
 
 namespace hr::test {
 
-// Opened once; null (and the caller skips) when the file is missing.
+// Opened once; null (and the caller fails) when the file is missing.
 inline const SafetensorsFile* golden_sampling() {
   static std::unique_ptr<SafetensorsFile> file = [] {
     auto r = SafetensorsFile::open(golden_path("golden-sampling.safetensors"));
@@ -23,9 +23,9 @@ inline const SafetensorsFile* golden_sampling() {
   return file.get();
 }
 
-#define HR_GOLDEN_OR_SKIP(g)                                      \
+#define HR_GOLDEN_OR_FAIL(g)                                      \
   const ::hr::SafetensorsFile* g = ::hr::test::golden_sampling(); \
-  if (!g) GTEST_SKIP() << "golden-sampling.safetensors not found"
+  ASSERT_NE(g, nullptr) << "tests/data/golden/golden-sampling.safetensors did not open"
 
 // Distance in units in the last place between two finite floats of the same sign region.
 inline int64_t ulp_distance(float a, float b) {

@@ -27,7 +27,7 @@ void expect_sigmas_near(const std::vector<float>& got, const HostTensor& ref,
 }
 
 TEST(ModelSampling, TablesMatchGolden) {
-  HR_GOLDEN_OR_SKIP(g);
+  HR_GOLDEN_OR_FAIL(g);
   ModelSamplingDiscrete ms;
   auto sig = g->load("model_sampling.sigmas", DType::F32);
   auto lsig = g->load("model_sampling.log_sigmas", DType::F32);
@@ -42,7 +42,7 @@ TEST(ModelSampling, TablesMatchGolden) {
 }
 
 TEST(ModelSampling, SigmaTimestepMatchGolden) {
-  HR_GOLDEN_OR_SKIP(g);
+  HR_GOLDEN_OR_FAIL(g);
   ModelSamplingDiscrete ms;
   auto qs = g->load("model_sampling.sigma_to_timestep.sigma", DType::F32);
   auto ts = g->load("model_sampling.sigma_to_timestep.timestep", DType::F32);
@@ -96,7 +96,7 @@ TEST(ModelSampling, InputDenoisedAndNoiseScaling) {
 }
 
 TEST(Schedulers, EverySchedulerMatchesGolden) {
-  HR_GOLDEN_OR_SKIP(g);
+  HR_GOLDEN_OR_FAIL(g);
   ModelSamplingDiscrete ms;
   int checked = 0;
   for (const std::string& name : scheduler_names()) {
@@ -115,7 +115,7 @@ TEST(Schedulers, EverySchedulerMatchesGolden) {
 }
 
 TEST(Schedulers, KSamplerDenoiseAndDiscardMatchGolden) {
-  HR_GOLDEN_OR_SKIP(g);
+  HR_GOLDEN_OR_FAIL(g);
   ModelSamplingDiscrete ms;
   for (const char* sched : {"karras", "normal"}) {
     for (int steps : {4, 20}) {

@@ -46,7 +46,7 @@ void report(const std::string& name, const FloatDiff& d) {
 }
 
 TEST(TorchRng, CpuNoiseMatchesGolden) {
-  HR_GOLDEN_OR_SKIP(g);
+  HR_GOLDEN_OR_FAIL(g);
   int checked = 0;
   int64_t total = 0, exact = 0;
   for (const auto& e : g->entries()) {
@@ -78,7 +78,7 @@ TEST(TorchRng, CpuNoiseMatchesGolden) {
 }
 
 TEST(TorchRng, CudaNoiseMatchesGolden) {
-  HR_GOLDEN_OR_SKIP(g);
+  HR_GOLDEN_OR_FAIL(g);
   int checked = 0;
   for (const auto& e : g->entries()) {
     uint64_t seed;
@@ -111,7 +111,7 @@ void check_draws(const SafetensorsFile* g, const std::string& prefix, NoiseDevic
 }
 
 TEST(TorchRng, AncestralDrawsMatchGolden) {
-  HR_GOLDEN_OR_SKIP(g);
+  HR_GOLDEN_OR_FAIL(g);
   check_draws(g, "noise.ancestral.cpu.seed42.1x4x8x8", NoiseDevice::CPU, Shape{1, 4, 8, 8}, 6,
               1e-6);
   check_draws(g, "noise.ancestral.cuda.seed42.1x4x8x8", NoiseDevice::CUDA, Shape{1, 4, 8, 8}, 3,
@@ -142,7 +142,7 @@ TEST(TorchRng, SmallDrawsShareTheCachedNormal) {
 }
 
 TEST(TorchRng, PrepareNoiseBatchIndexSkipsEarlierDraws) {
-  HR_GOLDEN_OR_SKIP(g);
+  HR_GOLDEN_OR_FAIL(g);
   auto ref = g->load("noise.cpu.seed0.2x4x64x64", DType::F32);
   ASSERT_TRUE(ref.ok());
   // 16384 is a multiple of 16, so successive [1, 4, 64, 64] draws equal one [2, ...] draw.
