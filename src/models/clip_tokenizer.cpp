@@ -2,6 +2,8 @@
 // rule needs (letter/number classes, lower-case mapping, canonical composition).
 #include "models/clip_tokenizer.h"
 
+#include "models/clip_vocab_data.h"
+
 #include <algorithm>
 #include <array>
 #include <climits>
@@ -261,29 +263,41 @@ Result<std::unique_ptr<CLIPTokenizer>> CLIPTokenizer::load(const std::string& di
 
 Result<std::unique_ptr<CLIPTokenizer>> CLIPTokenizer::load_files(const std::string& vocab_path,
                                                                  const std::string& merges_path) {
-  std::unique_ptr<CLIPTokenizer> t(new CLIPTokenizer());
   HR_ASSIGN_OR_RETURN(std::string vocab_text, read_text_file(vocab_path));
+  HR_ASSIGN_OR_RETURN(std::string merges_text, read_text_file(merges_path));
+  return load_text(vocab_text, merges_text, vocab_path, merges_path);
+}
+
+Result<std::unique_ptr<CLIPTokenizer>> CLIPTokenizer::load_builtin() {
+  return load_text(clip_vocab_json(), clip_merges_txt(), "<built-in vocab.json>",
+                   "<built-in merges.txt>");
+}
+
+Result<std::unique_ptr<CLIPTokenizer>> CLIPTokenizer::load_text(std::string_view vocab_text,
+                                                                std::string_view merges_text,
+                                                                const std::string& vocab_name,
+                                                                const std::string& merges_name) {
+  std::unique_ptr<CLIPTokenizer> t(new CLIPTokenizer());
   nlohmann::json vocab = nlohmann::json::parse(vocab_text, nullptr, /*allow_exceptions=*/false);
   if (!vocab.is_object())
-    return make_error(ErrorCode::CORRUPT, "'{}' is not a JSON object of token ids", vocab_path);
+    return make_error(ErrorCode::CORRUPT, "'{}' is not a JSON object of token ids", vocab_name);
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     if (!it.value().is_number_integer())
-      return make_error(ErrorCode::CORRUPT, "'{}': id of '{}' is not an integer", vocab_path,
+      return make_error(ErrorCode::CORRUPT, "'{}': id of '{}' is not an integer", vocab_name,
                         it.key());
     t->vocab_[it.key()] = it.value().get<int32_t>();
   }
   auto special = [&](const char* name, int32_t& id) -> Status {
     auto f = t->vocab_.find(name);
     if (f == t->vocab_.end())
-      return make_error(ErrorCode::CORRUPT, "'{}' has no '{}' token", vocab_path, name);
+      return make_error(ErrorCode::CORRUPT, "'{}' has no '{}' token", vocab_name, name);
     id = f->second;
     return Status();
   };
   HR_TRY(special("<|startoftext|>", t->bos_));
   HR_TRY(special("<|endoftext|>", t->eos_));
 
-  HR_ASSIGN_OR_RETURN(std::string merges_text, read_text_file(merges_path));
-  std::istringstream lines(merges_text);
+  std::istringstream lines{std::string(merges_text)};
   std::string line;
   int32_t rank = 0;
   bool first = true;
@@ -299,10 +313,10 @@ Result<std::unique_ptr<CLIPTokenizer>> CLIPTokenizer::load_files(const std::stri
     if (sp == std::string::npos || sp == 0 || sp + 1 == line.size() ||
         line.find(' ', sp + 1) != std::string::npos)
       return make_error(ErrorCode::CORRUPT, "'{}': merge line {} is not two symbols: '{}'",
-                        merges_path, rank + 1, line);
+                        merges_name, rank + 1, line);
     t->ranks_.emplace(line, rank++);
   }
-  if (rank == 0) return make_error(ErrorCode::CORRUPT, "'{}' has no merges", merges_path);
+  if (rank == 0) return make_error(ErrorCode::CORRUPT, "'{}' has no merges", merges_name);
   return t;
 }
 
@@ -399,47 +413,21 @@ std::vector<int32_t> ByteTokenizer::encode(std::string_view text) const {
   return out;
 }
 
-Result<std::string> clip_tokenizer_find(const std::string& models_dir) {
+std::optional<std::string> clip_tokenizer_find(const std::string& models_dir) {
   namespace fs = std::filesystem;
-  std::vector<std::pair<std::string, std::string>> candidates;  // (folder, why it was looked at)
-  if (const char* e = std::getenv("HEADROOM_CLIP_TOKENIZER"); e && *e)
-    candidates.emplace_back(e, "$HEADROOM_CLIP_TOKENIZER");
+  std::vector<std::string> candidates;
+  if (const char* e = std::getenv("HEADROOM_CLIP_TOKENIZER"); e && *e) candidates.emplace_back(e);
   if (!models_dir.empty()) {
-    candidates.emplace_back(models_dir + "/clip_tokenizer", "models folder");
-    candidates.emplace_back(models_dir + "/tokenizers/clip", "models folder");
+    candidates.push_back(models_dir + "/clip_tokenizer");
+    candidates.push_back(models_dir + "/tokenizers/clip");
   }
-  if (const char* e = std::getenv("COMFYUI_PATH"); e && *e)
-    candidates.emplace_back(std::string(e) + "/comfy/sd1_tokenizer", "$COMFYUI_PATH");
-  const char* home = std::getenv("HOME");
-  if (home && *home) {
-    candidates.emplace_back(std::string(home) + "/ComfyUI/comfy/sd1_tokenizer", "ComfyUI in $HOME");
-    // A diffusers / transformers download of the SD1 text encoder's tokenizer.
-    std::error_code ec;
-    fs::path hub =
-        fs::path(home) / ".cache/huggingface/hub/models--openai--clip-vit-large-patch14/snapshots";
-    if (fs::is_directory(hub, ec)) {
-      for (const auto& d : fs::directory_iterator(hub, ec))
-        candidates.emplace_back(d.path().string(), "Hugging Face cache");
-    } else {
-      candidates.emplace_back(hub.string() + "/*", "Hugging Face cache");
-    }
-  }
-  std::string looked;
-  for (const auto& [dir, why] : candidates) {
+  for (const std::string& dir : candidates) {
     std::error_code ec;
     if (fs::is_regular_file(fs::path(dir) / "vocab.json", ec) &&
         fs::is_regular_file(fs::path(dir) / "merges.txt", ec))
       return dir;
-    looked += fmt::format("\n  {} ({})", dir, why);
   }
-  return make_error(
-      ErrorCode::NOT_FOUND,
-      "the CLIP tokenizer files (vocab.json and merges.txt) were not found; looked in:{}"
-      "\nheadroom cannot ship them: copy them from a ComfyUI installation "
-      "(comfy/sd1_tokenizer) or the openai/clip-vit-large-patch14 repository into "
-      "<models>/clip_tokenizer, or set HEADROOM_CLIP_TOKENIZER (or COMFYUI_PATH) "
-      "to the folder that holds them",
-      looked);
+  return std::nullopt;
 }
 
 Result<std::shared_ptr<const Tokenizer>> tokenizer_for_checkpoint(
@@ -450,15 +438,18 @@ Result<std::shared_ptr<const Tokenizer>> tokenizer_for_checkpoint(
   if (kind != metadata.end() && kind->second != "clip-bpe")
     return make_error(ErrorCode::UNSUPPORTED,
                       "checkpoint names tokenizer '{}' (known: byte, clip-bpe)", kind->second);
-  HR_ASSIGN_OR_RETURN(std::string dir, clip_tokenizer_find(models_dir));
+  std::optional<std::string> dir = clip_tokenizer_find(models_dir);
+  const std::string key = dir.value_or("");  // "" is the built-in vocabulary
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<const Tokenizer>> loaded;
   std::lock_guard lock(mu);
-  auto it = loaded.find(dir);
+  auto it = loaded.find(key);
   if (it != loaded.end()) return it->second;
-  HR_ASSIGN_OR_RETURN(std::unique_ptr<CLIPTokenizer> t, CLIPTokenizer::load(dir));
-  std::shared_ptr<const Tokenizer> shared(std::move(t));
-  loaded.emplace(dir, shared);
+  Result<std::unique_ptr<CLIPTokenizer>> t =
+      dir ? CLIPTokenizer::load(*dir) : CLIPTokenizer::load_builtin();
+  if (!t.ok()) return t.status();
+  std::shared_ptr<const Tokenizer> shared(std::move(t).value());
+  loaded.emplace(key, shared);
   return shared;
 }
 

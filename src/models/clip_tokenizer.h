@@ -1,12 +1,13 @@
 // Text tokenizers for CLIP text encoders behind one interface: the CLIP BPE (vocab.json +
-// merges.txt, the transformers 5 / `tokenizers` rule) and headroom's byte-level tokenizer for
-// `headroom make-model` checkpoints; plus discovery of the BPE files on the user's machine.
+// merges.txt, the transformers 5 / `tokenizers` rule; built in, a user's copy overrides it) and
+// headroom's byte-level tokenizer for `headroom make-model` checkpoints.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -38,6 +39,13 @@ class CLIPTokenizer final : public Tokenizer {
   static Result<std::unique_ptr<CLIPTokenizer>> load(const std::string& dir);
   static Result<std::unique_ptr<CLIPTokenizer>> load_files(const std::string& vocab_path,
                                                            const std::string& merges_path);
+  // The vocabulary compiled into headroom (data/clip_tokenizer).
+  static Result<std::unique_ptr<CLIPTokenizer>> load_builtin();
+  // From the two files' contents; the names appear in error messages.
+  static Result<std::unique_ptr<CLIPTokenizer>> load_text(std::string_view vocab_json,
+                                                          std::string_view merges_txt,
+                                                          const std::string& vocab_name,
+                                                          const std::string& merges_name);
 
   std::vector<int32_t> encode(std::string_view text) const override;
   int32_t bos() const override { return bos_; }
@@ -76,13 +84,13 @@ class ByteTokenizer final : public Tokenizer {
 // absent means "clip-bpe" (every real SD checkpoint).
 inline constexpr const char* kCheckpointTokenizerKey = "headroom.tokenizer";
 
-// Where the CLIP BPE files are: $HEADROOM_CLIP_TOKENIZER, <models_dir>/clip_tokenizer,
-// <models_dir>/tokenizers/clip, $COMFYUI_PATH/comfy/sd1_tokenizer, ~/ComfyUI/comfy/sd1_tokenizer.
-// NOT_FOUND lists every place looked at and how to provide the files.
-Result<std::string> clip_tokenizer_find(const std::string& models_dir);
+// A user's CLIP BPE folder (vocab.json and merges.txt), which overrides the built-in one:
+// $HEADROOM_CLIP_TOKENIZER (also set by `--clip-tokenizer`), <models_dir>/clip_tokenizer,
+// <models_dir>/tokenizers/clip. nullopt when there is none (the built-in vocabulary is used).
+std::optional<std::string> clip_tokenizer_find(const std::string& models_dir);
 
 // The tokenizer a checkpoint with this metadata needs: ByteTokenizer for "byte", else the CLIP
-// BPE found by clip_tokenizer_find (loaded once per folder and shared).
+// BPE from the folder clip_tokenizer_find names or the built-in one (loaded once and shared).
 Result<std::shared_ptr<const Tokenizer>> tokenizer_for_checkpoint(
     const std::map<std::string, std::string>& metadata, const std::string& models_dir);
 

@@ -146,30 +146,60 @@ TEST(ByteTokenizer, IdsAndSpecials) {
   EXPECT_EQ(c.ids[0][76], 258);
 }
 
-TEST(ClipTokenizerFind, EnvAndNotFound) {
+TEST(ClipTokenizerFind, UserFolderOverridesBuiltIn) {
   ASSERT_NE(clip_ptr(), nullptr) << "the CLIP vocabulary did not load";
   namespace fs = std::filesystem;
-  const std::string shared = test::clip_vocab_dir();
-  const char* old_home = std::getenv("HOME");
-  std::string home = old_home ? old_home : "";
+  const std::string user = test::clip_vocab_dir();
   fs::path empty = fs::temp_directory_path() / "hr_clip_find_test";
   fs::create_directories(empty);
-  setenv("HOME", empty.c_str(), 1);
-  unsetenv("COMFYUI_PATH");
-  setenv("HEADROOM_CLIP_TOKENIZER", shared.c_str(), 1);
-  auto found = clip_tokenizer_find("");
-  ASSERT_TRUE(found.ok()) << found.status().str();
-  EXPECT_EQ(*found, shared);
+  setenv("HEADROOM_CLIP_TOKENIZER", user.c_str(), 1);
+  std::optional<std::string> found = clip_tokenizer_find("");
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(*found, user);
   unsetenv("HEADROOM_CLIP_TOKENIZER");
-  auto missing = clip_tokenizer_find(empty.string());
-  ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.status().code(), ErrorCode::NOT_FOUND);
-  EXPECT_NE(missing.status().message().find("clip_tokenizer"), std::string::npos);
-  EXPECT_NE(missing.status().message().find("HEADROOM_CLIP_TOKENIZER"), std::string::npos);
+  EXPECT_FALSE(clip_tokenizer_find(empty.string()).has_value());
+  fs::create_directories(empty / "clip_tokenizer");
+  fs::copy_file(fs::path(user) / "vocab.json", empty / "clip_tokenizer/vocab.json",
+                fs::copy_options::overwrite_existing);
+  fs::copy_file(fs::path(user) / "merges.txt", empty / "clip_tokenizer/merges.txt",
+                fs::copy_options::overwrite_existing);
+  found = clip_tokenizer_find(empty.string());
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(*found, (empty / "clip_tokenizer").string());
+  fs::remove_all(empty);
+
   auto byte = tokenizer_for_checkpoint({{kCheckpointTokenizerKey, "byte"}}, "");
   ASSERT_TRUE(byte.ok());
   EXPECT_STREQ((*byte)->kind(), "byte");
-  if (old_home) setenv("HOME", home.c_str(), 1);
+}
+
+// With no user folder, real checkpoints get the built-in vocabulary, which tokenizes exactly as
+// the files in data/clip_tokenizer do (every golden prompt).
+TEST(ClipTokenizerBuiltIn, SameAsFilesOnEveryGoldenPrompt) {
+  ASSERT_NE(clip_ptr(), nullptr) << "the CLIP vocabulary did not load";
+  unsetenv("HEADROOM_CLIP_TOKENIZER");
+  auto builtin = CLIPTokenizer::load_builtin();
+  ASSERT_TRUE(builtin.ok()) << builtin.status().str();
+  EXPECT_EQ((*builtin)->vocab_size(), clip().vocab_size());
+  auto t = tokenizer_for_checkpoint({}, "/nonexistent-models-dir");
+  ASSERT_TRUE(t.ok()) << t.status().str();
+  EXPECT_STREQ((*t)->kind(), "clip-bpe");
+  nlohmann::json g = golden_tokenizer();
+  size_t n = 0;
+  for (const auto& p : g["prompts"]) {
+    if (!p.contains("text")) continue;
+    std::string text = p["text"].get<std::string>();
+    EXPECT_EQ((*t)->encode(text), clip().encode(text)) << text;
+    ++n;
+  }
+  EXPECT_GT(n, 5u);
+}
+
+TEST(ClipTokenizerBuiltIn, CorruptTextIsAnError) {
+  auto bad = CLIPTokenizer::load_text("[1, 2]", "#version: 0.2\na b\n", "v.json", "m.txt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), ErrorCode::CORRUPT);
+  EXPECT_NE(bad.status().message().find("v.json"), std::string::npos);
 }
 
 }  // namespace
