@@ -1,12 +1,11 @@
 // `headroom models`: list checkpoints in the models folder and inspect them (architecture,
 // dtypes, parameter counts and bytes per component).
 #include <cstdio>
-#include <filesystem>
 #include <map>
 
 #include "cli/commands.h"
 #include "models/checkpoint.h"
-#include "nodes/nodes.h"
+#include "nodes/model_paths.h"
 
 namespace hr {
 namespace {
@@ -56,21 +55,30 @@ void inspect(const std::string& path) {
 
 }  // namespace
 
-int cmd_models(const std::string& models_dir, const std::vector<std::string>& files) {
-  if (!files.empty()) {
-    for (const std::string& f : files) inspect(f);
+int cmd_models(const ModelsArgs& args) {
+  if (!args.files.empty()) {
+    for (const std::string& f : args.files) inspect(f);
     return 0;
   }
+  Result<ModelPaths> paths = ModelPaths::from_config(args.models_dir, args.extra_model_paths);
+  if (!paths.ok()) {
+    std::fprintf(stderr, "headroom: %s\n", paths.status().message().c_str());
+    return kExitInvalid;
+  }
   bool any = false;
-  for (const char* folder : {"checkpoints", "unet", "diffusion_models", "vae", "clip", "text_encoders"}) {
-    for (const std::string& rel : model_files(models_dir, {folder})) {
-      inspect((std::filesystem::path(models_dir) / folder / rel).string());
+  // The loaders' folders, by ComfyUI's names (Note [model folder aliases]).
+  for (const char* folder : {"checkpoints", "diffusion_models", "vae", "text_encoders"}) {
+    for (const std::string& name : paths->files(folder)) {
+      Result<std::string> path = paths->file_path(folder, name);
+      if (path.ok()) inspect(*path);
       any = true;
     }
   }
   if (!any)
-    std::printf("no models under %s (expected ComfyUI's layout: %s/checkpoints/*.safetensors)\n",
-                models_dir.c_str(), models_dir.c_str());
+    std::printf("no models under %s%s (expected ComfyUI's layout: %s/checkpoints/*.safetensors)\n",
+                args.models_dir.c_str(),
+                args.extra_model_paths.empty() ? "" : " or the extra model paths",
+                args.models_dir.c_str());
   return 0;
 }
 

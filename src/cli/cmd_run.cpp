@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "graph/executor.h"
+#include "nodes/model_paths.h"
 #include "nodes/nodes.h"
 #include "workflow/execute.h"
 #include "workflow/prompt.h"
@@ -96,8 +97,15 @@ int cmd_run(const RunArgs& args) {
   }
   if (!args.clip_tokenizer.empty()) setenv("HEADROOM_CLIP_TOKENIZER", args.clip_tokenizer.c_str(), 1);
 
+  Result<ModelPaths> paths = ModelPaths::from_config(args.models_dir, args.extra_model_paths);
+  if (!paths.ok()) {
+    std::fprintf(stderr, "headroom: %s\n", paths.status().message().c_str());
+    return kExitInvalid;
+  }
+  auto model_paths = std::make_shared<const ModelPaths>(std::move(paths).value());
+
   NodeRegistry registry;
-  nodes_register(registry, NodeEnv{args.models_dir, args.input_dir});
+  nodes_register(registry, NodeEnv{args.models_dir, args.input_dir, model_paths});
   PromptValidation v = prompt_validate_text(*text, registry);
   if (!v.ok) {
     std::fprintf(stderr, "headroom: the workflow is invalid\n%s", v.summary().c_str());
@@ -128,6 +136,7 @@ int cmd_run(const RunArgs& args) {
 
   ExecOptions opts;
   opts.models_dir = args.models_dir;
+  opts.model_paths = model_paths;
   opts.output_dir = args.output_dir;
   opts.input_dir = args.input_dir;
   opts.temp_dir = args.temp_dir;

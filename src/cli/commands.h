@@ -10,6 +10,7 @@ namespace hr {
 struct RunArgs {
   std::string workflow = "-";  // file or "-" for stdin
   std::string models_dir = "models";
+  std::vector<std::string> extra_model_paths;  // extra_model_paths.yaml files, in order
   std::string output_dir = "output";
   std::string input_dir = "input";
   std::string temp_dir = "temp";
@@ -26,7 +27,12 @@ constexpr int kExitInvalid = 2;  // the workflow failed validation (ComfyUI's er
 constexpr int kExitFailed = 3;   // a node failed while running
 
 int cmd_run(const RunArgs& args);
-int cmd_models(const std::string& models_dir, const std::vector<std::string>& files);
+struct ModelsArgs {
+  std::string models_dir = "models";
+  std::vector<std::string> extra_model_paths;  // extra_model_paths.yaml files, in order
+  std::vector<std::string> files;              // inspect these instead of listing the folders
+};
+int cmd_models(const ModelsArgs& args);
 
 struct MakeModelArgs {
   std::string arch = "sd1";  // sd1, sd2

@@ -4,6 +4,10 @@
 
 #include "cli/commands.h"
 
+// Both `run` and `models` read ComfyUI's extra_model_paths.yaml; the option repeats.
+constexpr const char* kExtraPathsHelp =
+    "extra_model_paths.yaml (ComfyUI's format) adding model folders; repeatable";
+
 int main(int argc, char** argv) {
   CLI::App app{"headroom: Stable Diffusion workflows (ComfyUI API format) that never die of "
                "out-of-memory"};
@@ -14,6 +18,8 @@ int main(int argc, char** argv) {
   CLI::App* run_cmd = app.add_subcommand("run", "run an API-format workflow (file or - for stdin)");
   run_cmd->add_option("workflow", run.workflow, "workflow JSON file, or - for stdin");
   run_cmd->add_option("--models-dir", run.models_dir, "models folder (ComfyUI layout)");
+  run_cmd->add_option("--extra-model-paths-config", run.extra_model_paths, kExtraPathsHelp)
+      ->allow_extra_args(false);
   run_cmd->add_option("--output-dir", run.output_dir, "where SaveImage writes");
   run_cmd->add_option("--input-dir", run.input_dir, "where LoadImage reads");
   run_cmd->add_option("--temp-dir", run.temp_dir, "where PreviewImage writes");
@@ -26,11 +32,12 @@ int main(int argc, char** argv) {
                       "folder with the CLIP vocab.json and merges.txt");
   run_cmd->add_flag("--quiet", run.quiet, "no progress bar");
 
-  std::string models_dir = "models";
-  std::vector<std::string> files;
+  hr::ModelsArgs models;
   CLI::App* models_cmd = app.add_subcommand("models", "list and inspect checkpoints");
-  models_cmd->add_option("--models-dir", models_dir, "models folder (ComfyUI layout)");
-  models_cmd->add_option("files", files, "checkpoint files to inspect (default: all found)");
+  models_cmd->add_option("--models-dir", models.models_dir, "models folder (ComfyUI layout)");
+  models_cmd->add_option("--extra-model-paths-config", models.extra_model_paths, kExtraPathsHelp)
+      ->allow_extra_args(false);
+  models_cmd->add_option("files", models.files, "checkpoint files to inspect (default: all found)");
 
   hr::MakeModelArgs mm;
   CLI::App* mm_cmd = app.add_subcommand("make-model", "write a random-weight checkpoint");
@@ -56,7 +63,7 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   if (run_cmd->parsed()) return hr::cmd_run(run);
-  if (models_cmd->parsed()) return hr::cmd_models(models_dir, files);
+  if (models_cmd->parsed()) return hr::cmd_models(models);
   if (mm_cmd->parsed()) return hr::cmd_make_model(mm);
   if (probe_cmd->parsed()) return hr::cmd_probe();
   if (plan_cmd->parsed()) return hr::cmd_plan(plan);

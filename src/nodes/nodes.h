@@ -2,12 +2,16 @@
 // ComfyUI declares them).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "nodes/model_paths.h"
 #include "workflow/node_def.h"
 
 namespace hr {
+
+struct ExecOptions;
 
 // ComfyUI's MAX_RESOLUTION: the largest pixel size any node accepts.
 constexpr double kMaxResolution = 16384;
@@ -15,17 +19,15 @@ constexpr double kMaxResolution = 16384;
 struct NodeEnv {
   std::string models_dir = "models";
   std::string input_dir = "input";
+  // Where loaders list their files (combo options); null: ComfyUI's layout under models_dir.
+  std::shared_ptr<const ModelPaths> model_paths;
 };
 
 void nodes_register(NodeRegistry& registry, const NodeEnv& env);
 
-// Files under <models_dir>/<folder> for each folder (recursive, relative, sorted), with the
-// extensions model loaders accept (.safetensors, .sft).
-std::vector<std::string> model_files(const std::string& models_dir,
-                                     const std::vector<std::string>& folders);
-// The first <models_dir>/<folder>/<name> that exists, or NOT_FOUND naming every place tried.
-Result<std::string> model_path(const std::string& models_dir,
-                               const std::vector<std::string>& folders, const std::string& name);
+// The model folders nodes see: model_paths, or ComfyUI's layout under models_dir when null.
+std::shared_ptr<const ModelPaths> model_paths_of(const NodeEnv& env);
+std::shared_ptr<const ModelPaths> model_paths_of(const ExecOptions& opts);
 
 // Per-family node registrations (nodes_*.cpp).
 void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env);

@@ -64,16 +64,22 @@ Result<CLIPValue> clip_from_file(const SafetensorsFile& file, const CheckpointIn
   return clip;
 }
 
-std::vector<std::string> ckpt_folders() { return {"checkpoints"}; }
-std::vector<std::string> unet_folders() { return {"unet", "diffusion_models"}; }
-std::vector<std::string> vae_folders() { return {"vae"}; }
-std::vector<std::string> clip_folders() { return {"clip", "text_encoders"}; }
+// ComfyUI's folder names; Note [model folder aliases] makes them search unet/ and clip/ too.
+constexpr const char* kCkptFolder = "checkpoints";
+constexpr const char* kUNetFolder = "diffusion_models";
+constexpr const char* kVAEFolder = "vae";
+constexpr const char* kCLIPFolder = "text_encoders";
 
-InputSpec file_combo(const std::string& name, const NodeEnv& env, std::vector<std::string> folders) {
+InputSpec file_combo(const std::string& name, const NodeEnv& env, const std::string& folder) {
   InputSpec s{.name = name, .type = IoType::COMBO};
-  std::string dir = env.models_dir;
-  s.options_fn = [dir, folders] { return model_files(dir, folders); };
+  std::shared_ptr<const ModelPaths> paths = model_paths_of(env);
+  s.options_fn = [paths, folder] { return paths->files(folder); };
   return s;
+}
+
+Result<std::string> model_file(const ExecContext& ctx, const std::string& folder,
+                               const std::string& name) {
+  return model_paths_of(ctx.opts)->file_path(folder, name);
 }
 
 }  // namespace
@@ -83,11 +89,10 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
   ckpt.class_type = "CheckpointLoaderSimple";
   ckpt.display_name = "Load Checkpoint";
   ckpt.category = "loaders";
-  ckpt.inputs = {file_combo("ckpt_name", env, ckpt_folders())};
+  ckpt.inputs = {file_combo("ckpt_name", env, kCkptFolder)};
   ckpt.outputs = {{IoType::MODEL, "MODEL"}, {IoType::CLIP, "CLIP"}, {IoType::VAE, "VAE"}};
   ckpt.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
-    HR_ASSIGN_OR_RETURN(std::string path, model_path(ctx.opts.models_dir, ckpt_folders(),
-                                                     in.get_string("ckpt_name")));
+    HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kCkptFolder, in.get_string("ckpt_name")));
     HR_ASSIGN_OR_RETURN(auto file, open_file(path));
     HR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m,
                         model_load(file, load_options(*file, ctx.opts.compute_dtype)));
@@ -115,12 +120,11 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
   unet.class_type = "UNETLoader";
   unet.display_name = "Load Diffusion Model";
   unet.category = "advanced/loaders";
-  unet.inputs = {file_combo("unet_name", env, unet_folders()),
+  unet.inputs = {file_combo("unet_name", env, kUNetFolder),
                  spec_combo("weight_dtype", {"default"})};
   unet.outputs = {{IoType::MODEL, "MODEL"}};
   unet.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
-    HR_ASSIGN_OR_RETURN(std::string path, model_path(ctx.opts.models_dir, unet_folders(),
-                                                     in.get_string("unet_name")));
+    HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kUNetFolder, in.get_string("unet_name")));
     HR_ASSIGN_OR_RETURN(auto file, open_file(path));
     LoadOptions o = load_options(*file, ctx.opts.compute_dtype);
     o.load_vae = false;
@@ -135,11 +139,10 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
   vae.class_type = "VAELoader";
   vae.display_name = "Load VAE";
   vae.category = "loaders";
-  vae.inputs = {file_combo("vae_name", env, vae_folders())};
+  vae.inputs = {file_combo("vae_name", env, kVAEFolder)};
   vae.outputs = {{IoType::VAE, "VAE"}};
   vae.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
-    HR_ASSIGN_OR_RETURN(std::string path, model_path(ctx.opts.models_dir, vae_folders(),
-                                                     in.get_string("vae_name")));
+    HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kVAEFolder, in.get_string("vae_name")));
     HR_ASSIGN_OR_RETURN(auto file, open_file(path));
     LoadOptions o = load_options(*file, ctx.opts.compute_dtype);
     o.load_unet = false;
@@ -154,12 +157,11 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
   clip.class_type = "CLIPLoader";
   clip.display_name = "Load CLIP";
   clip.category = "advanced/loaders";
-  clip.inputs = {file_combo("clip_name", env, clip_folders()),
+  clip.inputs = {file_combo("clip_name", env, kCLIPFolder),
                  spec_combo("type", {"stable_diffusion"})};
   clip.outputs = {{IoType::CLIP, "CLIP"}};
   clip.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
-    HR_ASSIGN_OR_RETURN(std::string path, model_path(ctx.opts.models_dir, clip_folders(),
-                                                     in.get_string("clip_name")));
+    HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kCLIPFolder, in.get_string("clip_name")));
     HR_ASSIGN_OR_RETURN(auto file, open_file(path));
     HR_ASSIGN_OR_RETURN(CheckpointInfo info, checkpoint_inspect(*file));
     HR_ASSIGN_OR_RETURN(CLIPValue c, clip_from_file(*file, info, ctx.opts.compute_dtype));

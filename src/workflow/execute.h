@@ -20,6 +20,7 @@ namespace hr {
 class Backend;
 class Allocator;
 class Executor;
+class ModelPaths;
 
 // What a running prompt reports (the server turns these into WebSocket messages).
 struct ExecEvent {
@@ -32,7 +33,9 @@ struct ExecEvent {
 };
 
 struct ExecOptions {
-  std::string models_dir = "models";
+  std::string models_dir = "models";  // also where the CLIP tokenizer search looks
+  // Where loaders find model files (nodes/model_paths.h); null: ComfyUI's layout under models_dir.
+  std::shared_ptr<const ModelPaths> model_paths;
   std::string output_dir = "output";
   std::string input_dir = "input";
   std::string temp_dir = "temp";
