@@ -39,10 +39,9 @@ TokenChunks tokenize_for(const CLIPValue& clip, const TextEncoder& enc, const st
 Result<CLIPConditioning> encode_chunks(ExecContext& ctx, const CLIPValue& clip,
                                        const TextEncoder& enc, const TokenChunks& chunks) {
   EncoderSettings s = encoder_settings(clip.family, enc.kind, clip.layer);
-  if (-s.layer > enc.config.layers)
-    return make_error(ErrorCode::INVALID_ARGUMENT,
-                      "clip layer {} does not exist: the text encoder has {} layers", s.layer,
-                      enc.config.layers);
+  // ComfyUI sd1_clip.py set_clip_options: a layer beyond the encoder's depth means "last", the
+  // final output after the final layer norm.
+  if (-s.layer > enc.config.layers) s = {-1, true, s.pad_with_end};
   const Tokenizer& tok = *clip.tokenizer;
   for (const auto& row : chunks.ids)
     for (int32_t id : row)

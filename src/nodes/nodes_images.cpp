@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <random>
 
 #include "nodes/nodes.h"
 #include "nodes/png_io.h"
@@ -31,24 +32,41 @@ Result<HostTensor> decode_whole(ExecContext& ctx, LoadedModel& m, const HostTens
   return vae_decode(*ctx.opts.executor, m, latent);
 }
 
-// ComfyUI tiled_scale: decode overlapping latent tiles and blend them with masks that ramp
-// linearly over the overlap, so seams are feathered. Memory is bounded by one tile.
-Result<HostTensor> decode_tiled(ExecContext& ctx, LoadedModel& m, const HostTensor& latent,
-                                int64_t tile, int64_t overlap) {
+// One tiling of ComfyUI's tiled_scale (comfy/utils.py tiled_scale_multidim): tiles start every
+// tile - overlap latent pixels (the last one shorter, not shifted back), each decoded tile is
+// weighted by a mask that ramps over round(overlap * 8) pixels on every side (when the tile is
+// wider than that), and the weighted sum is divided by the summed masks. A latent that fits in
+// one tile is decoded whole. Memory is bounded by one tile.
+Result<HostTensor> decode_tiling(ExecContext& ctx, LoadedModel& m, const HostTensor& latent,
+                                 int64_t tile_h, int64_t tile_w, int64_t overlap,
+                                 const HostTensor& whole) {
   const Shape& s = latent.shape();
   int64_t b = s[0], c = s[1], h = s[2], w = s[3];
-  const int64_t up = 8;
-  tile = std::max<int64_t>(tile, 8);
-  overlap = std::clamp<int64_t>(overlap, 0, tile / 4);
-  if (h <= tile && w <= tile) return decode_whole(ctx, m, latent);
-  HostTensor out(DType::F32, Shape{b, 3, h * up, w * up});
-  HostTensor wsum(DType::F32, Shape{1, 1, h * up, w * up});
-  int64_t step = tile - overlap;
-  for (int64_t y0 = 0;; y0 += step) {
-    int64_t ys = std::min(y0, std::max<int64_t>(h - tile, 0));
-    for (int64_t x0 = 0;; x0 += step) {
-      int64_t xs = std::min(x0, std::max<int64_t>(w - tile, 0));
-      int64_t th = std::min(tile, h - ys), tw = std::min(tile, w - xs);
+  const int64_t up = 8, OH = h * up, OW = w * up;
+  if (h <= tile_h && w <= tile_w) return whole.clone();
+  auto starts = [overlap](int64_t size, int64_t tile) {
+    std::vector<int64_t> p;
+    if (size <= tile) return std::vector<int64_t>{0};
+    for (int64_t i = 0; i < size - overlap; i += std::max<int64_t>(tile - overlap, 1))
+      p.push_back(std::max<int64_t>(0, std::min(size - overlap, i)));
+    return p;
+  };
+  // The ramp of one axis of a tile of n output pixels.
+  auto ramp = [feather = overlap * up](int64_t n) {
+    std::vector<float> r(size_t(n), 1.0f);
+    if (feather >= n) return r;
+    for (int64_t t = 0; t < feather; ++t) {
+      float a = float(double(t + 1) / double(feather));
+      r[size_t(t)] *= a;
+      r[size_t(n - 1 - t)] *= a;
+    }
+    return r;
+  };
+  HostTensor out(DType::F32, Shape{b, 3, OH, OW});
+  HostTensor wsum(DType::F32, Shape{1, 1, OH, OW});
+  for (int64_t ys : starts(h, tile_h))
+    for (int64_t xs : starts(w, tile_w)) {
+      int64_t th = std::min(tile_h, h - ys), tw = std::min(tile_w, w - xs);
       HostTensor part(DType::F32, Shape{b, c, th, tw});
       for (int64_t p = 0; p < b * c; ++p)
         for (int64_t yy = 0; yy < th; ++yy)
@@ -56,37 +74,39 @@ Result<HostTensor> decode_tiled(ExecContext& ctx, LoadedModel& m, const HostTens
                       size_t(tw) * 4);
       HR_TRY(ctx.check_interrupt());
       HR_ASSIGN_OR_RETURN(HostTensor dec, decode_whole(ctx, m, part));
-      int64_t ph = th * up, pw = tw * up, feather = overlap * up;
-      std::vector<float> mask(size_t(ph * pw), 1.0f);
-      for (int64_t yy = 0; yy < ph; ++yy)
-        for (int64_t xx = 0; xx < pw; ++xx) {
-          float v = 1.0f;
-          // Ramp only on edges that touch another tile.
-          if (feather > 0) {
-            if (ys > 0 && yy < feather) v *= float(yy + 1) / float(feather);
-            if (ys + th < h && ph - 1 - yy < feather) v *= float(ph - yy) / float(feather);
-            if (xs > 0 && xx < feather) v *= float(xx + 1) / float(feather);
-            if (xs + tw < w && pw - 1 - xx < feather) v *= float(pw - xx) / float(feather);
-          }
-          mask[size_t(yy * pw + xx)] = v;
-        }
-      int64_t oy = ys * up, ox = xs * up, OW = w * up, OH = h * up;
+      int64_t ph = th * up, pw = tw * up, oy = ys * up, ox = xs * up;
+      std::vector<float> ry = ramp(ph), rx = ramp(pw);
       for (int64_t p = 0; p < b * 3; ++p)
         for (int64_t yy = 0; yy < ph; ++yy)
           for (int64_t xx = 0; xx < pw; ++xx)
             out.f32()[(p * OH + oy + yy) * OW + ox + xx] +=
-                dec.f32()[(p * ph + yy) * pw + xx] * mask[size_t(yy * pw + xx)];
+                dec.f32()[(p * ph + yy) * pw + xx] * (ry[size_t(yy)] * rx[size_t(xx)]);
       for (int64_t yy = 0; yy < ph; ++yy)
         for (int64_t xx = 0; xx < pw; ++xx)
-          wsum.f32()[(oy + yy) * OW + ox + xx] += mask[size_t(yy * pw + xx)];
-      if (xs + tw >= w) break;
+          wsum.f32()[(oy + yy) * OW + ox + xx] += ry[size_t(yy)] * rx[size_t(xx)];
     }
-    if (ys + tile >= h) break;
-  }
-  int64_t plane = h * up * w * up;
+  int64_t plane = OH * OW;
   for (int64_t p = 0; p < b * 3; ++p)
-    for (int64_t i = 0; i < plane; ++i) out.f32()[p * plane + i] /= std::max(wsum.f32()[i], 1e-8f);
+    for (int64_t i = 0; i < plane; ++i) out.f32()[p * plane + i] /= wsum.f32()[i];
   return out;
+}
+
+// ComfyUI VAE.decode_tiled_ (comfy/sd.py): the mean of three tilings, tile_x/2 x tile_y*2,
+// tile_x*2 x tile_y/2 and tile_x x tile_y, so that no seam falls in the same place in all three.
+Result<HostTensor> decode_tiled(ExecContext& ctx, LoadedModel& m, const HostTensor& latent,
+                                int64_t tile, int64_t overlap) {
+  const Shape& s = latent.shape();
+  auto fits = [&s](int64_t th, int64_t tw) { return s[2] <= th && s[3] <= tw; };
+  HostTensor whole;  // decoded once when some tiling is a single tile
+  if (fits(tile * 2, tile / 2) || fits(tile / 2, tile * 2) || fits(tile, tile)) {
+    HR_ASSIGN_OR_RETURN(whole, decode_whole(ctx, m, latent));
+  }
+  HR_ASSIGN_OR_RETURN(HostTensor a, decode_tiling(ctx, m, latent, tile * 2, tile / 2, overlap, whole));
+  HR_ASSIGN_OR_RETURN(HostTensor b, decode_tiling(ctx, m, latent, tile / 2, tile * 2, overlap, whole));
+  HR_ASSIGN_OR_RETURN(HostTensor c, decode_tiling(ctx, m, latent, tile, tile, overlap, whole));
+  for (int64_t i = 0; i < a.numel(); ++i)
+    a.f32()[i] = (a.f32()[i] + b.f32()[i] + c.f32()[i]) / 3.0f;
+  return a;
 }
 
 Result<LoadedModel*> vae_of(const NodeInputs& in) {
@@ -122,7 +142,7 @@ std::vector<std::any> latent_out(HostTensor samples, const Latent& like) {
 
 // Writes every image of the batch as PNG with the prompt in a tEXt chunk; fills ctx.ui.
 Status save_images(ExecContext& ctx, const HostTensor& images, const std::string& dir,
-                   const std::string& prefix, const std::string& type) {
+                   const std::string& prefix, const std::string& type, int compress_level) {
   namespace fs = std::filesystem;
   if (prefix.find("..") != std::string::npos)
     return make_error(ErrorCode::INVALID_ARGUMENT, "filename_prefix '{}' must not contain '..'", prefix);
@@ -144,6 +164,7 @@ Status save_images(ExecContext& ctx, const HostTensor& images, const std::string
         img.pixels[size_t(i * 3 + c)] = uint8_t(std::clamp(v, 0.0f, 255.0f));
       }
     img.text.emplace_back("prompt", ctx.prompt.source.dump());
+    img.compress_level = compress_level;
     std::string path = png_next_name(dir, prefix);
     HR_TRY(png_write(path, img));
     fs::path rel = fs::relative(fs::path(path), fs::path(dir), ec);
@@ -195,8 +216,10 @@ void nodes_register_images(NodeRegistry& r, const NodeEnv& env) {
   tiled.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
     HR_ASSIGN_OR_RETURN(LoadedModel * m, vae_of(in));
     HR_ASSIGN_OR_RETURN(const Latent* l, latent_of(in, "samples"));
-    int64_t tile = in.get_int("tile_size") / 8, overlap = in.get_int("overlap") / 8;
-    HR_ASSIGN_OR_RETURN(HostTensor x, decode_tiled(ctx, *m, *l->samples, tile, overlap));
+    // VAEDecodeTiled.decode: the overlap is at most a quarter of the tile, both in pixels.
+    int64_t tile_px = in.get_int("tile_size"), overlap_px = in.get_int("overlap");
+    if (tile_px < overlap_px * 4) overlap_px = tile_px / 4;
+    HR_ASSIGN_OR_RETURN(HostTensor x, decode_tiled(ctx, *m, *l->samples, tile_px / 8, overlap_px / 8));
     return image_out(decoded_to_image(x));
   };
   r.add(tiled);
@@ -238,7 +261,7 @@ void nodes_register_images(NodeRegistry& r, const NodeEnv& env) {
   save.inputs = {spec_link("images", IoType::IMAGE), spec_string("filename_prefix", "ComfyUI")};
   save.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
     HR_ASSIGN_OR_RETURN(const HostTensor* px, image_of(in, "images"));
-    HR_TRY(save_images(ctx, *px, ctx.opts.output_dir, in.get_string("filename_prefix"), "output"));
+    HR_TRY(save_images(ctx, *px, ctx.opts.output_dir, in.get_string("filename_prefix"), "output", 4));
     return std::vector<std::any>{};
   };
   r.add(save);
@@ -251,7 +274,13 @@ void nodes_register_images(NodeRegistry& r, const NodeEnv& env) {
   prev.inputs = {spec_link("images", IoType::IMAGE)};
   prev.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
     HR_ASSIGN_OR_RETURN(const HostTensor* px, image_of(in, "images"));
-    HR_TRY(save_images(ctx, *px, ctx.opts.temp_dir, "ComfyUI_temp", "temp"));
+    // ComfyUI PreviewImage: prefix "ComfyUI" + "_temp_" + five random letters (its alphabet,
+    // 'p' twice and no 'w'), compress_level 1.
+    static const char kLetters[] = "abcdefghijklmnopqrstupvxyz";
+    std::mt19937 gen(std::random_device{}());
+    std::string prefix = "ComfyUI_temp_";
+    for (int i = 0; i < 5; ++i) prefix += kLetters[gen() % 26];
+    HR_TRY(save_images(ctx, *px, ctx.opts.temp_dir, prefix, "temp", 1));
     return std::vector<std::any>{};
   };
   r.add(prev);
@@ -271,11 +300,12 @@ void nodes_register_images(NodeRegistry& r, const NodeEnv& env) {
       return make_error(ErrorCode::INVALID_ARGUMENT, "image name '{}' must not contain '..'", name);
     HR_ASSIGN_OR_RETURN(Image8 img, png_read((std::filesystem::path(ctx.opts.input_dir) / name).string()));
     HostTensor px(DType::F32, Shape{1, img.height, img.width, 3});
-    HostTensor mask(DType::F32, Shape{1, img.height, img.width});
+    // ComfyUI's mask is 1 - alpha (0 where opaque); without alpha, torch.zeros((64, 64)).
+    bool alpha = img.channels == 4;
+    HostTensor mask(DType::F32, alpha ? Shape{1, img.height, img.width} : Shape{1, 64, 64});
     for (int64_t i = 0; i < int64_t(img.width) * img.height; ++i) {
       for (int c = 0; c < 3; ++c) px.f32()[i * 3 + c] = float(img.pixels[size_t(i * img.channels + c)]) / 255.0f;
-      // ComfyUI's mask is 1 - alpha (0 where opaque).
-      mask.f32()[i] = img.channels == 4 ? 1.0f - float(img.pixels[size_t(i * 4 + 3)]) / 255.0f : 0.0f;
+      if (alpha) mask.f32()[i] = 1.0f - float(img.pixels[size_t(i * 4 + 3)]) / 255.0f;
     }
     std::vector<std::any> out = image_out(std::move(px));
     out.emplace_back(std::make_shared<const MaskValue>(MaskValue{share(std::move(mask))}));
@@ -287,7 +317,7 @@ void nodes_register_images(NodeRegistry& r, const NodeEnv& env) {
   lu.class_type = "LatentUpscale";
   lu.display_name = "Upscale Latent";
   lu.category = "latent";
-  lu.inputs = {spec_link("samples", IoType::LATENT), spec_combo("upscale_method", resample_methods()),
+  lu.inputs = {spec_link("samples", IoType::LATENT), spec_combo("upscale_method", latent_upscale_methods()),
                spec_int("width", 512, 0, kMaxResolution, 8), spec_int("height", 512, 0, kMaxResolution, 8),
                spec_combo("crop", {"disabled", "center"})};
   lu.outputs = {{IoType::LATENT, "LATENT"}};
@@ -316,7 +346,7 @@ void nodes_register_images(NodeRegistry& r, const NodeEnv& env) {
   lub.class_type = "LatentUpscaleBy";
   lub.display_name = "Upscale Latent By";
   lub.category = "latent";
-  lub.inputs = {spec_link("samples", IoType::LATENT), spec_combo("upscale_method", resample_methods()),
+  lub.inputs = {spec_link("samples", IoType::LATENT), spec_combo("upscale_method", latent_upscale_methods()),
                 spec_float("scale_by", 1.5, 0.01, 8.0, 0.01)};
   lub.outputs = {{IoType::LATENT, "LATENT"}};
   lub.run = [](ExecContext&, const NodeInputs& in) -> Result<std::vector<std::any>> {
@@ -336,7 +366,7 @@ void nodes_register_images(NodeRegistry& r, const NodeEnv& env) {
   is.class_type = "ImageScale";
   is.display_name = "Upscale Image";
   is.category = "image/upscaling";
-  is.inputs = {spec_link("image", IoType::IMAGE), spec_combo("upscale_method", resample_methods()),
+  is.inputs = {spec_link("image", IoType::IMAGE), spec_combo("upscale_method", image_upscale_methods()),
                spec_int("width", 512, 0, kMaxResolution), spec_int("height", 512, 0, kMaxResolution),
                spec_combo("crop", {"disabled", "center"})};
   is.outputs = {{IoType::IMAGE, "IMAGE"}};
@@ -349,9 +379,8 @@ void nodes_register_images(NodeRegistry& r, const NodeEnv& env) {
     if (h == 0) h = std::max<int64_t>(1, int64_t(std::nearbyint(double(s[1]) * double(w) / double(s[2]))));
     HR_ASSIGN_OR_RETURN(HostTensor o, common_upscale(nhwc_to_nchw(*px), w, h,
                                                      in.get_string("upscale_method"), in.get_string("crop")));
-    HostTensor img = nchw_to_nhwc(o);
-    for (int64_t i = 0; i < img.numel(); ++i) img.f32()[i] = std::clamp(img.f32()[i], 0.0f, 1.0f);
-    return image_out(std::move(img));
+    // ComfyUI's ImageScale returns common_upscale's result unclamped (bicubic overshoots).
+    return image_out(nchw_to_nhwc(o));
   };
   r.add(is);
 }

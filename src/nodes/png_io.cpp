@@ -48,7 +48,7 @@ Status png_write(const std::string& path, const Image8& img) {
     png_set_IHDR(png, info, png_uint_32(img.width), png_uint_32(img.height), 8,
                  img.channels == 4 ? PNG_COLOR_TYPE_RGBA : PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-    png_set_compression_level(png, 4);
+    png_set_compression_level(png, img.compress_level);
     std::vector<png_text> texts(img.text.size());
     for (size_t i = 0; i < img.text.size(); ++i) {
       texts[i].compression = PNG_TEXT_COMPRESSION_NONE;

@@ -15,6 +15,7 @@ struct Image8 {
   int width = 0, height = 0, channels = 3;  // 3 (RGB) or 4 (RGBA)
   std::vector<uint8_t> pixels;              // row-major, interleaved
   std::vector<std::pair<std::string, std::string>> text;  // tEXt chunks
+  int compress_level = 4;  // zlib level on write (ComfyUI: SaveImage 4, PreviewImage 1)
 };
 
 Status png_write(const std::string& path, const Image8& img);

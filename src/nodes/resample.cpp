@@ -1,8 +1,10 @@
-// Resampling kernels (host, float32), following PyTorch's upsample formulas.
+// Resampling kernels (host, float32), following PyTorch's upsample formulas, ComfyUI's bislerp
+// and Pillow's LANCZOS resize.
 #include "nodes/resample.h"
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 namespace hr {
 namespace {
@@ -72,10 +74,184 @@ Taps taps_for(int64_t in, int64_t out, const std::string& m) {
   return t;
 }
 
+// comfy.utils.bislerp's index data for one axis: F.interpolate(bilinear) of the coordinates
+// 0..n-1 (giving index and ratio) and of 1..n-1,n-1 (the second index), in float as torch does.
+struct SlerpAxis {
+  std::vector<int64_t> i1, i2;
+  std::vector<float> r;
+};
+
+SlerpAxis slerp_axis(int64_t in, int64_t out) {
+  SlerpAxis a;
+  const float scale = float(in) / float(out);
+  for (int64_t o = 0; o < out; ++o) {
+    float src = std::max(0.0f, scale * (float(o) + 0.5f) - 0.5f);
+    int64_t i0 = std::min<int64_t>(int64_t(src), in - 1);
+    int64_t ip = i0 < in - 1 ? 1 : 0;
+    float l1 = std::clamp(src - float(i0), 0.0f, 1.0f), l0 = 1.0f - l1;
+    auto c2 = [in](int64_t k) { return float(k < in - 1 ? k + 1 : in - 1); };
+    float v1 = float(i0) * l0 + float(i0 + ip) * l1;
+    float v2 = c2(i0) * l0 + c2(i0 + ip) * l1;
+    a.i1.push_back(int64_t(v1));
+    a.i2.push_back(int64_t(v2));
+    a.r.push_back(v1 - std::floor(v1));
+  }
+  return a;
+}
+
+// comfy.utils.bislerp's slerp of two channel vectors (elements `stride` apart; `os` in out)
+// with ratio r: direction slerped, norm lerped; b1 where they are (nearly) parallel, the lerp
+// where opposite.
+void slerp_pixel(const float* b1, const float* b2, int64_t c, int64_t stride, float r, float* out,
+                 int64_t os) {
+  float n1 = 0, n2 = 0;
+  for (int64_t k = 0; k < c; ++k) {
+    n1 += b1[k * stride] * b1[k * stride];
+    n2 += b2[k * stride] * b2[k * stride];
+  }
+  n1 = std::sqrt(n1);
+  n2 = std::sqrt(n2);
+  float dot = 0;
+  for (int64_t k = 0; k < c; ++k)
+    dot += (n1 == 0 ? 0 : b1[k * stride] / n1) * (n2 == 0 ? 0 : b2[k * stride] / n2);
+  if (dot > 1 - 1e-5f) {
+    for (int64_t k = 0; k < c; ++k) out[k * os] = b1[k * stride];
+    return;
+  }
+  if (dot < 1e-5f - 1) {
+    for (int64_t k = 0; k < c; ++k) out[k * os] = b1[k * stride] * (1 - r) + b2[k * stride] * r;
+    return;
+  }
+  float omega = std::acos(dot), so = std::sin(omega);
+  float w1 = std::sin((1 - r) * omega) / so, w2 = std::sin(r * omega) / so;
+  float norm = n1 * (1 - r) + n2 * r;
+  for (int64_t k = 0; k < c; ++k) {
+    float u1 = n1 == 0 ? 0 : b1[k * stride] / n1, u2 = n2 == 0 ? 0 : b2[k * stride] / n2;
+    out[k * os] = (w1 * u1 + w2 * u2) * norm;
+  }
+}
+
+// comfy.utils.bislerp: slerp along the width, then along the height, over the channel vector
+// of each pixel.
+HostTensor bislerp(const HostTensor& x, int64_t out_h, int64_t out_w) {
+  const Shape& s = x.shape();
+  int64_t n = s[0], c = s[1], h = s[2], w = s[3];
+  SlerpAxis ax = slerp_axis(w, out_w), ay = slerp_axis(h, out_h);
+  HostTensor mid(DType::F32, Shape{n, c, h, out_w});
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t o = 0; o < out_w; ++o) {
+        const float* base = x.f32() + b * c * h * w + y * w;
+        slerp_pixel(base + ax.i1[size_t(o)], base + ax.i2[size_t(o)], c, h * w, ax.r[size_t(o)],
+                    mid.f32() + b * c * h * out_w + y * out_w + o, h * out_w);
+      }
+  HostTensor out(DType::F32, Shape{n, c, out_h, out_w});
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < out_h; ++o)
+      for (int64_t xx = 0; xx < out_w; ++xx) {
+        const float* base = mid.f32() + b * c * h * out_w + xx;
+        slerp_pixel(base + ay.i1[size_t(o)] * out_w, base + ay.i2[size_t(o)] * out_w, c, h * out_w,
+                    ay.r[size_t(o)], out.f32() + b * c * out_h * out_w + o * out_w + xx,
+                    out_h * out_w);
+      }
+  return out;
+}
+
+// Pillow's LANCZOS resize of 8-bit planes (Resample.c: precompute_coeffs, normalize_coeffs_8bpc,
+// ImagingResampleHorizontal/Vertical_8bpc): support 3 widened by the downscale factor, weights in
+// 22-bit fixed point, horizontal pass first with a uint8 intermediate.
+constexpr int kPilPrecisionBits = 32 - 8 - 2;
+
+double lanczos_kernel(double x) {
+  auto sinc = [](double v) { return v == 0.0 ? 1.0 : std::sin(v * std::numbers::pi) / (v * std::numbers::pi); };
+  return (-3.0 <= x && x < 3.0) ? sinc(x) * sinc(x / 3.0) : 0.0;
+}
+
+struct PilCoeffs {
+  std::vector<int64_t> xmin, count;
+  std::vector<int32_t> k;  // out * ksize
+  int64_t ksize = 0;
+};
+
+PilCoeffs pil_coeffs(int64_t in, int64_t out) {
+  PilCoeffs p;
+  double scale = double(in) / double(out), filterscale = std::max(scale, 1.0);
+  double support = 3.0 * filterscale;
+  p.ksize = int64_t(std::ceil(support)) * 2 + 1;
+  p.k.assign(size_t(out * p.ksize), 0);
+  std::vector<double> w(size_t(p.ksize));
+  for (int64_t o = 0; o < out; ++o) {
+    double center = (double(o) + 0.5) * scale, ss = 1.0 / filterscale, sum = 0;
+    int64_t lo = std::max<int64_t>(int64_t(center - support + 0.5), 0);
+    int64_t hi = std::min<int64_t>(int64_t(center + support + 0.5), in);
+    for (int64_t j = 0; j < hi - lo; ++j) sum += w[size_t(j)] = lanczos_kernel((double(j + lo) - center + 0.5) * ss);
+    for (int64_t j = 0; j < hi - lo; ++j) {
+      double v = sum != 0.0 ? w[size_t(j)] / sum : w[size_t(j)];
+      v *= double(1 << kPilPrecisionBits);
+      p.k[size_t(o * p.ksize + j)] = int32_t(v < 0 ? v - 0.5 : v + 0.5);
+    }
+    p.xmin.push_back(lo);
+    p.count.push_back(hi - lo);
+  }
+  return p;
+}
+
+uint8_t pil_clip8(int64_t ss) {
+  return uint8_t(std::clamp<int64_t>(ss >> kPilPrecisionBits, 0, 255));
+}
+
+// One pass over a [planes, h, w] uint8 buffer along w (horizontal) or h.
+std::vector<uint8_t> pil_pass(const std::vector<uint8_t>& src, int64_t planes, int64_t h, int64_t w,
+                              int64_t out, bool horizontal) {
+  PilCoeffs p = pil_coeffs(horizontal ? w : h, out);
+  int64_t oh = horizontal ? h : out, ow = horizontal ? out : w;
+  std::vector<uint8_t> dst(size_t(planes * oh * ow));
+  for (int64_t pl = 0; pl < planes; ++pl)
+    for (int64_t y = 0; y < oh; ++y)
+      for (int64_t x = 0; x < ow; ++x) {
+        int64_t o = horizontal ? x : y;
+        int64_t ss = int64_t(1) << (kPilPrecisionBits - 1);
+        for (int64_t j = 0; j < p.count[size_t(o)]; ++j) {
+          int64_t i = p.xmin[size_t(o)] + j;
+          uint8_t v = src[size_t(pl * h * w + (horizontal ? y * w + i : i * w + x))];
+          ss += int64_t(v) * p.k[size_t(o * p.ksize + j)];
+        }
+        dst[size_t((pl * oh + y) * ow + x)] = pil_clip8(ss);
+      }
+  return dst;
+}
+
+// comfy.utils.lanczos: uint8(clip(255 x)) (truncating), Pillow LANCZOS, then / 255.
+HostTensor lanczos(const HostTensor& x, int64_t out_h, int64_t out_w) {
+  const Shape& s = x.shape();
+  int64_t planes = s[0] * s[1], h = s[2], w = s[3];
+  std::vector<uint8_t> buf(size_t(x.numel()));
+  for (int64_t i = 0; i < x.numel(); ++i)
+    buf[size_t(i)] = uint8_t(std::clamp(255.0f * x.f32()[i], 0.0f, 255.0f));
+  if (out_w != w) buf = pil_pass(buf, planes, h, w, out_w, true);
+  if (out_h != h) buf = pil_pass(buf, planes, h, out_w, out_h, false);
+  HostTensor out(DType::F32, Shape{s[0], s[1], out_h, out_w});
+  for (int64_t i = 0; i < out.numel(); ++i) out.f32()[i] = float(buf[size_t(i)]) / 255.0f;
+  return out;
+}
+
 }  // namespace
 
 const std::vector<std::string>& resample_methods() {
-  static const std::vector<std::string> m = {"nearest-exact", "bilinear", "area", "bicubic"};
+  static const std::vector<std::string> m = {"nearest-exact", "bilinear", "area",
+                                             "bicubic",       "bislerp",  "lanczos"};
+  return m;
+}
+
+const std::vector<std::string>& latent_upscale_methods() {
+  static const std::vector<std::string> m = {"nearest-exact", "bilinear", "area", "bicubic",
+                                             "bislerp"};
+  return m;
+}
+
+const std::vector<std::string>& image_upscale_methods() {
+  static const std::vector<std::string> m = {"nearest-exact", "bilinear", "area", "bicubic",
+                                             "lanczos"};
   return m;
 }
 
@@ -90,6 +266,8 @@ Result<HostTensor> resample(const HostTensor& x, int64_t out_h, int64_t out_w,
   if (out_h < 1 || out_w < 1)
     return make_error(ErrorCode::INVALID_ARGUMENT, "resample to {}x{}: sizes must be >= 1", out_w,
                       out_h);
+  if (method == "bislerp") return bislerp(x, out_h, out_w);
+  if (method == "lanczos") return lanczos(x, out_h, out_w);
   const Shape& s = x.shape();
   int64_t nc = s[0] * s[1], in_h = s[2], in_w = s[3];
   Taps th = taps_for(in_h, out_h, method), tw = taps_for(in_w, out_w, method);

@@ -1,5 +1,6 @@
 // Image/latent resampling on NCHW float32 tensors with PyTorch's F.interpolate rules
-// (align_corners=False), and ComfyUI's common_upscale (center crop to the target aspect first).
+// (align_corners=False), ComfyUI's bislerp and lanczos (PIL), and ComfyUI's common_upscale
+// (center crop to the target aspect first).
 #pragma once
 
 #include <string>
@@ -10,8 +11,13 @@
 
 namespace hr {
 
-// Methods ComfyUI names: "nearest-exact", "bilinear", "area", "bicubic".
+// Every method resample() takes: "nearest-exact", "bilinear", "area", "bicubic", "bislerp",
+// "lanczos".
 const std::vector<std::string>& resample_methods();
+// The upscale_method options ComfyUI offers: LatentUpscale(By) adds bislerp to the four
+// F.interpolate modes, ImageScale adds lanczos (comfy.utils.lanczos works on uint8 RGB).
+const std::vector<std::string>& latent_upscale_methods();
+const std::vector<std::string>& image_upscale_methods();
 
 Result<HostTensor> resample(const HostTensor& x, int64_t out_h, int64_t out_w,
                             const std::string& method);
