@@ -20,8 +20,6 @@ const char* model_family_name(ModelFamily f) {
   return "unknown";
 }
 
-const char* prediction_name(Prediction p) { return p == Prediction::V ? "v" : "eps"; }
-
 float latent_scale_factor(ModelFamily f) { return f == ModelFamily::SDXL ? 0.13025f : 0.18215f; }
 
 const char* text_encoder_kind_name(TextEncoderKind k) {
@@ -40,9 +38,9 @@ std::string CheckpointInfo::str() const {
   for (const TextEncoderPart& t : text_encoders)
     parts += fmt::format("{}{} '{}'", parts.empty() ? "" : ", ", text_encoder_kind_name(t.kind),
                          t.prefix);
-  return fmt::format("{}: family {}, prediction {}{}, stored {}, components: {}", path,
-                     model_family_name(family), prediction_name(prediction),
-                     prediction_from_file ? " (from file)" : "", dtype_name(storage_dtype), parts);
+  return fmt::format("{}: family {}, prediction {} ({}), stored {}, components: {}", path,
+                     model_family_name(family), prediction_name(prediction), prediction_source,
+                     dtype_name(storage_dtype), parts);
 }
 
 namespace {
@@ -88,23 +86,6 @@ Status unsupported(const SafetensorsFile& f) {
       f.path(), hint, kUNetPrefix, kUNetKey, kUNetKey, kVAEPrefix, kVAEKey, kVAEKey, kCLIPKey,
       kOpenCLIPKey, kCLIPKey, kOpenCLIPKey, kCLIPKey, kOpenCLIPKey, es.size(), found,
       es.size() > 6 ? ", ..." : "");
-}
-
-std::optional<Prediction> prediction_from_string(std::string v) {
-  for (char& c : v) c = char(std::tolower(static_cast<unsigned char>(c)));
-  if (v == "v" || v == "v_prediction" || v == "v-prediction" || v == "vpred") return Prediction::V;
-  if (v == "eps" || v == "epsilon") return Prediction::EPS;
-  return std::nullopt;
-}
-
-std::optional<int> metadata_int(const SafetensorsFile& f, const std::string& key) {
-  auto it = f.metadata().find(key);
-  if (it == f.metadata().end()) return std::nullopt;
-  int v = 0;
-  const std::string& s = it->second;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
-  return v;
 }
 
 }  // namespace
@@ -178,16 +159,19 @@ Result<CheckpointInfo> checkpoint_inspect(const SafetensorsFile& f,
     info.family = ModelFamily::SD1;
   }
 
-  // Prediction type: caller override, else the file (ComfyUI's "v_pred" marker key, or
-  // metadata), else eps.
-  std::optional<Prediction> from_file;
-  if (f.contains("v_pred")) from_file = Prediction::V;
-  for (const char* key : {"modelspec.prediction_type", "prediction_type"}) {
-    auto it = f.metadata().find(key);
-    if (!from_file && it != f.metadata().end()) from_file = prediction_from_string(it->second);
+  // Prediction type (Note [model settings order]): caller override, config file, metadata,
+  // ComfyUI's "v_pred" marker key, else eps.
+  HR_ASSIGN_OR_RETURN(info.settings, model_settings_read(f.path(), f.metadata()));
+  if (prediction) {
+    info.prediction = *prediction;
+    info.prediction_source = "override";
+  } else if (info.settings.prediction.value) {
+    info.prediction = *info.settings.prediction.value;
+    info.prediction_source = info.settings.prediction.source;
+  } else if (f.contains("v_pred")) {
+    info.prediction = Prediction::V;
+    info.prediction_source = "key v_pred";
   }
-  info.prediction_from_file = from_file.has_value() && !prediction.has_value();
-  info.prediction = prediction ? *prediction : from_file.value_or(Prediction::EPS);
 
   std::map<DType, size_t> counts;
   for (const SafetensorsEntry& e : f.entries())
@@ -207,12 +191,12 @@ Result<std::unique_ptr<LoadedModel>> model_load(std::shared_ptr<const Safetensor
   const CheckpointInfo& ci = m->info;
   if (ci.has_unet && options.load_unet) {
     HR_ASSIGN_OR_RETURN(m->unet, unet_config_detect(*file, ci.unet_prefix));
-    // Head layout: caller override, else metadata written by headroom make-model, else the
+    // Head layout: caller override, else the settings (config file, metadata), else the
     // detected default (see unet_config_detect).
     std::optional<int> heads = options.num_heads, head_ch = options.num_head_channels;
     if (!heads && !head_ch) {
-      heads = metadata_int(*file, "headroom.unet.num_heads");
-      head_ch = metadata_int(*file, "headroom.unet.num_head_channels");
+      heads = ci.settings.unet_num_heads.value;
+      head_ch = ci.settings.unet_num_head_channels.value;
     }
     if (heads && *heads > 0) {
       m->unet.num_heads = *heads;

@@ -12,6 +12,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "graph/executor.h"
+#include "models/model_config.h"
 #include "models/safetensors.h"
 #include "models/unet.h"
 #include "models/vae.h"
@@ -21,9 +22,6 @@ namespace hr {
 
 enum class ModelFamily : uint8_t { UNKNOWN = 0, SD1, SD2, SDXL };
 const char* model_family_name(ModelFamily f);  // "unknown", "sd1", "sd2", "sdxl"
-
-enum class Prediction : uint8_t { EPS = 0, V };
-const char* prediction_name(Prediction p);  // "eps", "v"
 
 // Scale between model-space and VAE-space latents (model = vae * factor): 0.18215 for SD1/SD2,
 // 0.13025 for SDXL; 0.18215 for UNKNOWN.
@@ -50,7 +48,12 @@ struct CheckpointInfo {
   std::string path;
   ModelFamily family = ModelFamily::UNKNOWN;
   Prediction prediction = Prediction::EPS;
-  bool prediction_from_file = false;  // read from metadata or a "v_pred" key (else default/override)
+  // Where `prediction` came from: "override", a ModelSetting source, "key v_pred" (ComfyUI's
+  // marker tensor) or "default".
+  std::string prediction_source = "default";
+  // What the tensors cannot show (Note [model settings order]); the UNet heads and text-encoder
+  // heads here are applied by model_load and the loaders.
+  ModelSettings settings;
   DType storage_dtype = DType::F32;   // most common float dtype of the tensors
   bool has_unet = false;
   std::string unet_prefix;  // "model.diffusion_model." or "" (UNet-only file)
@@ -60,9 +63,10 @@ struct CheckpointInfo {
   std::string str() const;  // one line for logs and `headroom models`
 };
 
-// Inspects an open file. `prediction` overrides what the file says (SD2 768-v files usually say
-// nothing: pass Prediction::V). UNSUPPORTED when no known component is found; the message lists
-// the expected keys and a few keys that were found.
+// Inspects an open file and reads its settings (a config file beside it, then its metadata).
+// `prediction` overrides both (SD2 768-v files usually say nothing: pass Prediction::V or give
+// them a .yaml). UNSUPPORTED when no known component is found; the message lists the expected
+// keys and a few keys that were found. A bad config file is an error naming it.
 Result<CheckpointInfo> checkpoint_inspect(const SafetensorsFile& file,
                                           std::optional<Prediction> prediction = std::nullopt);
 
@@ -70,7 +74,7 @@ struct LoadOptions {
   DType unet_dtype = DType::F32;  // compute dtype; weights are converted on load
   DType vae_dtype = DType::F32;
   std::optional<Prediction> prediction;
-  // Override the detected head layout (UNetConfig: exactly one of the two is used).
+  // Override the head layout from the settings or detection (exactly one of the two is used).
   std::optional<int> num_heads;
   std::optional<int> num_head_channels;
   bool load_unet = true;

@@ -8,36 +8,10 @@
 namespace hr {
 namespace {
 
-// headroom's own checkpoints (make-model) record what the tensors cannot say.
-// Note [model metadata]: "headroom.unet.num_heads" / "headroom.unet.num_head_channels",
-// "headroom.clip.heads" (comma-separated, one per text encoder).
-std::optional<int> meta_int(const SafetensorsFile& f, const std::string& key) {
-  auto it = f.metadata().find(key);
-  if (it == f.metadata().end()) return std::nullopt;
-  return std::atoi(it->second.c_str());
-}
-
-int meta_clip_heads(const SafetensorsFile& f, size_t index) {
-  auto it = f.metadata().find("headroom.clip.heads");
-  if (it == f.metadata().end()) return 0;
-  std::string s = it->second;
-  size_t i = 0, pos = 0;
-  while (true) {
-    size_t comma = s.find(',', pos);
-    if (i == index) return std::atoi(s.substr(pos, comma - pos).c_str());
-    if (comma == std::string::npos) return 0;
-    pos = comma + 1;
-    ++i;
-  }
-}
-
-LoadOptions load_options(const SafetensorsFile& f, DType dtype) {
+LoadOptions load_options(DType dtype) {
   LoadOptions o;
   o.unet_dtype = dtype;
   o.vae_dtype = dtype;
-  o.num_heads = meta_int(f, "headroom.unet.num_heads");
-  o.num_head_channels = meta_int(f, "headroom.unet.num_head_channels");
-  if (o.num_heads && o.num_head_channels) o.num_head_channels.reset();
   return o;
 }
 
@@ -58,7 +32,9 @@ Result<CLIPValue> clip_from_file(const SafetensorsFile& file, const CheckpointIn
     enc.kind = part.kind;
     enc.weights = std::make_shared<WeightSet>();
     HR_TRY(enc.weights->load_prefix(file, part.prefix, dtype));
-    HR_ASSIGN_OR_RETURN(enc.config, clip_text_detect(*enc.weights, meta_clip_heads(file, i)));
+    // Heads: the settings (config file, metadata; Note [model settings order]) or detection.
+    HR_ASSIGN_OR_RETURN(enc.config,
+                        clip_text_detect(*enc.weights, info.settings.text_encoder_heads_at(i)));
     clip.encoders.push_back(std::move(enc));
   }
   return clip;
@@ -95,7 +71,7 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
     HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kCkptFolder, in.get_string("ckpt_name")));
     HR_ASSIGN_OR_RETURN(auto file, open_file(path));
     HR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m,
-                        model_load(file, load_options(*file, ctx.opts.compute_dtype)));
+                        model_load(file, load_options(ctx.opts.compute_dtype)));
     if (!m->has_unet || !m->has_vae)
       return make_error(ErrorCode::INVALID_ARGUMENT,
                         "{} is not a full checkpoint (UNet {}, VAE {}); use UNETLoader/VAELoader",
@@ -126,7 +102,7 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
   unet.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
     HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kUNetFolder, in.get_string("unet_name")));
     HR_ASSIGN_OR_RETURN(auto file, open_file(path));
-    LoadOptions o = load_options(*file, ctx.opts.compute_dtype);
+    LoadOptions o = load_options(ctx.opts.compute_dtype);
     o.load_vae = false;
     HR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m, model_load(file, o));
     if (!m->has_unet) return make_error(ErrorCode::INVALID_ARGUMENT, "{} holds no UNet", path);
@@ -144,7 +120,7 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
   vae.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
     HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kVAEFolder, in.get_string("vae_name")));
     HR_ASSIGN_OR_RETURN(auto file, open_file(path));
-    LoadOptions o = load_options(*file, ctx.opts.compute_dtype);
+    LoadOptions o = load_options(ctx.opts.compute_dtype);
     o.load_unet = false;
     HR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m, model_load(file, o));
     if (!m->has_vae) return make_error(ErrorCode::INVALID_ARGUMENT, "{} holds no VAE", path);

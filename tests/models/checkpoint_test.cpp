@@ -65,7 +65,7 @@ TEST_F(CheckpointTest, InspectsTinySD1) {
   std::printf("%s\n", info->str().c_str());
   EXPECT_EQ(info->family, ModelFamily::SD1);
   EXPECT_EQ(info->prediction, Prediction::EPS);
-  EXPECT_FALSE(info->prediction_from_file);
+  EXPECT_NE(info->prediction_source.find("tiny-sd1.yaml"), std::string::npos);
   EXPECT_EQ(info->storage_dtype, DType::F16);
   EXPECT_TRUE(info->has_unet);
   EXPECT_EQ(info->unet_prefix, "model.diffusion_model.");
@@ -170,7 +170,7 @@ TEST_F(CheckpointTest, BareComponentFiles) {
   auto pi = checkpoint_inspect(*vpred);
   ASSERT_TRUE(pi.ok());
   EXPECT_EQ(pi->prediction, Prediction::V);
-  EXPECT_TRUE(pi->prediction_from_file);
+  EXPECT_EQ(pi->prediction_source, "metadata modelspec.prediction_type");
   auto pe = checkpoint_inspect(*vpred, Prediction::EPS);
   ASSERT_TRUE(pe.ok());
   EXPECT_EQ(pe->prediction, Prediction::EPS);
