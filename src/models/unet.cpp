@@ -193,6 +193,19 @@ class UNetBuilder {
     return g.conv2d(x, w(name + ".weight", {out, in, k, k}), w(name + ".bias", {out}), stride,
                     k / 2, name);
   }
+  // Note [odd latent sizes]
+  // A stride-2 convolution takes H to ceil(H / 2), so a latent whose side is not a multiple of
+  // 2^(levels-1) (ComfyUI accepts any multiple of 8 pixels) comes back from a x2 upsample one row
+  // or column larger than its skip connection. ComfyUI's UNet upsamples to the skip's size with
+  // nearest interpolation: source index floor(d * in / out). For out = 2 in - 1 that is
+  // floor(d / 2), exactly x2 nearest followed by dropping the last row or column, which is what
+  // this does (a no-op where the sizes already agree, so even sizes build the same graph).
+  ValueId crop_to(ValueId x, const Shape& skip, const std::string& name) {
+    for (int axis : {2, 3})
+      if (g.shape(x)[size_t(axis)] != skip[size_t(axis)])
+        x = g.slice(x, axis, 0, skip[size_t(axis)], 1, name + (axis == 2 ? ".h" : ".w"));
+    return x;
+  }
   ValueId linear(ValueId x, const std::string& name, int64_t in, int64_t out, bool bias = true) {
     return g.linear(x, w(name + ".weight", {out, in}), bias ? w(name + ".bias", {out}) : kNoValue,
                     name);
@@ -281,11 +294,10 @@ class UNetBuilder {
     if ((c.num_heads > 0) == (c.num_head_channels > 0))
       return make_error(ErrorCode::INVALID_ARGUMENT,
                         "UNet config: set exactly one of num_heads and num_head_channels");
-    const int64_t align = int64_t(1) << (levels - 1);
-    if (batch < 1 || height < 1 || width < 1 || height % align || width % align)
+    if (batch < 1 || height < 1 || width < 1)
       return make_error(ErrorCode::INVALID_ARGUMENT,
-                        "UNet input {}x{} (batch {}): height and width must be positive "
-                        "multiples of {}", height, width, batch, align);
+                        "UNet input {}x{} (batch {}): batch, height and width must be positive",
+                        height, width, batch);
     if (tokens < 1)
       return make_error(ErrorCode::INVALID_ARGUMENT, "UNet context needs at least one token");
 
@@ -371,6 +383,7 @@ class UNetBuilder {
           OpParams p;
           p.factor = 2;
           h = g.op(OpKind::UPSAMPLE_NEAREST, p, {h}, up + ".upsample");
+          h = crop_to(h, g.shape(hs.back().first), up + ".crop");
           h = conv(h, up + ".conv", ch, ch, 3, 1);
         }
         ++idx;

@@ -146,7 +146,11 @@ TEST_F(UNetTest, TimestepEmbeddingMatchesGolden) {
 struct UNetCase {
   const char* golden;  // tensor name prefix
   bool sdxl;
+  const char* file = "golden-unet-vae.safetensors";
+  const char* timesteps = ".timesteps";  // the timestep tensor's suffix in `file`
 };
+
+constexpr const char* kOdd = "golden-unet-odd.safetensors";
 
 class UNetGoldenTest : public UNetTest, public ::testing::WithParamInterface<UNetCase> {};
 
@@ -161,13 +165,15 @@ TEST_P(UNetGoldenTest, MatchesGolden) {
   }
   WeightSet w;
   ASSERT_TRUE(w.load_prefix(ckpt, "model.diffusion_model.", DType::F32).ok());
+  std::unique_ptr<SafetensorsFile> gold = open_golden(c.file);
+  ASSERT_TRUE(gold);
   std::string pre = c.golden;
-  HostTensor x = golden(*gold_, pre + ".x");
-  HostTensor t = golden(*gold_, pre + ".timesteps");
-  HostTensor ctx = golden(*gold_, pre + ".context");
-  HostTensor ref = golden(*gold_, pre + ".out");
+  HostTensor x = golden(*gold, pre + ".x");
+  HostTensor t = golden(*gold, pre + c.timesteps);
+  HostTensor ctx = golden(*gold, pre + ".context");
+  HostTensor ref = golden(*gold, pre + ".out");
   HostTensor y;
-  if (c.sdxl) y = golden(*gold_, pre + ".y");
+  if (c.sdxl) y = golden(*gold, pre + ".y");
   // As built (NCHW) and through the channels-last pass that GPUs get (graph/passes.h).
   for (bool cl : {false, true}) {
     ex_->set_pass_options(cl ? std::optional<PassOptions>(PassOptions{true, true}) : std::nullopt);
@@ -182,7 +188,13 @@ TEST_P(UNetGoldenTest, MatchesGolden) {
 INSTANTIATE_TEST_SUITE_P(UNet, UNetGoldenTest,
                          ::testing::Values(UNetCase{"unet.sd1", false},
                                            UNetCase{"unet.sd1.nonsquare", false},
-                                           UNetCase{"unet.sdxl", true}),
+                                           UNetCase{"unet.sdxl", true},
+                                           // Latents whose halvings are odd (Note [odd latent
+                                           // sizes] in unet.cpp): ComfyUI's UNet on them.
+                                           UNetCase{"unet_odd.sd1.a", false, kOdd, ".t"},
+                                           UNetCase{"unet_odd.sd1.b", false, kOdd, ".t"},
+                                           UNetCase{"unet_odd.sdxl.a", true, kOdd, ".t"},
+                                           UNetCase{"unet_odd.sdxl.b", true, kOdd, ".t"}),
                          [](const auto& info) {
                            std::string n = info.param.golden;
                            for (char& ch : n)
@@ -193,9 +205,10 @@ INSTANTIATE_TEST_SUITE_P(UNet, UNetGoldenTest,
 TEST_F(UNetTest, RejectsBadShapes) {
   auto cfg = unet_config_detect(*sd1_, "model.diffusion_model.");
   ASSERT_TRUE(cfg.ok());
-  auto g = unet_graph(*cfg, 1, 12, 8, 77, DType::F32);  // 12 is not a multiple of 8
+  auto g = unet_graph(*cfg, 1, 0, 8, 77, DType::F32);
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(unet_graph(*cfg, 1, 12, 7, 77, DType::F32).ok());  // any size (odd latents)
   WeightSet w;
   HostTensor x(DType::F32, Shape{1, 4, 8, 8}), t(DType::F32, Shape{1}),
       ctx(DType::F32, Shape{1, 77, 32});
