@@ -75,6 +75,12 @@ class PromptExecutor {
   // Order in which the nodes needed by the outputs run (dependencies first).
   static std::vector<std::string> execution_order(const Prompt& prompt);
   void cache_clear() { cache_.clear(); }
+  // What a node produced in the last prompt that ran or reused it (its output values in
+  // ComfyUI's output order), or null; for tests and the server's inspection of a stage.
+  const std::vector<std::any>* node_outputs(const std::string& node_id) const {
+    auto it = cache_.find(node_id);
+    return it == cache_.end() ? nullptr : &it->second.outputs;
+  }
 
  private:
   struct CacheEntry {

@@ -12,6 +12,7 @@
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "op_harness.h"
+#include "test_gpu.h"
 
 namespace hr::test {
 namespace {
@@ -33,11 +34,9 @@ CudaDevice& cuda_device() {
   return dev;
 }
 
-// The message starts "no CUDA device" (NOT_FOUND) or says the build lacks CUDA (UNSUPPORTED).
-#define REQUIRE_CUDA()                                                                  \
-  if (!cuda_device().backend)                                                           \
-    GTEST_SKIP() << (cuda_device().why_not.rfind("no CUDA device", 0) == 0 ? "" : "no CUDA device: ") \
-                 << cuda_device().why_not;                                              \
+// Note [expected GPU]: skips without a GPU, fails where one is expected.
+#define REQUIRE_CUDA()                                                 \
+  HR_SKIP_UNLESS_GPU(cuda_device().backend != nullptr, cuda_device().why_not); \
   Backend& gpu = *cuda_device().backend
 
 class OpCudaTest : public ::testing::TestWithParam<CaseParam> {};

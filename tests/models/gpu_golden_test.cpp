@@ -9,6 +9,7 @@
 #include "graph/executor.h"
 #include "models/checkpoint.h"
 #include "test_compare.h"
+#include "test_gpu.h"
 #include "test_paths.h"
 
 namespace hr {
@@ -20,7 +21,7 @@ class CudaGolden : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
     auto b = cuda_backend_create(0);
-    if (!b.ok()) GTEST_SKIP() << "no CUDA device: " << b.status().message();
+    HR_SKIP_UNLESS_GPU(b.ok(), b.status().message());
     backend_ = std::move(b).value();
   }
   std::unique_ptr<Backend> backend_;
@@ -48,6 +49,16 @@ TEST_P(CudaGolden, UNetAndVAEMatchReference) {
   double e = rel_err(*out, ld("unet.sd1.out"));
   std::printf("cuda %s unet.sd1.out rel err %.3g\n", dtype_name(dt), e);
   EXPECT_LT(e, tol);
+  // A latent whose halvings are odd (Note [odd latent sizes]): channels-last slices on the GPU.
+  auto go = SafetensorsFile::open(test::golden_path("golden-unet-odd.safetensors"));
+  ASSERT_TRUE(go.ok());
+  auto lo = [&](const char* n) { return std::move((*go)->load(n, DType::F32)).value(); };
+  auto odd = unet_run(ex, **m, lo("unet_odd.sd1.b.x"), lo("unet_odd.sd1.b.t"),
+                      lo("unet_odd.sd1.b.context"));
+  ASSERT_TRUE(odd.ok()) << odd.status().str();
+  e = rel_err(*odd, lo("unet_odd.sd1.b.out"));
+  std::printf("cuda %s unet_odd.sd1.b.out rel err %.3g\n", dtype_name(dt), e);
+  EXPECT_LT(e, tol);
   auto img = vae_decode(ex, **m, ld("vae.sd1.decode.latent"));
   ASSERT_TRUE(img.ok()) << img.status().str();
   e = rel_err(*img, ld("vae.sd1.decode.image"));
@@ -73,7 +84,7 @@ namespace {
 // new input is picked up by the replay.
 TEST(CudaCapture, ReplayMatchesPlainRuns) {
   auto b = cuda_backend_create(0);
-  if (!b.ok()) GTEST_SKIP() << "no CUDA device: " << b.status().message();
+  HR_SKIP_UNLESS_GPU(b.ok(), b.status().message());
   std::unique_ptr<Backend> backend = std::move(b).value();
   Allocator alloc(*backend);
   Executor captured(*backend, alloc);
