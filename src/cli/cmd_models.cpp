@@ -1,5 +1,6 @@
 // `headroom models`: list checkpoints in the models folder and inspect them (architecture,
 // dtypes, parameter counts and bytes per component).
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -14,6 +15,44 @@ struct ComponentStats {
   uint64_t params = 0, bytes = 0;
   std::map<std::string, uint64_t> dtypes;  // dtype -> tensor count
 };
+
+// What the weights cannot show and where each value came from (Note [model settings order]):
+// the config file, the metadata, or detection.
+void print_settings(const SafetensorsFile& f, const CheckpointInfo& info) {
+  const ModelSettings& s = info.settings;
+  std::printf("  settings (config file: %s)\n",
+              s.config_path.empty() ? "none beside the checkpoint" : s.config_path.c_str());
+  if (info.has_unet) {
+    std::printf("    %-20s %s (%s)\n", "prediction", prediction_name(info.prediction),
+                info.prediction_source.c_str());
+    std::string heads, from;
+    if (s.unet_num_heads.value) {
+      heads = fmt::format("num_heads {}", *s.unet_num_heads.value);
+      from = s.unet_num_heads.source;
+    } else if (s.unet_num_head_channels.value) {
+      heads = fmt::format("num_head_channels {}", *s.unet_num_head_channels.value);
+      from = s.unet_num_head_channels.source;
+    } else if (Result<UNetConfig> c = unet_config_detect(f, info.unet_prefix); c.ok()) {
+      heads = c->num_heads > 0 ? fmt::format("num_heads {}", c->num_heads)
+                               : fmt::format("num_head_channels {}", c->num_head_channels);
+      from = "detected from the projection kind";
+    }
+    std::printf("    %-20s %s (%s)\n", "unet heads", heads.c_str(), from.c_str());
+  }
+  for (size_t i = 0; i < info.text_encoders.size(); ++i) {
+    const TextEncoderPart& t = info.text_encoders[i];
+    std::string label = fmt::format("{} heads", text_encoder_kind_name(t.kind));
+    if (int h = s.text_encoder_heads_at(i); h > 0) {
+      std::printf("    %-20s %d (%s)\n", label.c_str(), h, s.text_encoder_heads.source.c_str());
+      continue;
+    }
+    const SafetensorsEntry* e = f.find(t.prefix + "text_model.embeddings.token_embedding.weight");
+    if (!e) e = f.find(t.prefix + "token_embedding.weight");
+    if (e && e->shape.rank == 2)
+      std::printf("    %-20s %lld (detected: width %lld / 64)\n", label.c_str(),
+                  (long long)std::max<int64_t>(1, e->shape[1] / 64), (long long)e->shape[1]);
+  }
+}
 
 void inspect(const std::string& path) {
   Result<std::unique_ptr<SafetensorsFile>> f = SafetensorsFile::open(path);
@@ -49,6 +88,7 @@ void inspect(const std::string& path) {
                 fmt::format("{:L}", st.params).c_str(), double(st.bytes) / double(1 << 20),
                 dts.c_str());
   }
+  print_settings(**f, *info);
   for (const auto& [k, v] : (*f)->metadata())
     if (k.rfind("headroom.", 0) == 0) std::printf("  metadata %s = %s\n", k.c_str(), v.c_str());
 }

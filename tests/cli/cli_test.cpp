@@ -209,5 +209,29 @@ TEST_F(CliTest, MissingWorkflowFile) {
   EXPECT_NE(r.output.find("cannot open"), std::string::npos);
 }
 
+// `headroom models` says where each setting the weights cannot show came from: a config file
+// beside the checkpoint, headroom's metadata (make-model), or detection.
+TEST_F(CliTest, ModelsSaysWhereSettingsCameFrom) {
+  CmdResult cfg = run_cmd(test::headroom_binary() + " models " + test::golden_path("tiny-sd1.safetensors"));
+  ASSERT_EQ(cfg.code, 0) << cfg.output;
+  EXPECT_NE(cfg.output.find("num_heads 8 (config "), std::string::npos) << cfg.output;
+  EXPECT_NE(cfg.output.find("clip_l heads         4 (config "), std::string::npos) << cfg.output;
+
+  CmdResult meta = run_cmd(test::headroom_binary() + " models " +
+                           (root_ / "models/checkpoints/headroom-tiny-sd1.safetensors").string());
+  ASSERT_EQ(meta.code, 0) << meta.output;
+  EXPECT_NE(meta.output.find("(metadata headroom.unet.num_heads)"), std::string::npos) << meta.output;
+  EXPECT_NE(meta.output.find("(metadata headroom.clip.heads)"), std::string::npos) << meta.output;
+
+  // The same weights without their config: detection (width / 64), which is wrong for them.
+  fs::path bare = root_ / "bare-tiny-sd1.safetensors";
+  fs::create_symlink(test::golden_path("tiny-sd1.safetensors"), bare);
+  CmdResult det = run_cmd(test::headroom_binary() + " models " + bare.string());
+  ASSERT_EQ(det.code, 0) << det.output;
+  EXPECT_NE(det.output.find("config file: none"), std::string::npos) << det.output;
+  EXPECT_NE(det.output.find("1 (detected: width 32 / 64)"), std::string::npos) << det.output;
+  EXPECT_NE(det.output.find("prediction           eps (default)"), std::string::npos) << det.output;
+}
+
 }  // namespace
 }  // namespace hr
