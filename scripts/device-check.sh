@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # GPU check in one go (the lead's device runs): build with CUDA, run every test suite (GPU
-# tests included), the op harness on CUDA, an end-to-end workflow on the GPU and the model
-# benchmark. Logs go to $OUT (or ./device-logs). Goldens come from $HEADROOM_SHARED_DIR or
-# .devdata/shared (a git-ignored copy of ../shared carried to the GPU machine).
+# tests included), the op harness on CUDA, ComfyUI's end-to-end cases and a workflow on the GPU, the model
+# benchmark. Logs go to $OUT (or ./device-logs). Test data is in the repository (tests/data);
+# carry .debs (see scripts/device-env.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device-logs}
 mkdir -p "$OUT"
-export HEADROOM_SHARED_DIR=${HEADROOM_SHARED_DIR:-$PWD/.devdata/shared}
+source scripts/device-env.sh
 archs=${HEADROOM_CUDA_ARCHS:-90}
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; nproc; } > "$OUT/machine.log" 2>&1
 cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEADROOM_CUDA=ON \
-  -DHEADROOM_CUDA_ARCHS="$archs" > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+  -DHEADROOM_CUDA_ARCHS="$archs" $HR_CMAKE_EXTRA > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 ninja -C build-dev -k 0 -j"$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 echo "build ok"
 ctest --test-dir build-dev -j4 --output-on-failure --timeout 600 > "$OUT/ctest.log" 2>&1
@@ -19,6 +19,8 @@ tail -15 "$OUT/ctest.log"
 ./build-dev/tests/hr_tests_backend --gtest_filter='*Cuda*' > "$OUT/cuda_ops.log" 2>&1
 tail -4 "$OUT/cuda_ops.log"
 ./build-dev/tests/hr_tests_models --gtest_filter='*CudaGolden*' 2>&1 | grep -E "rel err|OK|FAILED|SKIPPED" | tee "$OUT/cuda_golden.log"
+./build-dev/tests/hr_tests_workflow --gtest_filter='Cuda/E2E*' > "$OUT/e2e_cuda.log" 2>&1
+grep -E "^case|rel err|png|OK \]|FAILED|PASSED" "$OUT/e2e_cuda.log"
 mkdir -p /tmp/hr/models/checkpoints
 ./build-dev/headroom make-model --arch sd1 --size tiny -o /tmp/hr/models/checkpoints/headroom-tiny-sd1.safetensors
 ./build-dev/headroom run examples/default_workflow.json --device cuda --models-dir /tmp/hr/models \

@@ -2,21 +2,21 @@
 # GPU performance run in one go (issue 9): build with CUDA, check the CUDA ops and model goldens,
 # then profile the UNet steps and VAE decodes by op class (bench_profile) with the graph passes
 # off (the graph as models build it) and on, and print the benchmark table (bench_models).
-# Logs go to $OUT (or ./device-logs). Goldens come from $HEADROOM_SHARED_DIR or .devdata/shared.
+# Logs go to $OUT (or ./device-logs). Carry .debs (see scripts/device-env.sh).
 #   scripts/device-perf.sh [full|perf|quick]   full (default): also every CTest suite on the GPU
 #   machine; perf: no CTest; quick: neither CTest nor the as-built profile
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device-logs}
 mkdir -p "$OUT"
-export HEADROOM_SHARED_DIR=${HEADROOM_SHARED_DIR:-$PWD/.devdata/shared}
+source scripts/device-env.sh
 archs=${HEADROOM_CUDA_ARCHS:-90}
 mode=${1:-full}
 # At most seven log files (the device returns a limited number): build, cuda_tests, ctest,
 # profile_as_built, profile, bench_models.
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; nproc;
   cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEADROOM_CUDA=ON \
-    -DHEADROOM_CUDA_ARCHS="$archs"; } > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+    -DHEADROOM_CUDA_ARCHS="$archs" $HR_CMAKE_EXTRA; } > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 ninja -C build-dev -k 0 -j"$(nproc)" >> "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 echo "build ok"
 { ./build-dev/tests/hr_tests_backend --gtest_filter='*Cuda*'
