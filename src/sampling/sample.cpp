@@ -32,6 +32,7 @@ Result<HostTensor> sample(const ModelSamplingDiscrete& ms, const DenoiseFn& deno
   SamplerOptions opt;
   opt.eta = params.eta;
   opt.s_noise = params.s_noise;
+  opt.seed = params.seed;  // the SDE samplers' Brownian tree (Note [SDE noise])
   opt.noise = &gen;
   opt.model_sampling = &ms;
   opt.callback = params.callback;

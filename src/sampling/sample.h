@@ -17,7 +17,7 @@ namespace hr {
 struct SampleParams {
   std::string sampler = "euler";
   std::vector<float> sigmas;  // ksampler_sigmas() or calculate_sigmas()
-  uint64_t seed = 0;          // the KSampler seed; also seeds the ancestral noise generator
+  uint64_t seed = 0;          // the KSampler seed: ancestral noise generator, SDE Brownian tree
   // Device of ComfyUI's latent, which picks the ancestral generator (default_noise_sampler
   // uses torch.Generator(device=x.device)): CPU = mt19937, CUDA = Philox.
   NoiseDevice noise_device = NoiseDevice::CPU;

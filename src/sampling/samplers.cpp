@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sampling/brownian_tree.h"
+
 namespace hr {
 
 namespace {
@@ -49,6 +51,17 @@ class Run {
       return Status(ErrorCode::INVALID_ARGUMENT, "this sampler needs a noise generator");
     }
     return opt_.noise->draw(shape);
+  }
+  // ComfyUI's BrownianTreeNoiseSampler(x, sigmas[sigmas > 0].min(), sigmas.max(), seed).
+  BrownianTreeNoiseSampler brownian(const Shape& shape, const std::vector<float>& s) const {
+    float lo = 0.0f, hi = 0.0f;
+    bool any = false;
+    for (float v : s) {
+      if (v > 0.0f && (!any || v < lo)) lo = v;
+      if (v > 0.0f) any = true;
+      hi = std::max(hi, v);
+    }
+    return BrownianTreeNoiseSampler(shape, lo, hi, opt_.seed);
   }
   const SamplerOptions& opt() const { return opt_; }
 
@@ -270,13 +283,24 @@ Result<HostTensor> sample_dpmpp_2s_ancestral(Run& run, HostTensor x, const std::
   return x;
 }
 
-// Note [SDE noise]: ComfyUI's dpmpp_sde and dpmpp_2m_sde draw their noise from a
-// torchsde.BrownianTree seeded with the sampler seed; headroom draws the same-distributed
-// N(0, 1) increments from SamplerOptions::noise instead, so these two samplers are not
-// bit-compatible with ComfyUI's (they converge to the same distribution).
+// Note [SDE noise]: ComfyUI's dpmpp_sde and dpmpp_2m_sde draw their noise from
+// BrownianTreeNoiseSampler(x, sigma_min, sigma_max, seed=KSampler seed, cpu=True): one
+// torchsde.BrownianTree over sigma (identity transform) in [smallest nonzero sigma, largest
+// sigma], for the whole batch at once, and noise_sampler(sigma, sigma_next) =
+// -tree(sigma_next, sigma) / sqrt(sigma - sigma_next). brownian_tree.h reproduces that tree
+// (numpy SeedSequence seeds, torch CPU randn, the float32 bridge arithmetic), so with the same
+// seed, sigmas and denoiser these two samplers follow ComfyUI's trajectory to float rounding:
+// relative error ~1e-7, from randn's last bits (Note [torch cpu randn]); tests in
+// tests/sampling/brownian_tree_test.cpp against tests/data/golden/sde. The tree is deterministic for a
+// seed whatever the query order, and ComfyUI keeps it on the CPU even when the latent is on
+// CUDA (cpu=True), so this noise does not depend on the device, unlike the ancestral samplers'
+// NoiseGenerator. Not covered: a list of per-item seeds (ComfyUI's batched trees) and flow
+// (CONST) models, whose lambda is a logit and first sigma is offset.
 Result<HostTensor> sample_dpmpp_sde(Run& run, HostTensor x, const std::vector<float>& s,
                                     float r = 0.5f) {
   const float eta = float(run.opt().eta), s_noise = float(run.opt().s_noise);
+  if (s.size() <= 1) return x;
+  BrownianTreeNoiseSampler brownian = run.brownian(x.shape(), s);
   for (size_t i = 0; i + 1 < s.size(); ++i) {
     HR_ASSIGN_OR_RETURN(HostTensor den, run.model(x, s[i]));
     run.report(int(i), x, den);
@@ -298,7 +322,7 @@ Result<HostTensor> sample_dpmpp_sde(Run& run, HostTensor x, const std::vector<fl
     float ca = (alpha_s1 / alpha_s) * std::exp(-h_), cb = alpha_s1 * std::expm1(-h_);
     HostTensor x2 = map2(x, den, [&](float a, float b) { return ca * a - cb * b; });
     if (eta > 0 && s_noise > 0) {
-      HR_ASSIGN_OR_RETURN(HostTensor n, run.noise(x.shape()));
+      HR_ASSIGN_OR_RETURN(HostTensor n, brownian.draw(s[i], sigma_s1));
       const float k = st.up;
       x2 = map2(x2, n, [&](float a, float z) { return a + ((alpha_s1 * z) * s_noise) * k; });
     }
@@ -312,7 +336,7 @@ Result<HostTensor> sample_dpmpp_sde(Run& run, HostTensor x, const std::vector<fl
       return ca * a - cb * ((1.0f - fac) * d1 + fac * d2);
     });
     if (eta > 0 && s_noise > 0) {
-      HR_ASSIGN_OR_RETURN(HostTensor n, run.noise(x.shape()));
+      HR_ASSIGN_OR_RETURN(HostTensor n, brownian.draw(s[i], s[i + 1]));
       const float k = st.up;
       x = map2(x, n, [&](float a, float z) { return a + ((alpha_t * z) * s_noise) * k; });
     }
@@ -345,6 +369,8 @@ Result<HostTensor> sample_dpmpp_2m(Run& run, HostTensor x, const std::vector<flo
 
 Result<HostTensor> sample_dpmpp_2m_sde(Run& run, HostTensor x, const std::vector<float>& s) {
   const float eta = float(run.opt().eta), s_noise = float(run.opt().s_noise);
+  if (s.size() <= 1) return x;
+  BrownianTreeNoiseSampler brownian = run.brownian(x.shape(), s);
   HostTensor old;
   float h_last = 0.0f;
   for (size_t i = 0; i + 1 < s.size(); ++i) {
@@ -367,9 +393,9 @@ Result<HostTensor> sample_dpmpp_2m_sde(Run& run, HostTensor x, const std::vector
         x = map3(x, den, old, [&](float a, float b, float o) { return a + k * (b - o); });
       }
       if (eta > 0 && s_noise > 0) {
-        HR_ASSIGN_OR_RETURN(HostTensor n, run.noise(x.shape()));
-        const float k = s[i + 1] * std::sqrt(-std::expm1(-2.0f * h * eta)) * s_noise;
-        x = map2(x, n, [&](float a, float z) { return a + z * k; });
+        HR_ASSIGN_OR_RETURN(HostTensor n, brownian.draw(s[i], s[i + 1]));
+        const float sq = std::sqrt(-std::expm1(-2.0f * h * eta)), next = s[i + 1];
+        x = map2(x, n, [&](float a, float z) { return a + ((z * next) * sq) * s_noise; });
       }
     }
     old = std::move(den);
@@ -440,7 +466,7 @@ bool sampler_is_implemented(std::string_view name) {
 
 bool sampler_needs_noise(std::string_view name) {
   return name == "euler_ancestral" || name == "dpm_2_ancestral" || name == "dpmpp_2s_ancestral" ||
-         name == "dpmpp_sde" || name == "dpmpp_2m_sde" || name == "ddpm" || name == "lcm";
+         name == "ddpm" || name == "lcm";
 }
 
 Result<HostTensor> sampler_run(std::string_view name, const DenoiseFn& denoise, HostTensor x,

@@ -2,6 +2,7 @@
 // latents with the model as a callback that returns the (CFG-combined) denoised tensor.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -25,10 +26,13 @@ using InterruptFn = std::function<bool()>;
 struct SamplerOptions {
   double eta = 1.0;      // ancestral / SDE noise amount (ComfyUI default 1)
   double s_noise = 1.0;  // noise multiplier
-  // Source of the ancestral / SDE noise (ComfyUI default_noise_sampler: a generator seeded
-  // with the sampler seed, one torch.randn(x.shape) per draw). Needed by samplers that add
-  // noise; sampler_needs_noise() says which.
+  // Source of the ancestral noise (ComfyUI default_noise_sampler: a generator seeded with the
+  // sampler seed, one torch.randn(x.shape) per draw). Needed by the samplers that
+  // sampler_needs_noise() names.
   NoiseGenerator* noise = nullptr;
+  // The KSampler seed (ComfyUI's extra_args["seed"]): entropy of the Brownian tree that
+  // dpmpp_sde and dpmpp_2m_sde draw their noise from (Note [SDE noise] in samplers.cpp).
+  uint64_t seed = 0;
   // Needed by lcm (noise_scaling); others ignore it.
   const ModelSamplingDiscrete* model_sampling = nullptr;
   StepCallback callback;
@@ -38,7 +42,8 @@ struct SamplerOptions {
 // The sampler names implemented here, in ComfyUI's order.
 const std::vector<std::string>& sampler_names();
 bool sampler_is_implemented(std::string_view name);
-// Samplers that draw noise during sampling (need SamplerOptions::noise).
+// Samplers that draw noise from SamplerOptions::noise (the SDE samplers use a Brownian tree
+// seeded with SamplerOptions::seed instead).
 bool sampler_needs_noise(std::string_view name);
 
 // Runs sampler `name` from x (already noised: noise_scaling applied) over sigmas; returns the
