@@ -291,10 +291,10 @@ Result<HostTensor> sample_dpmpp_2s_ancestral(Run& run, HostTensor x, const std::
 // (numpy SeedSequence seeds, torch CPU randn, the float32 bridge arithmetic), so with the same
 // seed, sigmas and denoiser these two samplers follow ComfyUI's trajectory to float rounding:
 // relative error ~1e-7, from randn's last bits (Note [torch cpu randn]); tests in
-// tests/sampling/brownian_tree_test.cpp against tests/data/golden/sde. The tree is deterministic for a
-// seed whatever the query order, and ComfyUI keeps it on the CPU even when the latent is on
-// CUDA (cpu=True), so this noise does not depend on the device, unlike the ancestral samplers'
-// NoiseGenerator. Not covered: a list of per-item seeds (ComfyUI's batched trees) and flow
+// tests/sampling/brownian_tree_test.cpp against tests/data/golden/sde. The tree is
+// deterministic for a seed whatever the query order, and ComfyUI keeps it on the CPU even when
+// the latent is on CUDA (cpu=True), so this noise does not depend on the device, unlike the
+// ancestral samplers' NoiseGenerator. Not covered: a list of per-item seeds (ComfyUI's batched trees) and flow
 // (CONST) models, whose lambda is a logit and first sigma is offset.
 Result<HostTensor> sample_dpmpp_sde(Run& run, HostTensor x, const std::vector<float>& s,
                                     float r = 0.5f) {
