@@ -44,6 +44,7 @@ class ProgressBar {
         draw();
         break;
       case ExecEvent::Kind::EXECUTED:
+      case ExecEvent::Kind::MEMORY:  // printed by cmd_run whether or not the bar is drawn
         break;
     }
   }
@@ -145,7 +146,12 @@ int cmd_run(const RunArgs& args) {
   opts.executor = &executor;
   opts.compute_dtype = dtype;
   ProgressBar bar(!args.quiet && isatty(STDERR_FILENO), PromptExecutor::execution_order(v.prompt).size());
-  opts.on_event = [&bar](const ExecEvent& e) { bar.on_event(e); };
+  opts.on_event = [&bar, &args](const ExecEvent& e) {
+    bar.on_event(e);
+    if (e.kind == ExecEvent::Kind::MEMORY && !args.quiet)
+      std::fprintf(stderr, "\nheadroom: node %s %s: %s\n", e.node_id.c_str(), e.class_type.c_str(),
+                   e.message.c_str());
+  };
 
   if (!args.quiet)
     std::fprintf(stderr, "headroom: running on %s in %s\n", backend->info().name.c_str(),

@@ -1,6 +1,8 @@
 // Status formatting.
 #include "core/status.h"
 
+#include "core/bytes.h"
+
 namespace hr {
 
 const char* error_code_name(ErrorCode code) {
@@ -18,19 +20,11 @@ const char* error_code_name(ErrorCode code) {
   return "unknown error";
 }
 
-static std::string bytes_str(uint64_t b) {
-  if (b == UINT64_MAX) return "unlimited";
-  if (b >= (1ull << 30)) return fmt::format("{:.2f} GiB", double(b) / double(1ull << 30));
-  if (b >= (1ull << 20)) return fmt::format("{:.1f} MiB", double(b) / double(1ull << 20));
-  if (b >= (1ull << 10)) return fmt::format("{:.1f} KiB", double(b) / double(1ull << 10));
-  return fmt::format("{} B", b);
-}
-
 std::string MemorySegments::str() const {
   return fmt::format(
       "requested {}, budget {} (allocator level): context {}, weights {}, activations {}, other {}",
-      bytes_str(requested), bytes_str(budget), bytes_str(context), bytes_str(weights),
-      bytes_str(activations), bytes_str(other));
+      bytes_format(requested), bytes_format(budget), bytes_format(context), bytes_format(weights),
+      bytes_format(activations), bytes_format(other));
 }
 
 std::string Status::str() const {

@@ -81,6 +81,13 @@ void Executor::release_arena() {
   arena_.reset();
 }
 
+uint64_t Executor::arena_room() const {
+  const uint64_t budget = allocator_.budget();
+  if (budget == Allocator::kUnlimited) return UINT64_MAX;
+  const uint64_t others = allocator_.total().current - arena_.size();
+  return budget > others ? budget - others : 0;
+}
+
 Result<std::shared_ptr<const ArenaPlan>> Executor::plan(const Graph& g) {
   HR_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledGraph> c, compile(g));
   return c->plan;

@@ -75,6 +75,10 @@ class Executor {
   void release_arena();
   // Bytes of the arena held now (0 when released).
   size_t arena_held() const { return arena_.size(); }
+  // The largest arena a run could allocate now within the allocator's budget: the budget less
+  // everything the allocator holds except this executor's own arena (which run() frees before
+  // allocating a larger one). UINT64_MAX when the budget is unlimited.
+  uint64_t arena_room() const;
   // Number of plans computed (cache misses) and served from the cache (hits).
   size_t plans_computed() const;
   size_t plans_cached() const;

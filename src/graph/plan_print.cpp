@@ -5,13 +5,6 @@
 
 namespace hr {
 
-std::string bytes_format(uint64_t b) {
-  if (b >= (1ull << 30)) return fmt::format("{:.2f} GiB", double(b) / double(1ull << 30));
-  if (b >= (1ull << 20)) return fmt::format("{:.1f} MiB", double(b) / double(1ull << 20));
-  if (b >= (1ull << 10)) return fmt::format("{:.1f} KiB", double(b) / double(1ull << 10));
-  return fmt::format("{} B", b);
-}
-
 std::string plan_format(const Graph& g, const ArenaPlan& plan) {
   std::string s;
   auto out = std::back_inserter(s);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/bytes.h"
 #include "core/status.h"
 #include "graph/graph.h"
 
@@ -67,7 +68,5 @@ Result<ArenaPlan> arena_plan(const Graph& g, const Backend& backend);
 // live bytes; then totals for weights, arena, workspace, lower bound and arena/lower bound.
 std::string plan_format(const Graph& g, const ArenaPlan& plan);
 
-// "1.5 MiB"-style byte counts for plan printing.
-std::string bytes_format(uint64_t bytes);
 
 }  // namespace hr

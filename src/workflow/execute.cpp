@@ -14,6 +14,13 @@ void ExecContext::progress(int value, int max) const {
   }
 }
 
+void ExecContext::memory_decision(const std::string& message) const {
+  if (!opts.on_event) return;
+  ExecEvent e{ExecEvent::Kind::MEMORY, node_id, prompt.nodes.at(node_id).class_type, 0, 0, Json(),
+              {}, message};
+  opts.on_event(e);
+}
+
 Status ExecContext::check_interrupt() const {
   if (interrupted()) return Status(ErrorCode::CANCELLED, "interrupted");
   return Status();

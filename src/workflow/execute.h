@@ -24,12 +24,15 @@ class ModelPaths;
 
 // What a running prompt reports (the server turns these into WebSocket messages).
 struct ExecEvent {
-  enum class Kind { EXECUTING, PROGRESS, EXECUTED, CACHED } kind;
+  // MEMORY: a memory decision a node took (tiling, streaming, eviction, OOM recovery), with
+  // its reason in `message`, e.g. "VAE decode tiled 4x4 at 256 px: arena 1.3 GiB > 0.9 GiB left".
+  enum class Kind { EXECUTING, PROGRESS, EXECUTED, CACHED, MEMORY } kind;
   std::string node_id;
   std::string class_type;
   int value = 0, max = 0;  // PROGRESS
   Json output;             // EXECUTED: the node's UI output
   std::vector<std::string> cached;  // CACHED
+  std::string message;              // MEMORY
 };
 
 struct ExecOptions {
@@ -57,6 +60,8 @@ struct ExecContext {
   Json ui = Json::object();  // the node's UI output ({"images": [...]})
 
   void progress(int value, int max) const;
+  // Reports a memory decision (ExecEvent::Kind::MEMORY) for this node.
+  void memory_decision(const std::string& message) const;
   bool interrupted() const { return opts.interrupt && opts.interrupt->load(); }
   Status check_interrupt() const;
 };
