@@ -294,8 +294,8 @@ Result<HostTensor> sample_dpmpp_2s_ancestral(Run& run, HostTensor x, const std::
 // tests/sampling/brownian_tree_test.cpp against tests/data/golden/sde. The tree is
 // deterministic for a seed whatever the query order, and ComfyUI keeps it on the CPU even when
 // the latent is on CUDA (cpu=True), so this noise does not depend on the device, unlike the
-// ancestral samplers' NoiseGenerator. Not covered: a list of per-item seeds (ComfyUI's batched trees) and flow
-// (CONST) models, whose lambda is a logit and first sigma is offset.
+// ancestral samplers' NoiseGenerator. Not covered: a list of per-item seeds (ComfyUI's batched
+// trees) and flow (CONST) models, whose lambda is a logit and first sigma is offset.
 Result<HostTensor> sample_dpmpp_sde(Run& run, HostTensor x, const std::vector<float>& s,
                                     float r = 0.5f) {
   const float eta = float(run.opt().eta), s_noise = float(run.opt().s_noise);
