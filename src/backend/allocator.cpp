@@ -89,6 +89,7 @@ Result<DeviceBuffer> Allocator::allocate(size_t bytes, Pool pool, const std::str
     st->allocations += 1;
     if (st->current > st->peak) st->peak = st->current;
   }
+  if (total_.current > window_.total) window_mark();  // Note [peak window]
   DeviceBuffer b;
   b.owner_ = this;
   b.data_ = *p;
@@ -114,6 +115,18 @@ PoolStats Allocator::stats(Pool pool) const {
 PoolStats Allocator::total() const {
   std::lock_guard<std::mutex> lock(mu_);
   return total_;
+}
+
+void Allocator::window_mark() {
+  window_.total = total_.current;
+  for (size_t i = 0; i < pools_.size(); ++i) window_.pools[i] = pools_[i].current;
+}
+
+PeakWindow Allocator::peak_window_take() {
+  std::lock_guard<std::mutex> lock(mu_);
+  PeakWindow w = window_;
+  window_mark();
+  return w;
 }
 
 void Allocator::reset_peak() {

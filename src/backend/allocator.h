@@ -35,6 +35,15 @@ struct PoolStats {
 
 class Allocator;
 
+// Note [peak window]: the largest total held since the previous Allocator::peak_window_take(),
+// with each pool's bytes at that moment. It is separate from PoolStats::peak so that one reader
+// (the telemetry, memory/telemetry.h) can measure per-node peaks without disturbing anyone who
+// uses reset_peak(); a second reader would split the windows between them.
+struct PeakWindow {
+  uint64_t total = 0;
+  std::array<uint64_t, size_t(Pool::COUNT_)> pools{};
+};
+
 // A scoped device allocation. Non-copyable; frees on destruction.
 class DeviceBuffer {
  public:
@@ -80,6 +89,8 @@ class Allocator {
   void reset_peak();
   Backend& backend() { return backend_; }
   MemorySegments segments(uint64_t requested) const;
+  // Returns the window since the previous call and starts a new one at the current bytes.
+  PeakWindow peak_window_take();
 
  private:
   friend class DeviceBuffer;
@@ -90,6 +101,8 @@ class Allocator {
   mutable std::mutex mu_;
   std::array<PoolStats, size_t(Pool::COUNT_)> pools_{};
   PoolStats total_{};
+  PeakWindow window_{};  // Note [peak window]
+  void window_mark();    // called with mu_ held whenever total_.current may exceed window_
 };
 
 }  // namespace hr
