@@ -1,6 +1,9 @@
 // Budget-aware allocator over Backend::device_alloc.
 #include "backend/allocator.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace hr {
 
 const char* pool_name(Pool p) {
@@ -71,23 +74,34 @@ Result<DeviceBuffer> Allocator::allocate(size_t bytes, Pool pool, const std::str
     s.set_segments(segments(rounded));
     return s;
   }
-  lock.unlock();
-  Result<void*> p = backend_.device_alloc(rounded);
-  lock.lock();
-  if (!p.ok()) {
-    ++ps.failures;
-    ++total_.failures;
-    Status s(ErrorCode::OUT_OF_MEMORY,
-             fmt::format("{}: device refused {} bytes in pool '{}': {}", what, rounded,
-                         pool_name(pool), p.status().message()));
-    s.set_segments(segments(rounded));
-    return s;
-  }
+  // Note [budget commit]: the bytes are counted before the lock is dropped for the device
+  // call, so two allocations at once can never both pass the check and overshoot the budget;
+  // a refused device allocation gives them back.
+  const PoolStats before_pool = ps, before_total = total_;
   for (PoolStats* st : {&ps, &total_}) {
     st->current += rounded;
     st->allocated += rounded;
     st->allocations += 1;
     if (st->current > st->peak) st->peak = st->current;
+  }
+  lock.unlock();
+  Result<void*> p = backend_.device_alloc(rounded);
+  lock.lock();
+  if (!p.ok()) {
+    for (auto [st, before] : {std::pair{&ps, &before_pool}, std::pair{&total_, &before_total}}) {
+      st->current -= rounded;
+      st->allocated -= rounded;
+      st->allocations -= 1;
+      // The reservation may have raised the peak; no byte was ever held, so undo that.
+      if (st->peak > before->peak && st->peak == st->current + rounded)
+        st->peak = std::max(before->peak, st->current);
+      ++st->failures;
+    }
+    Status s(ErrorCode::OUT_OF_MEMORY,
+             fmt::format("{}: device refused {} bytes in pool '{}': {}", what, rounded,
+                         pool_name(pool), p.status().message()));
+    s.set_segments(segments(rounded));
+    return s;
   }
   if (total_.current > window_.total) window_mark();  // Note [peak window]
   DeviceBuffer b;

@@ -10,6 +10,7 @@
 
 #include "backend/allocator.h"
 #include "backend/backend.h"
+#include "core/bytes.h"
 #include "cli/commands.h"
 #include "graph/executor.h"
 #include "nodes/model_paths.h"
@@ -132,7 +133,12 @@ int cmd_run(const RunArgs& args) {
                  backend->info().name.c_str(), dtype_name(dtype));
     return kExitFailed;
   }
-  Allocator allocator(*backend);
+  Result<MemoryPolicy> policy = memory_policy_resolve(args.memory, backend->info());
+  if (!policy.ok()) {
+    std::fprintf(stderr, "headroom: %s\n", policy.status().message().c_str());
+    return kExitInvalid;
+  }
+  Allocator allocator(*backend, policy->budget);
   Executor executor(*backend, allocator);
 
   ExecOptions opts;
@@ -154,8 +160,9 @@ int cmd_run(const RunArgs& args) {
   };
 
   if (!args.quiet)
-    std::fprintf(stderr, "headroom: running on %s in %s\n", backend->info().name.c_str(),
-                 dtype_name(dtype));
+    std::fprintf(stderr, "headroom: running on %s in %s; budget %s (%s), residency %s\n",
+                 backend->info().name.c_str(), dtype_name(dtype), bytes_format(policy->budget).c_str(),
+                 policy->how.c_str(), residency_mode_name(policy->mode));
   auto t0 = std::chrono::steady_clock::now();
   PromptExecutor pe;
   Result<ExecResult> r = pe.execute(v.prompt, opts);

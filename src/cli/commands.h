@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "memory/budget.h"
+
 namespace hr {
 
 struct RunArgs {
@@ -19,6 +21,7 @@ struct RunArgs {
   std::string clip_tokenizer;   // folder with vocab.json + merges.txt
   int threads = 0;
   bool quiet = false;
+  MemoryArgs memory;  // --vram-budget, --reserve-vram, --lowvram/--novram/--highvram/--gpu-only
 };
 
 // Exit codes of `headroom run`.

@@ -8,6 +8,24 @@
 constexpr const char* kExtraPathsHelp =
     "extra_model_paths.yaml (ComfyUI's format) adding model folders; repeatable";
 
+namespace hr {
+
+// The memory flags `run` (and later `plan`, `serve`, `bench`) share (Note [budget flags]).
+void add_memory_options(CLI::App& cmd, MemoryArgs& m) {
+  cmd.add_option("--vram-budget", m.vram_budget,
+                 "most device memory headroom may hold (allocator level): 6GiB, 6144MiB or 40% "
+                 "of the device; default: free memory at start less --reserve-vram");
+  cmd.add_option("--reserve-vram", m.reserve_vram,
+                 "GiB of device memory left for other programs when the budget is derived "
+                 "(ComfyUI's flag; default 0.4 on a GPU)");
+  cmd.add_flag("--lowvram", m.lowvram, "weights take at most half the budget; the rest streams");
+  cmd.add_flag("--novram", m.novram, "no weight stays resident between uses");
+  cmd.add_flag("--highvram", m.highvram, "keep models resident after their prompt");
+  cmd.add_flag("--gpu-only", m.gpu_only, "keep every weight resident; never stream");
+}
+
+}  // namespace hr
+
 int main(int argc, char** argv) {
   CLI::App app{"headroom: Stable Diffusion workflows (ComfyUI API format) that never die of "
                "out-of-memory"};
@@ -31,6 +49,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--clip-tokenizer", run.clip_tokenizer,
                       "folder with the CLIP vocab.json and merges.txt");
   run_cmd->add_flag("--quiet", run.quiet, "no progress bar");
+  hr::add_memory_options(*run_cmd, run.memory);
 
   hr::ModelsArgs models;
   CLI::App* models_cmd = app.add_subcommand("models", "list and inspect checkpoints");

@@ -4,7 +4,11 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
+#include <mutex>
 #include <set>
+#include <thread>
+#include <vector>
 #include <utility>
 
 #include "backend/allocator.h"
@@ -26,7 +30,11 @@ class FakeBackend final : public Backend {
 
   DeviceInfo info() const override { return DeviceInfo{"fake", "fake", 0, 0, 0}; }
   bool host_visible() const override { return true; }
+  int delay_us = 0;  // a slow device call (the allocator drops its lock around it)
+  std::mutex mu;
   Result<void*> device_alloc(size_t bytes) override {
+    if (delay_us) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+    std::lock_guard<std::mutex> lock(mu);
     ++device_allocs;
     if (refuse) return make_error(ErrorCode::OUT_OF_MEMORY, "fake device is full");
     void* p = std::malloc(bytes);
@@ -34,6 +42,7 @@ class FakeBackend final : public Backend {
     return p;
   }
   void device_free(void* p) override {
+    std::lock_guard<std::mutex> lock(mu);
     ++device_frees;
     EXPECT_EQ(live.erase(p), 1u) << "freed a pointer the device never handed out";
     std::free(p);
@@ -253,6 +262,8 @@ TEST(Allocator, DeviceRefusalIsCounted) {
   EXPECT_EQ(as.current, 0u);
   EXPECT_EQ(as.allocations, 0u);
   EXPECT_EQ(as.allocated, 0u);
+  EXPECT_EQ(as.peak, 0u);  // the refused reservation left no peak behind
+  EXPECT_EQ(a.total().peak, kA);
   EXPECT_EQ(a.total().failures, 1u);
   EXPECT_EQ(a.total().current, kA);
 
@@ -264,6 +275,30 @@ TEST(Allocator, DeviceRefusalIsCounted) {
   EXPECT_EQ(a.total().failures, 2u);
   EXPECT_TRUE(a.allocate(kA, Pool::OTHER, "fits").ok());
   EXPECT_EQ(dev.device_allocs, 3);
+}
+
+// Note [budget commit]: many threads allocating at once against a budget that fits only some
+// of them never hold more than the budget, even with a slow device call between check and use.
+TEST(Allocator, ConcurrentAllocationsNeverOvershootTheBudget) {
+  FakeBackend dev;
+  dev.delay_us = 200;
+  Allocator a(dev, 5 * kA);
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  int granted = 0, refused = 0;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&] {
+      for (int k = 0; k < 20; ++k) {
+        Result<DeviceBuffer> b = a.allocate(2 * kA, Pool::ACTIVATIONS, "racer");
+        std::lock_guard<std::mutex> lock(mu);
+        (b.ok() ? granted : refused) += 1;
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  EXPECT_LE(a.total().peak, 5 * kA);
+  EXPECT_EQ(a.total().current, 0u);
+  EXPECT_GT(granted, 0);
+  EXPECT_GT(refused, 0);  // with 8 racers and room for 2, some must have been refused
 }
 
 TEST(Allocator, PoolNames) {
