@@ -13,6 +13,8 @@
 #include "core/bytes.h"
 #include "cli/commands.h"
 #include "graph/executor.h"
+#include "memory/driver_lens.h"
+#include "memory/telemetry.h"
 #include "nodes/model_paths.h"
 #include "nodes/nodes.h"
 #include "workflow/execute.h"
@@ -140,6 +142,10 @@ int cmd_run(const RunArgs& args) {
   }
   Allocator allocator(*backend, policy->budget);
   Executor executor(*backend, allocator);
+  // Both lenses sampled through the run (issue: telemetry shared by CLI, server, dashboard).
+  Telemetry telemetry(allocator, DriverLens::open(*backend));
+  telemetry.start();
+  bool node_open = false;
 
   ExecOptions opts;
   opts.models_dir = args.models_dir;
@@ -152,8 +158,13 @@ int cmd_run(const RunArgs& args) {
   opts.executor = &executor;
   opts.compute_dtype = dtype;
   ProgressBar bar(!args.quiet && isatty(STDERR_FILENO), PromptExecutor::execution_order(v.prompt).size());
-  opts.on_event = [&bar, &args](const ExecEvent& e) {
+  opts.on_event = [&bar, &args, &telemetry, &node_open](const ExecEvent& e) {
     bar.on_event(e);
+    if (e.kind == ExecEvent::Kind::EXECUTING) {
+      if (node_open) telemetry.node_end();
+      telemetry.node_begin(e.node_id + " " + e.class_type, 0);
+      node_open = true;
+    }
     if (e.kind == ExecEvent::Kind::MEMORY && !args.quiet)
       std::fprintf(stderr, "\nheadroom: node %s %s: %s\n", e.node_id.c_str(), e.class_type.c_str(),
                    e.message.c_str());
@@ -167,6 +178,8 @@ int cmd_run(const RunArgs& args) {
   PromptExecutor pe;
   Result<ExecResult> r = pe.execute(v.prompt, opts);
   bar.finish();
+  if (node_open) telemetry.node_end();
+  telemetry.stop();
   if (!r.ok()) {
     std::fprintf(stderr, "headroom: failed: %s\n", r.status().str().c_str());
     return kExitFailed;
@@ -182,10 +195,9 @@ int cmd_run(const RunArgs& args) {
     }
   }
   if (!args.quiet) {
-    PoolStats peak = allocator.total();
-    std::fprintf(stderr, "headroom: done in %.1f s; peak %s memory %.1f MiB (allocator level)\n",
-                 secs, backend->host_visible() ? "host" : "device",
-                 double(peak.peak) / double(1 << 20));
+    std::fprintf(stderr, "headroom: done in %.1f s\n", secs);
+    for (const std::string& line : telemetry.summary_lines())
+      std::fprintf(stderr, "headroom: %s\n", line.c_str());
   }
   return kExitOk;
 }
