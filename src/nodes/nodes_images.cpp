@@ -2,10 +2,10 @@
 // LoadImage, LatentUpscale, LatentUpscaleBy, ImageScale.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <random>
 
+#include "models/vae_tiled.h"
 #include "nodes/nodes.h"
 #include "nodes/png_io.h"
 #include "nodes/resample.h"
@@ -25,88 +25,6 @@ HostTensor decoded_to_image(const HostTensor& x) {
   for (int64_t i = 0; i < img.numel(); ++i)
     img.f32()[i] = std::clamp((img.f32()[i] + 1.0f) / 2.0f, 0.0f, 1.0f);
   return img;
-}
-
-Result<HostTensor> decode_whole(ExecContext& ctx, LoadedModel& m, const HostTensor& latent) {
-  m.vae_weights.bind(ctx.opts.backend, ctx.opts.allocator);
-  return vae_decode(*ctx.opts.executor, m, latent);
-}
-
-// One tiling of ComfyUI's tiled_scale (comfy/utils.py tiled_scale_multidim): tiles start every
-// tile - overlap latent pixels (the last one shorter, not shifted back), each decoded tile is
-// weighted by a mask that ramps over round(overlap * 8) pixels on every side (when the tile is
-// wider than that), and the weighted sum is divided by the summed masks. A latent that fits in
-// one tile is decoded whole. Memory is bounded by one tile.
-Result<HostTensor> decode_tiling(ExecContext& ctx, LoadedModel& m, const HostTensor& latent,
-                                 int64_t tile_h, int64_t tile_w, int64_t overlap,
-                                 const HostTensor& whole) {
-  const Shape& s = latent.shape();
-  int64_t b = s[0], c = s[1], h = s[2], w = s[3];
-  const int64_t up = 8, OH = h * up, OW = w * up;
-  if (h <= tile_h && w <= tile_w) return whole.clone();
-  auto starts = [overlap](int64_t size, int64_t tile) {
-    std::vector<int64_t> p;
-    if (size <= tile) return std::vector<int64_t>{0};
-    for (int64_t i = 0; i < size - overlap; i += std::max<int64_t>(tile - overlap, 1))
-      p.push_back(std::max<int64_t>(0, std::min(size - overlap, i)));
-    return p;
-  };
-  // The ramp of one axis of a tile of n output pixels.
-  auto ramp = [feather = overlap * up](int64_t n) {
-    std::vector<float> r(size_t(n), 1.0f);
-    if (feather >= n) return r;
-    for (int64_t t = 0; t < feather; ++t) {
-      float a = float(double(t + 1) / double(feather));
-      r[size_t(t)] *= a;
-      r[size_t(n - 1 - t)] *= a;
-    }
-    return r;
-  };
-  HostTensor out(DType::F32, Shape{b, 3, OH, OW});
-  HostTensor wsum(DType::F32, Shape{1, 1, OH, OW});
-  for (int64_t ys : starts(h, tile_h))
-    for (int64_t xs : starts(w, tile_w)) {
-      int64_t th = std::min(tile_h, h - ys), tw = std::min(tile_w, w - xs);
-      HostTensor part(DType::F32, Shape{b, c, th, tw});
-      for (int64_t p = 0; p < b * c; ++p)
-        for (int64_t yy = 0; yy < th; ++yy)
-          std::memcpy(part.f32() + (p * th + yy) * tw, latent.f32() + (p * h + ys + yy) * w + xs,
-                      size_t(tw) * 4);
-      HR_TRY(ctx.check_interrupt());
-      HR_ASSIGN_OR_RETURN(HostTensor dec, decode_whole(ctx, m, part));
-      int64_t ph = th * up, pw = tw * up, oy = ys * up, ox = xs * up;
-      std::vector<float> ry = ramp(ph), rx = ramp(pw);
-      for (int64_t p = 0; p < b * 3; ++p)
-        for (int64_t yy = 0; yy < ph; ++yy)
-          for (int64_t xx = 0; xx < pw; ++xx)
-            out.f32()[(p * OH + oy + yy) * OW + ox + xx] +=
-                dec.f32()[(p * ph + yy) * pw + xx] * (ry[size_t(yy)] * rx[size_t(xx)]);
-      for (int64_t yy = 0; yy < ph; ++yy)
-        for (int64_t xx = 0; xx < pw; ++xx)
-          wsum.f32()[(oy + yy) * OW + ox + xx] += ry[size_t(yy)] * rx[size_t(xx)];
-    }
-  int64_t plane = OH * OW;
-  for (int64_t p = 0; p < b * 3; ++p)
-    for (int64_t i = 0; i < plane; ++i) out.f32()[p * plane + i] /= wsum.f32()[i];
-  return out;
-}
-
-// ComfyUI VAE.decode_tiled_ (comfy/sd.py): the mean of three tilings, tile_x/2 x tile_y*2,
-// tile_x*2 x tile_y/2 and tile_x x tile_y, so that no seam falls in the same place in all three.
-Result<HostTensor> decode_tiled(ExecContext& ctx, LoadedModel& m, const HostTensor& latent,
-                                int64_t tile, int64_t overlap) {
-  const Shape& s = latent.shape();
-  auto fits = [&s](int64_t th, int64_t tw) { return s[2] <= th && s[3] <= tw; };
-  HostTensor whole;  // decoded once when some tiling is a single tile
-  if (fits(tile * 2, tile / 2) || fits(tile / 2, tile * 2) || fits(tile, tile)) {
-    HR_ASSIGN_OR_RETURN(whole, decode_whole(ctx, m, latent));
-  }
-  HR_ASSIGN_OR_RETURN(HostTensor a, decode_tiling(ctx, m, latent, tile * 2, tile / 2, overlap, whole));
-  HR_ASSIGN_OR_RETURN(HostTensor b, decode_tiling(ctx, m, latent, tile / 2, tile * 2, overlap, whole));
-  HR_ASSIGN_OR_RETURN(HostTensor c, decode_tiling(ctx, m, latent, tile, tile, overlap, whole));
-  for (int64_t i = 0; i < a.numel(); ++i)
-    a.f32()[i] = (a.f32()[i] + b.f32()[i] + c.f32()[i]) / 3.0f;
-  return a;
 }
 
 Result<LoadedModel*> vae_of(const NodeInputs& in) {
@@ -199,8 +117,11 @@ void nodes_register_images(NodeRegistry& r, const NodeEnv& env) {
   dec.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
     HR_ASSIGN_OR_RETURN(LoadedModel * m, vae_of(in));
     HR_ASSIGN_OR_RETURN(const Latent* l, latent_of(in, "samples"));
-    HR_ASSIGN_OR_RETURN(HostTensor x, decode_whole(ctx, *m, *l->samples));
-    return image_out(decoded_to_image(x));
+    // Whole, per image or tiled, as the plan fits (Note [VAE auto tiling] in vae_tiled.cpp).
+    HR_ASSIGN_OR_RETURN(VAEDecoded d, vae_decode_auto(*ctx.opts.executor, *m, *l->samples,
+                                                      [&ctx] { return ctx.check_interrupt(); }));
+    if (d.decision.mode != VAEMode::WHOLE) ctx.memory_decision(d.decision.reason);
+    return image_out(decoded_to_image(d.image));
   };
   r.add(dec);
 
@@ -219,7 +140,10 @@ void nodes_register_images(NodeRegistry& r, const NodeEnv& env) {
     // VAEDecodeTiled.decode: the overlap is at most a quarter of the tile, both in pixels.
     int64_t tile_px = in.get_int("tile_size"), overlap_px = in.get_int("overlap");
     if (tile_px < overlap_px * 4) overlap_px = tile_px / 4;
-    HR_ASSIGN_OR_RETURN(HostTensor x, decode_tiled(ctx, *m, *l->samples, tile_px / 8, overlap_px / 8));
+    HR_ASSIGN_OR_RETURN(HostTensor x,
+                        vae_decode_tiled(*ctx.opts.executor, *m, *l->samples,
+                                         VAETileOptions{tile_px, overlap_px,
+                                                        [&ctx] { return ctx.check_interrupt(); }}));
     return image_out(decoded_to_image(x));
   };
   r.add(tiled);
@@ -246,10 +170,11 @@ void nodes_register_images(NodeRegistry& r, const NodeEnv& env) {
           for (int64_t x = 0; x < w; ++x)
             img.f32()[((b * 3 + c) * h + y) * w + x] =
                 px->f32()[((b * s[1] + y + oy) * s[2] + x + ox) * s[3] + std::min<int64_t>(c, s[3] - 1)] * 2.0f - 1.0f;
-    m->vae_weights.bind(ctx.opts.backend, ctx.opts.allocator);
-    HR_ASSIGN_OR_RETURN(VAEMoments mo, vae_encode(*ctx.opts.executor, *m, img));
+    HR_ASSIGN_OR_RETURN(VAEEncoded e, vae_encode_auto(*ctx.opts.executor, *m, img,
+                                                      [&ctx] { return ctx.check_interrupt(); }));
+    if (e.decision.mode != VAEMode::WHOLE) ctx.memory_decision(e.decision.reason);
     Latent like;
-    return latent_out(std::move(mo.mean), like);
+    return latent_out(std::move(e.moments.mean), like);
   };
   r.add(enc);
 

@@ -1,0 +1,462 @@
+// Tiled VAE decode / encode with ComfyUI's blending, and the plan-driven choice between whole,
+// per-image and tiled runs.
+#include "models/vae_tiled.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "core/bytes.h"
+#include "graph/planner.h"
+
+namespace hr {
+
+// Note [tiled scale]
+// ComfyUI's tiled_scale_multidim (comfy/utils.py), per image: tiles start every tile - overlap
+// input pixels, clamped to size - overlap (so the last one is shorter, not shifted back); each
+// tile's output is weighted by a mask that ramps (t + 1) / feather over feather = round(overlap
+// * scale) output pixels on every side (no ramp along an axis where the tile is not wider than
+// that), added into the output at round(start * scale), and the sum is divided by the summed
+// masks. An image that fits in one tile is run whole. VAE.decode_tiled_ / encode_tiled_ average
+// three such tilings, (height x width) 2t x t/2, t/2 x 2t and t x t (decode; encode sums them in
+// the reverse order), so that no seam falls in the same place in all three. Because every tile runs
+// the model on its own, GroupNorm statistics and attention are per tile: a tiled result is close to
+// the untiled one, not equal, unless one tile covers the image.
+
+// Note [VAE auto tiling]
+// The plan is the data: vae_*_decide builds the untiled graph for the input's shape and reads
+// the executor's planned arena. If it exceeds Executor::arena_room() (the budget less what the
+// allocator holds besides this executor's arena), a batch is tried one image at a time, then
+// ComfyUI's tiling (Note [tiled scale]) at the largest tile whose graphs all fit: for each
+// candidate the exact tile shapes that the three tilings would run are built and planned, and
+// the largest arena among them is compared with the room. Candidates step by 8 latent pixels
+// (64 image pixels) down to 64 px; the overlap scales with the tile as in ComfyUI's own
+// fallbacks (decode_tiled_: 16 of 64 latent pixels; encode_tiled_: 64 of 512 pixels).
+
+namespace {
+
+constexpr int64_t kTileStepPx = 64;  // candidate tiles are multiples of this (and the smallest)
+
+std::vector<int64_t> tile_starts(int64_t size, int64_t tile, int64_t overlap) {
+  if (size <= tile) return {0};
+  std::vector<int64_t> p;
+  for (int64_t i = 0; i < size - overlap; i += std::max<int64_t>(tile - overlap, 1))
+    p.push_back(std::max<int64_t>(0, std::min(size - overlap, i)));
+  return p;
+}
+
+// Distinct tile lengths along one axis.
+std::set<int64_t> tile_lengths(int64_t size, int64_t tile, int64_t overlap) {
+  std::set<int64_t> out;
+  for (int64_t s : tile_starts(size, tile, overlap)) out.insert(std::min(tile, size - s));
+  return out;
+}
+
+// Output pixels of `v` input pixels: v * num / den rounded as Python's round (half to even).
+struct Scale {
+  int64_t num = 1, den = 1;
+  int64_t of(int64_t v) const { return int64_t(std::nearbyint(double(v * num) / double(den))); }
+};
+
+struct TileShape {
+  int64_t h, w;
+};
+
+// The three tilings of a square tile t, in the order ComfyUI sums them.
+std::vector<TileShape> tilings_decode(int64_t t) {
+  return {{2 * t, t / 2}, {t / 2, 2 * t}, {t, t}};
+}
+std::vector<TileShape> tilings_encode(int64_t t) {
+  return {{t, t}, {t / 2, 2 * t}, {2 * t, t / 2}};
+}
+
+// Runs the model on one image or tile [1, C, h, w] (f32) and returns [1, C', h', w'] (f32).
+using TileRun = std::function<Result<HostTensor>(const HostTensor&)>;
+
+HostTensor crop(const HostTensor& x, int64_t y0, int64_t x0, int64_t h, int64_t w) {
+  const Shape& s = x.shape();
+  HostTensor part(DType::F32, Shape{s[0], s[1], h, w});
+  for (int64_t p = 0; p < s[0] * s[1]; ++p)
+    for (int64_t y = 0; y < h; ++y)
+      std::memcpy(part.f32() + (p * h + y) * w, x.f32() + (p * s[2] + y0 + y) * s[3] + x0,
+                  size_t(w) * sizeof(float));
+  return part;
+}
+
+// The ramp of one axis of a tile of n output pixels.
+std::vector<float> feather_ramp(int64_t n, int64_t feather) {
+  std::vector<float> r(size_t(n), 1.0f);
+  if (feather >= n) return r;
+  for (int64_t t = 0; t < feather; ++t) {
+    float a = float(double(t + 1) / double(feather));
+    r[size_t(t)] *= a;
+    r[size_t(n - 1 - t)] *= a;
+  }
+  return r;
+}
+
+// One tiling of one image x [1, C, H, W] that does not fit in one tile (Note [tiled scale]).
+Result<HostTensor> tiling_run(const HostTensor& x, TileShape tile, int64_t overlap, Scale sc,
+                              int64_t out_c, const TileRun& run,
+                              const std::function<Status()>& before_tile) {
+  const int64_t H = x.shape()[2], W = x.shape()[3];
+  const int64_t OH = sc.of(H), OW = sc.of(W), feather = sc.of(overlap);
+  HostTensor out(DType::F32, Shape{1, out_c, OH, OW});
+  std::vector<float> wsum(size_t(OH * OW), 0.0f);
+  for (int64_t ys : tile_starts(H, tile.h, overlap))
+    for (int64_t xs : tile_starts(W, tile.w, overlap)) {
+      const int64_t th = std::min(tile.h, H - ys), tw = std::min(tile.w, W - xs);
+      if (before_tile) HR_TRY(before_tile());
+      HR_ASSIGN_OR_RETURN(HostTensor y, run(crop(x, ys, xs, th, tw)));
+      const int64_t ph = y.shape()[2], pw = y.shape()[3], oy = sc.of(ys), ox = sc.of(xs);
+      if (y.shape()[1] != out_c || oy + ph > OH || ox + pw > OW)
+        return make_error(ErrorCode::INTERNAL, "tile {} at ({}, {}) gave {}, outside {}x{}",
+                          crop(x, ys, xs, th, tw).desc().str(), ys, xs, y.desc().str(), OH, OW);
+      const std::vector<float> ry = feather_ramp(ph, feather), rx = feather_ramp(pw, feather);
+      for (int64_t c = 0; c < out_c; ++c)
+        for (int64_t yy = 0; yy < ph; ++yy)
+          for (int64_t xx = 0; xx < pw; ++xx)
+            out.f32()[(c * OH + oy + yy) * OW + ox + xx] +=
+                y.f32()[(c * ph + yy) * pw + xx] * (ry[size_t(yy)] * rx[size_t(xx)]);
+      for (int64_t yy = 0; yy < ph; ++yy)
+        for (int64_t xx = 0; xx < pw; ++xx)
+          wsum[size_t((oy + yy) * OW + ox + xx)] += ry[size_t(yy)] * rx[size_t(xx)];
+    }
+  const int64_t plane = OH * OW;
+  for (int64_t c = 0; c < out_c; ++c)
+    for (int64_t i = 0; i < plane; ++i) out.f32()[c * plane + i] /= wsum[size_t(i)];
+  return out;
+}
+
+// The mean of the tilings of a batch, image by image; an image that one tiling holds whole is
+// run whole (once) for that tiling.
+Result<HostTensor> tiled_batch(const HostTensor& x_any, const std::vector<TileShape>& tilings,
+                               int64_t overlap, Scale sc, int64_t out_c, const TileRun& run,
+                               const std::function<Status()>& before_tile) {
+  HostTensor x_f32;
+  const HostTensor& x = x_any.dtype() == DType::F32 ? x_any : (x_f32 = x_any.to(DType::F32));
+  const Shape& s = x.shape();
+  const int64_t B = s[0], H = s[2], W = s[3], OH = sc.of(H), OW = sc.of(W);
+  HostTensor out(DType::F32, Shape{B, out_c, OH, OW});
+  const int64_t per_out = out_c * OH * OW;
+  for (int64_t b = 0; b < B; ++b) {
+    HostTensor img(DType::F32, Shape{1, s[1], H, W});
+    std::memcpy(img.f32(), x.f32() + b * s[1] * H * W, img.bytes());
+    HostTensor whole, sum;
+    for (size_t k = 0; k < tilings.size(); ++k) {
+      HostTensor part;
+      if (H <= tilings[k].h && W <= tilings[k].w) {
+        if (whole.empty()) {
+          if (before_tile) HR_TRY(before_tile());
+          HR_ASSIGN_OR_RETURN(whole, run(img));
+        }
+        part = whole.clone();
+      } else {
+        HR_ASSIGN_OR_RETURN(part,
+                            tiling_run(img, tilings[k], overlap, sc, out_c, run, before_tile));
+      }
+      if (part.shape() != Shape{1, out_c, OH, OW})
+        return make_error(ErrorCode::INTERNAL,
+                          "tiled VAE: a tiling gave {}, expected [1, {}, {}, {}]",
+                          part.desc().str(), out_c, OH, OW);
+      if (k == 0) {
+        sum = std::move(part);
+      } else {
+        for (int64_t i = 0; i < per_out; ++i) sum.f32()[i] += part.f32()[i];
+      }
+    }
+    const float n = float(tilings.size());
+    for (int64_t i = 0; i < per_out; ++i) out.f32()[b * per_out + i] = sum.f32()[i] / n;
+  }
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+Status vae_input_check(const LoadedModel& model, const Shape& s, const char* what) {
+  if (!model.has_vae)
+    return make_error(ErrorCode::INVALID_ARGUMENT, "{} has no VAE loaded", model.info.path);
+  if (s.rank != 4)
+    return make_error(ErrorCode::INVALID_ARGUMENT, "{}: input {} must be [B, C, H, W]", what,
+                      s.str());
+  return Status();
+}
+
+std::string vae_name(const LoadedModel& m) {
+  std::string f = std::filesystem::path(m.info.path).filename().string();
+  return f.empty() ? "the VAE" : "the VAE of " + f;
+}
+
+// Encoder moments as one tensor [B, 2e, h, w] (mean, then logvar) so that tiles blend both.
+Result<HostTensor> encode_joined(Executor& ex, LoadedModel& m, const HostTensor& image) {
+  HR_ASSIGN_OR_RETURN(VAEMoments mo, vae_encode(ex, m, image));
+  const Shape& s = mo.mean.shape();
+  HostTensor out(DType::F32, Shape{s[0], 2 * s[1], s[2], s[3]});
+  const int64_t n = s[1] * s[2] * s[3];
+  for (int64_t b = 0; b < s[0]; ++b) {
+    std::memcpy(out.f32() + 2 * b * n, mo.mean.f32() + b * n, size_t(n) * sizeof(float));
+    std::memcpy(out.f32() + (2 * b + 1) * n, mo.logvar.f32() + b * n, size_t(n) * sizeof(float));
+  }
+  return out;
+}
+
+VAEMoments moments_split(const HostTensor& joined) {
+  const Shape& s = joined.shape();
+  const int64_t e = s[1] / 2, n = e * s[2] * s[3];
+  VAEMoments mo{HostTensor(DType::F32, Shape{s[0], e, s[2], s[3]}),
+                HostTensor(DType::F32, Shape{s[0], e, s[2], s[3]})};
+  for (int64_t b = 0; b < s[0]; ++b) {
+    std::memcpy(mo.mean.f32() + b * n, joined.f32() + 2 * b * n, size_t(n) * sizeof(float));
+    std::memcpy(mo.logvar.f32() + b * n, joined.f32() + (2 * b + 1) * n, size_t(n) * sizeof(float));
+  }
+  return mo;
+}
+
+// Runs `run` on each image of x and stacks the results.
+Result<HostTensor> per_image_run(const HostTensor& x_any, const TileRun& run,
+                                 const std::function<Status()>& before_tile) {
+  HostTensor x_f32;
+  const HostTensor& x = x_any.dtype() == DType::F32 ? x_any : (x_f32 = x_any.to(DType::F32));
+  const Shape& s = x.shape();
+  HostTensor out;
+  for (int64_t b = 0; b < s[0]; ++b) {
+    HostTensor img(DType::F32, Shape{1, s[1], s[2], s[3]});
+    std::memcpy(img.f32(), x.f32() + b * img.numel(), img.bytes());
+    if (b > 0 && before_tile) HR_TRY(before_tile());
+    HR_ASSIGN_OR_RETURN(HostTensor y, run(img));
+    if (out.empty()) {
+      Shape os = y.shape();
+      os[0] = s[0];
+      out = HostTensor(DType::F32, os);
+    }
+    if (y.numel() * s[0] != out.numel())
+      return make_error(ErrorCode::INTERNAL, "image {} gave {}, unlike image 0", b, y.desc().str());
+    std::memcpy(out.f32() + b * y.numel(), y.f32(), y.bytes());
+  }
+  return out;
+}
+
+// Plans of the VAE graphs for one model and direction, memoised by shape.
+class VAEPlanner {
+ public:
+  VAEPlanner(Executor& ex, const LoadedModel& m, bool decode) : ex_(ex), m_(m), decode_(decode) {}
+
+  Result<uint64_t> arena(int64_t b, int64_t h, int64_t w) {
+    auto key = std::make_tuple(b, h, w);
+    auto it = memo_.find(key);
+    if (it != memo_.end()) return it->second;
+    HR_ASSIGN_OR_RETURN(Graph g, decode_ ? vae_decode_graph(m_.vae, b, h, w, m_.vae_dtype)
+                                         : vae_encode_graph(m_.vae, b, h, w, m_.vae_dtype));
+    HR_ASSIGN_OR_RETURN(std::shared_ptr<const ArenaPlan> p, ex_.plan(g));
+    memo_.emplace(key, p->arena_bytes);
+    return p->arena_bytes;
+  }
+
+  // The largest arena among the graphs that `tilings` would run on one H x W image.
+  Result<uint64_t> tiled_arena(int64_t H, int64_t W, const std::vector<TileShape>& tilings,
+                               int64_t overlap) {
+    uint64_t most = 0;
+    for (const TileShape& t : tilings) {
+      if (H <= t.h && W <= t.w) {
+        HR_ASSIGN_OR_RETURN(uint64_t a, arena(1, H, W));
+        most = std::max(most, a);
+        continue;
+      }
+      for (int64_t hl : tile_lengths(H, t.h, overlap))
+        for (int64_t wl : tile_lengths(W, t.w, overlap)) {
+          HR_ASSIGN_OR_RETURN(uint64_t a, arena(1, hl, wl));
+          most = std::max(most, a);
+        }
+    }
+    return most;
+  }
+
+ private:
+  Executor& ex_;
+  const LoadedModel& m_;
+  bool decode_;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, uint64_t> memo_;
+};
+
+// Note [VAE auto tiling]. `s` is the latent (decode) or image (encode) shape.
+Result<VAEDecision> vae_decide(Executor& ex, LoadedModel& model, const Shape& s, bool decode) {
+  const char* what = decode ? "decode" : "encode";
+  HR_TRY(vae_input_check(model, s, decode ? "vae_decode_decide" : "vae_encode_decide"));
+  const int64_t down = model.vae.downscale();
+  const int64_t px = decode ? down : 1;  // image pixels per input pixel
+  const int64_t step = std::max<int64_t>(1, kTileStepPx / px);
+  const int64_t B = s[0], H = s[2], W = s[3];
+  VAEPlanner planner(ex, model, decode);
+  VAEDecision d;
+  d.room = ex.arena_room();
+  HR_ASSIGN_OR_RETURN(d.arena_bytes, planner.arena(B, H, W));
+  const std::string arena_room =
+      fmt::format("arena {} {} {} left", bytes_format(d.arena_bytes),
+                  d.arena_bytes <= d.room ? "<=" : ">", bytes_format(d.room));
+  if (d.arena_bytes <= d.room) {
+    d.run_arena_bytes = d.arena_bytes;
+    d.reason = fmt::format("VAE {} whole: {}", what, arena_room);
+    return d;
+  }
+  HR_ASSIGN_OR_RETURN(uint64_t one, planner.arena(1, H, W));
+  if (B > 1 && one <= d.room) {
+    d.mode = VAEMode::PER_IMAGE;
+    d.run_arena_bytes = one;
+    d.reason = fmt::format("VAE {} per image (batch {}): {}; one image {}", what, B, arena_room,
+                           bytes_format(one));
+    return d;
+  }
+  // Encoder tiles must start and end on latent pixels (Scale is exact only then).
+  const bool can_tile = decode || (H % down == 0 && W % down == 0);
+  uint64_t smallest = one;
+  for (int64_t t = (std::max(H, W) - 1) / step * step; can_tile && t >= step; t -= step) {
+    const int64_t overlap = decode ? t / 4 : t / 8;
+    HR_ASSIGN_OR_RETURN(
+        uint64_t a,
+        planner.tiled_arena(H, W, decode ? tilings_decode(t) : tilings_encode(t), overlap));
+    smallest = a;
+    if (a > d.room) continue;
+    d.mode = VAEMode::TILED;
+    d.tile_px = t * px;
+    d.overlap_px = overlap * px;
+    d.rows = int64_t(tile_starts(H, t, overlap).size());
+    d.cols = int64_t(tile_starts(W, t, overlap).size());
+    d.run_arena_bytes = a;
+    d.reason = fmt::format("VAE {} tiled {}x{} at {} px: {}; tile arena {}", what, d.rows, d.cols,
+                           d.tile_px, arena_room, bytes_format(a));
+    return d;
+  }
+  Status st = make_error(ErrorCode::OUT_OF_MEMORY,
+                         "VAE {} of {}x{} px (batch {}) by {}: {}, and the smallest tile ({} px) "
+                         "needs {}",
+                         what, H * px, W * px, B, vae_name(model), arena_room,
+                         std::min(std::max(H, W), step) * px, bytes_format(smallest));
+  st.set_segments(ex.allocator().segments(smallest));
+  return st;
+}
+
+// On a backend that is not host-visible the weights are uploaded on first use, inside the run
+// and after its arena was allocated; uploading them before deciding makes arena_room count them.
+Status vae_weights_upload(Executor& ex, LoadedModel& model, bool decode) {
+  if (ex.backend().host_visible()) return Status();
+  const int64_t n = decode ? 1 : model.vae.downscale();
+  HR_ASSIGN_OR_RETURN(Graph g, decode ? vae_decode_graph(model.vae, 1, n, n, model.vae_dtype)
+                                      : vae_encode_graph(model.vae, 1, n, n, model.vae_dtype));
+  HR_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledGraph> c, ex.compile(g));
+  model.vae_weights.bind(&ex.backend(), &ex.allocator());
+  for (const Value& v : c->graph.values())
+    if (v.kind == ValueKind::WEIGHT) {
+      Result<TensorRef> r = model.vae_weights.weight_get(v.name, v.desc, v.layout);
+      if (!r.ok()) return r.status().with_context("uploading the VAE weights");
+    }
+  return Status();
+}
+
+}  // namespace
+
+const char* vae_mode_name(VAEMode m) {
+  switch (m) {
+    case VAEMode::WHOLE:
+      return "whole";
+    case VAEMode::PER_IMAGE:
+      return "per image";
+    case VAEMode::TILED:
+      return "tiled";
+  }
+  return "?";
+}
+
+Result<HostTensor> vae_decode_tiled(Executor& ex, LoadedModel& model, const HostTensor& latent,
+                                    const VAETileOptions& tiles) {
+  HR_TRY(vae_input_check(model, latent.shape(), "vae_decode_tiled"));
+  const int64_t down = model.vae.downscale();
+  const int64_t tile = tiles.tile_px / down, overlap = tiles.overlap_px / down;
+  if (tile / 2 < 1 || overlap < 0 || overlap >= tile / 2)
+    return make_error(ErrorCode::INVALID_ARGUMENT,
+                      "vae_decode_tiled: tile {} px, overlap {} px: need a tile of at least {} px "
+                      "and an overlap under half of it",
+                      tiles.tile_px, tiles.overlap_px, 2 * down);
+  TileRun run = [&](const HostTensor& t) { return vae_decode(ex, model, t); };
+  return tiled_batch(latent, tilings_decode(tile), overlap, Scale{down, 1}, model.vae.out_channels,
+                     run, tiles.before_tile);
+}
+
+Result<VAEMoments> vae_encode_tiled(Executor& ex, LoadedModel& model, const HostTensor& image,
+                                    const VAETileOptions& tiles) {
+  HR_TRY(vae_input_check(model, image.shape(), "vae_encode_tiled"));
+  const int64_t down = model.vae.downscale(), t = tiles.tile_px, overlap = tiles.overlap_px;
+  const Shape& s = image.shape();
+  if (s[2] % down || s[3] % down || t < 2 * down || (t / 2) % down || overlap < 0 ||
+      overlap % down || overlap >= t / 2)
+    return make_error(
+        ErrorCode::INVALID_ARGUMENT,
+        "vae_encode_tiled: image {}x{}, tile {} px, overlap {} px: sides, half the "
+        "tile and the overlap must be multiples of {}, the overlap under half the tile",
+        s[3], s[2], t, overlap, down);
+  TileRun run = [&](const HostTensor& x) { return encode_joined(ex, model, x); };
+  HR_ASSIGN_OR_RETURN(HostTensor joined,
+                      tiled_batch(image, tilings_encode(t), overlap, Scale{1, down},
+                                  2 * int64_t(model.vae.embed_dim), run, tiles.before_tile));
+  return moments_split(joined);
+}
+
+Result<VAEDecision> vae_decode_decide(Executor& ex, LoadedModel& model, const Shape& latent_shape) {
+  return vae_decide(ex, model, latent_shape, true);
+}
+
+Result<VAEDecision> vae_encode_decide(Executor& ex, LoadedModel& model, const Shape& image_shape) {
+  return vae_decide(ex, model, image_shape, false);
+}
+
+Result<VAEDecoded> vae_decode_auto(Executor& ex, LoadedModel& model, const HostTensor& latent,
+                                   const std::function<Status()>& before_tile) {
+  HR_TRY(vae_input_check(model, latent.shape(), "vae_decode_auto"));
+  HR_TRY(vae_weights_upload(ex, model, true));
+  VAEDecoded r;
+  HR_ASSIGN_OR_RETURN(r.decision, vae_decode_decide(ex, model, latent.shape()));
+  const VAEDecision& d = r.decision;
+  TileRun run = [&](const HostTensor& t) { return vae_decode(ex, model, t); };
+  if (d.mode == VAEMode::WHOLE) {
+    HR_ASSIGN_OR_RETURN(r.image, vae_decode(ex, model, latent));
+  } else if (d.mode == VAEMode::PER_IMAGE) {
+    HR_ASSIGN_OR_RETURN(r.image, per_image_run(latent, run, before_tile));
+  } else {
+    HR_ASSIGN_OR_RETURN(
+        r.image,
+        vae_decode_tiled(ex, model, latent, VAETileOptions{d.tile_px, d.overlap_px, before_tile}));
+  }
+  return r;
+}
+
+Result<VAEEncoded> vae_encode_auto(Executor& ex, LoadedModel& model, const HostTensor& image,
+                                   const std::function<Status()>& before_tile) {
+  HR_TRY(vae_input_check(model, image.shape(), "vae_encode_auto"));
+  HR_TRY(vae_weights_upload(ex, model, false));
+  VAEEncoded r;
+  HR_ASSIGN_OR_RETURN(r.decision, vae_encode_decide(ex, model, image.shape()));
+  const VAEDecision& d = r.decision;
+  if (d.mode == VAEMode::WHOLE) {
+    HR_ASSIGN_OR_RETURN(r.moments, vae_encode(ex, model, image));
+  } else if (d.mode == VAEMode::PER_IMAGE) {
+    TileRun run = [&](const HostTensor& x) { return encode_joined(ex, model, x); };
+    HR_ASSIGN_OR_RETURN(HostTensor joined, per_image_run(image, run, before_tile));
+    r.moments = moments_split(joined);
+  } else {
+    HR_ASSIGN_OR_RETURN(
+        r.moments,
+        vae_encode_tiled(ex, model, image, VAETileOptions{d.tile_px, d.overlap_px, before_tile}));
+  }
+  return r;
+}
+
+}  // namespace hr
