@@ -59,9 +59,62 @@ MemorySegments Allocator::segments(uint64_t requested) const {
   return s;
 }
 
+// Note [reclaim]
+// An allocation that does not fit (over the budget, or refused by the device because another
+// process took memory) is not yet a failure: holders of cached memory that no run is using
+// (weight copies of models loaded earlier) are asked, least recently used first, to free what
+// is missing, and the allocation is tried once more. Holders are called with no allocator lock
+// held (they free through DeviceBuffer::reset, which takes mu_), and a holder in use by a run
+// is never asked, so a run's own weights stay put while it executes.
 Result<DeviceBuffer> Allocator::allocate(size_t bytes, Pool pool, const std::string& what) {
   size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded == 0) rounded = kAlignment;
+  Result<DeviceBuffer> r = allocate_once(rounded, pool, what);
+  if (r.ok() || r.status().code() != ErrorCode::OUT_OF_MEMORY) return r;
+  uint64_t missing = rounded;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (budget_ != kUnlimited && total_.current < budget_ && budget_ - total_.current < rounded)
+      missing = rounded - (budget_ - total_.current);
+  }
+  if (reclaim(missing) == 0) return r;
+  return allocate_once(rounded, pool, what);
+}
+
+void Allocator::reclaimable_add(Reclaimable* r) {
+  std::lock_guard<std::mutex> lock(reclaim_mu_);
+  reclaimables_.push_back(r);
+}
+
+void Allocator::reclaimable_remove(Reclaimable* r) {
+  std::lock_guard<std::mutex> lock(reclaim_mu_);
+  reclaimables_.erase(std::remove(reclaimables_.begin(), reclaimables_.end(), r),
+                      reclaimables_.end());
+}
+
+uint64_t Allocator::reclaim(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(reclaim_mu_);
+  std::vector<Reclaimable*> order;
+  for (Reclaimable* r : reclaimables_)
+    if (!r->in_use()) order.push_back(r);
+  std::sort(order.begin(), order.end(),
+            [](Reclaimable* a, Reclaimable* b) { return a->last_use() < b->last_use(); });
+  uint64_t freed = 0;
+  for (Reclaimable* r : order) {
+    if (freed >= bytes) break;
+    freed += r->reclaim(bytes - freed);
+  }
+  reclaimed_ += freed;
+  return freed;
+}
+
+uint64_t Allocator::trim_weights() {
+  const uint64_t cap = weights_cap_.load();
+  const uint64_t held = stats(Pool::WEIGHTS).current;
+  return held > cap ? reclaim(held - cap) : 0;
+}
+
+Result<DeviceBuffer> Allocator::allocate_once(size_t rounded, Pool pool, const std::string& what) {
   std::unique_lock<std::mutex> lock(mu_);
   PoolStats& ps = pools_[size_t(pool)];
   if (budget_ != kUnlimited && (total_.current > budget_ || rounded > budget_ - total_.current)) {

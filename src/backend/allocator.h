@@ -5,9 +5,11 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "core/status.h"
@@ -68,6 +70,21 @@ class DeviceBuffer {
   Pool pool_ = Pool::OTHER;
 };
 
+// Memory a holder can give back when an allocation does not fit: cached weight copies
+// (Note [reclaim] in allocator.cpp).
+class Reclaimable {
+ public:
+  virtual ~Reclaimable() = default;
+  // Frees up to about `bytes` (at least that much if it can) of memory nothing is using now;
+  // returns the bytes freed. Called without any allocator lock held, possibly from another
+  // thread: a holder that is busy may return 0.
+  virtual uint64_t reclaim(uint64_t bytes) = 0;
+  // When it was last used (an Allocator::tick() value): the least recently used go first.
+  virtual uint64_t last_use() const = 0;
+  // True while a run uses it: it is not asked.
+  virtual bool in_use() const = 0;
+};
+
 class Allocator {
  public:
   static constexpr uint64_t kUnlimited = UINT64_MAX;
@@ -88,6 +105,20 @@ class Allocator {
   PoolStats total() const;  // summed over pools (peak = peak of the sum)
   void reset_peak();
   Backend& backend() { return backend_; }
+
+  // Holders of reclaimable memory (Note [reclaim]). A holder removes itself before it dies.
+  void reclaimable_add(Reclaimable* r);
+  void reclaimable_remove(Reclaimable* r);
+  // A monotonically increasing use counter for Reclaimable::last_use.
+  uint64_t tick() { return ticks_.fetch_add(1) + 1; }
+  // Asks holders not in use, least recently used first, to free `bytes`; returns bytes freed.
+  uint64_t reclaim(uint64_t bytes);
+  // The most bytes of weights kept resident between uses (--lowvram, --novram); trim_weights()
+  // reclaims weights above it. UINT64_MAX: no cap.
+  void set_weights_cap(uint64_t cap) { weights_cap_ = cap; }
+  uint64_t weights_cap() const { return weights_cap_; }
+  uint64_t trim_weights();
+  uint64_t reclaimed() const { return reclaimed_.load(); }  // bytes freed by reclaim, ever
   MemorySegments segments(uint64_t requested) const;
   // Returns the window since the previous call and starts a new one at the current bytes.
   PeakWindow peak_window_take();
@@ -96,8 +127,15 @@ class Allocator {
   friend class DeviceBuffer;
   void release(void* p, size_t bytes, Pool pool);
 
+  Result<DeviceBuffer> allocate_once(size_t rounded, Pool pool, const std::string& what);
+
   Backend& backend_;
   uint64_t budget_;
+  std::mutex reclaim_mu_;  // guards reclaimables_; never held with mu_
+  std::vector<Reclaimable*> reclaimables_;
+  std::atomic<uint64_t> ticks_{0};
+  std::atomic<uint64_t> reclaimed_{0};
+  std::atomic<uint64_t> weights_cap_{UINT64_MAX};
   mutable std::mutex mu_;
   std::array<PoolStats, size_t(Pool::COUNT_)> pools_{};
   PoolStats total_{};

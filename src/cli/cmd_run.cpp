@@ -141,6 +141,7 @@ int cmd_run(const RunArgs& args) {
     return kExitInvalid;
   }
   Allocator allocator(*backend, policy->budget);
+  allocator.set_weights_cap(policy->weights_cap);
   Executor executor(*backend, allocator);
   // Both lenses sampled through the run (issue: telemetry shared by CLI, server, dashboard).
   Telemetry telemetry(allocator, DriverLens::open(*backend));

@@ -23,6 +23,7 @@ Executor::Executor(Backend& backend, Allocator& allocator)
   capture_enabled_ = backend_.capture_supported() && !(env && std::string(env) == "0");
   const char* passes = std::getenv("HEADROOM_GRAPH_PASSES");
   passes_ = !(passes && std::string(passes) == "0");
+  allocator_.reclaimable_add(this);
 }
 
 void Executor::set_passes(bool on) {
@@ -52,7 +53,19 @@ void Executor::set_node_timing(bool on) {
   node_ms_.clear();
 }
 
-Executor::~Executor() { captures_clear(); }
+Executor::~Executor() {
+  allocator_.reclaimable_remove(this);
+  captures_clear();
+}
+
+uint64_t Executor::reclaim(uint64_t bytes) {
+  if (running_) return 0;
+  std::unique_lock<std::mutex> lock(run_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return 0;
+  const uint64_t freed = arena_.size();
+  arena_.reset();
+  return freed;
+}
 
 void Executor::captures_clear() {
   for (auto& [k, c] : captures_)
@@ -176,6 +189,17 @@ Result<std::vector<const HostTensor*>> inputs_bind(const Graph& g, const HostInp
 Result<std::vector<HostTensor>> Executor::run(const Graph& graph, const HostInputs& inputs,
                                               WeightSource& weights) {
   std::lock_guard<std::mutex> run_lock(run_mu_);
+  running_ = true;
+  weights.run_begin();
+  struct RunEnd {
+    Executor& ex;
+    WeightSource& w;
+    ~RunEnd() {
+      ex.last_use_ = ex.allocator_.tick();
+      ex.running_ = false;
+      w.run_end();
+    }
+  } run_end{*this, weights};
   HR_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledGraph> compiled, compile(graph));
   const Graph& g = compiled->graph;
   const ArenaPlan* plan = compiled->plan.get();

@@ -3,6 +3,7 @@
 // runs the nodes in order on a Backend.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -29,14 +30,20 @@ class WeightSource {
   virtual ~WeightSource() = default;
   virtual Result<TensorRef> weight_get(const std::string& name, const TensorDesc& desc,
                                        WeightLayout layout) = 0;
+  // Bracket one Executor::run: weights served in between stay where they are until run_end
+  // (Note [reclaim] in backend/allocator.cpp).
+  virtual void run_begin() {}
+  virtual void run_end() {}
 };
 
 using HostInputs = std::vector<std::pair<std::string, const HostTensor*>>;
 
-class Executor {
+// Its activation arena is Reclaimable (Note [reclaim] in backend/allocator.cpp): while no run
+// is in progress the allocator may free it for another allocation; the next run allocates again.
+class Executor final : public Reclaimable {
  public:
   Executor(Backend& backend, Allocator& allocator);
-  ~Executor();
+  ~Executor() override;
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
@@ -87,6 +94,10 @@ class Executor {
   Backend& backend() { return backend_; }
   Allocator& allocator() { return allocator_; }
 
+  uint64_t reclaim(uint64_t bytes) override;
+  uint64_t last_use() const override { return last_use_.load(); }
+  bool in_use() const override { return running_.load(); }
+
  private:
   Backend& backend_;
   Allocator& allocator_;
@@ -101,6 +112,8 @@ class Executor {
   size_t plans_cached_ = 0;
   // run() is not reentrant: one run at a time uses the arena.
   std::mutex run_mu_;
+  std::atomic<bool> running_{false};  // a run holds run_mu_ (reclaim must not try to lock it)
+  std::atomic<uint64_t> last_use_{0};
   DeviceBuffer arena_;
 
   // Note [captured steps]: on backends that can capture, the second run of a plan records its

@@ -1,6 +1,8 @@
 // WeightSet: host copies, lazy device upload.
 #include "models/weights.h"
 
+#include <algorithm>
+
 namespace hr {
 
 Status WeightSet::load_prefix(const SafetensorsFile& file, std::string_view prefix, DType dtype) {
@@ -13,7 +15,12 @@ Status WeightSet::load_prefix(const SafetensorsFile& file, std::string_view pref
   return Status();
 }
 
+WeightSet::~WeightSet() {
+  if (allocator_) allocator_->reclaimable_remove(this);
+}
+
 void WeightSet::put(const std::string& name, HostTensor t) {
+  std::lock_guard<std::mutex> lock(mu_);
   device_.erase(name);
   for (int l = 1; l <= int(WeightLayout::CONV_OHWI); ++l) {
     const std::string k = name + "@" + weight_layout_name(WeightLayout(l));
@@ -42,14 +49,54 @@ uint64_t WeightSet::bytes() const {
 }
 
 void WeightSet::bind(Backend* backend, Allocator* allocator) {
-  if (backend != backend_) device_.clear();
+  if (allocator != allocator_) {
+    if (allocator_) allocator_->reclaimable_remove(this);
+    if (allocator) allocator->reclaimable_add(this);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (backend != backend_ || allocator != allocator_) device_.clear();
   backend_ = backend;
   allocator_ = allocator;
 }
 
 void WeightSet::release_device() {
+  std::lock_guard<std::mutex> lock(mu_);
   device_.clear();
   relaid_.clear();
+}
+
+void WeightSet::run_begin() {
+  ++in_use_;
+  if (allocator_) last_use_ = allocator_->tick();
+}
+
+void WeightSet::run_end() {
+  if (allocator_) last_use_ = allocator_->tick();
+  if (--in_use_ == 0 && allocator_) allocator_->trim_weights();
+}
+
+uint64_t WeightSet::device_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t n = 0;
+  for (const auto& [k, c] : device_) n += c.buffer.size();
+  return n;
+}
+
+uint64_t WeightSet::reclaim(uint64_t bytes) {
+  if (in_use()) return 0;
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock() || in_use()) return 0;
+  std::vector<std::pair<uint64_t, std::string>> order;  // (last use, key), oldest first
+  for (const auto& [k, c] : device_) order.emplace_back(c.last_use, k);
+  std::sort(order.begin(), order.end());
+  uint64_t freed = 0;
+  for (const auto& [t, k] : order) {
+    if (freed >= bytes) break;
+    auto it = device_.find(k);
+    freed += it->second.buffer.size();
+    device_.erase(it);
+  }
+  return freed;
 }
 
 Result<TensorRef> WeightSet::weight_get(const std::string& name, const TensorDesc& desc,
@@ -81,6 +128,14 @@ Result<TensorRef> WeightSet::weight_get(const std::string& name, const TensorDes
     return t->ref();
   }
   if (!allocator_) return make_error(ErrorCode::INTERNAL, "WeightSet bound without allocator");
+  // In use while it may allocate, so that the allocator's reclaim never asks this set (whose
+  // lock is held here) for room; runs hold it in use already.
+  ++in_use_;
+  struct Release {
+    std::atomic<int>& n;
+    ~Release() { --n; }
+  } release{in_use_};
+  std::lock_guard<std::mutex> lock(mu_);
   auto dit = device_.find(key);
   if (dit == device_.end()) {
     HR_ASSIGN_OR_RETURN(const HostTensor* t, source());
@@ -91,9 +146,10 @@ Result<TensorRef> WeightSet::weight_get(const std::string& name, const TensorDes
       HR_TRY(backend_->stream_sync(nullptr));
       relaid_.erase(key);
     }
-    dit = device_.emplace(key, std::move(b)).first;
+    dit = device_.emplace(key, DeviceCopy{std::move(b), 0}).first;
   }
-  return TensorRef{desc, dit->second.data()};
+  dit->second.last_use = allocator_->tick();
+  return TensorRef{desc, dit->second.buffer.data()};
 }
 
 }  // namespace hr

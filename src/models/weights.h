@@ -1,10 +1,14 @@
 // WeightSet: a model's parameters as host tensors (converted to the compute dtype on load),
 // served to the executor by name. On a backend whose memory is not host-visible, tensors are
-// uploaded on first use into Pool::WEIGHTS buffers and kept resident (the memory layer's
-// weight store will replace this policy with budgeted residency and streaming).
+// uploaded on first use into Pool::WEIGHTS buffers and stay resident until the allocator needs
+// the room: a set no run is using gives its least recently used copies back (Note [reclaim] in
+// backend/allocator.cpp), and after each run copies above the allocator's weights cap go
+// (--lowvram, --novram). Streaming weights through staging slots within a run is not done yet.
 #pragma once
 
+#include <atomic>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,9 +21,10 @@
 
 namespace hr {
 
-class WeightSet final : public WeightSource {
+class WeightSet final : public WeightSource, public Reclaimable {
  public:
   WeightSet() = default;
+  ~WeightSet() override;
   WeightSet(const WeightSet&) = delete;
   WeightSet& operator=(const WeightSet&) = delete;
 
@@ -40,12 +45,27 @@ class WeightSet final : public WeightSource {
 
   Result<TensorRef> weight_get(const std::string& name, const TensorDesc& desc,
                                WeightLayout layout = WeightLayout::STORED) override;
+  void run_begin() override;
+  void run_end() override;
+
+  // Reclaimable: frees least recently used device copies while no run uses the set.
+  uint64_t reclaim(uint64_t bytes) override;
+  uint64_t last_use() const override { return last_use_.load(); }
+  bool in_use() const override { return in_use_.load() > 0; }
+  uint64_t device_bytes() const;  // bytes of device copies held now
 
  private:
+  struct DeviceCopy {
+    DeviceBuffer buffer;
+    uint64_t last_use = 0;
+  };
   std::map<std::string, HostTensor, std::less<>> host_;
   Backend* backend_ = nullptr;
   Allocator* allocator_ = nullptr;
-  std::unordered_map<std::string, DeviceBuffer> device_;  // by name (+ "@layout")
+  mutable std::mutex mu_;  // guards device_ (reclaim may come from another thread)
+  std::unordered_map<std::string, DeviceCopy> device_;  // by name (+ "@layout")
+  std::atomic<int> in_use_{0};
+  std::atomic<uint64_t> last_use_{0};
   // Rearranged host copies for host-visible backends (Note [weight layouts]).
   std::unordered_map<std::string, HostTensor> relaid_;
 };

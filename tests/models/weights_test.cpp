@@ -3,6 +3,8 @@
 #include "models/weights.h"
 
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -214,6 +216,80 @@ TEST_F(WeightSetTest, UploadOnceOnOpaqueBackend) {
   ws.release_device();
   EXPECT_EQ(alloc.stats(Pool::WEIGHTS).current, 0u);
   EXPECT_TRUE(ws.contains("layer.weight")) << "host copies stay";
+}
+
+// Note [reclaim]: a model no run is using gives its device copies back, least recently used
+// first, when another model's weights (or an arena) need the room; a model in use keeps them.
+class WeightReclaimTest : public ::testing::Test {
+ protected:
+  static constexpr size_t kBytes = 4096;  // one weight: 1024 floats
+  void fill(WeightSet& ws, int n) {
+    for (int i = 0; i < n; ++i) ws.put(fmt::format("w{}", i), HostTensor(DType::F32, Shape{1024}));
+  }
+  Status touch(WeightSet& ws, int n) {
+    for (int i = 0; i < n; ++i)
+      HR_TRY(ws.weight_get(fmt::format("w{}", i), TensorDesc{DType::F32, Shape{1024}}).status());
+    return Status();
+  }
+  OpaqueCpuBackend dev_;
+};
+
+TEST_F(WeightReclaimTest, LeastRecentlyUsedModelMakesRoom) {
+  Allocator alloc(dev_, 5 * kBytes);
+  WeightSet a, b;
+  fill(a, 3);
+  fill(b, 3);
+  a.bind(&dev_, &alloc);
+  b.bind(&dev_, &alloc);
+  ASSERT_TRUE(touch(a, 3).ok());
+  EXPECT_EQ(a.device_bytes(), 3 * kBytes);
+  // b needs 3 slots, 2 are free: a (not in use) gives back its oldest copy.
+  Status sb = touch(b, 3);
+  ASSERT_TRUE(sb.ok()) << sb.str();
+  EXPECT_EQ(b.device_bytes(), 3 * kBytes);
+  EXPECT_EQ(a.device_bytes(), 2 * kBytes);
+  EXPECT_LE(alloc.total().peak, 5 * kBytes);
+  EXPECT_EQ(alloc.reclaimed(), kBytes);
+  // a's survivors are its newest two; asking for its oldest again reloads it (b gives room).
+  ASSERT_TRUE(a.weight_get("w0", TensorDesc{DType::F32, Shape{1024}}).ok());
+  EXPECT_EQ(dev_.uploads, 7);
+}
+
+TEST_F(WeightReclaimTest, ModelInUseIsNeverAsked) {
+  Allocator alloc(dev_, 4 * kBytes);
+  WeightSet a, b;
+  fill(a, 3);
+  fill(b, 3);
+  a.bind(&dev_, &alloc);
+  b.bind(&dev_, &alloc);
+  a.run_begin();
+  ASSERT_TRUE(touch(a, 3).ok());
+  Status busy = touch(b, 3);  // only one slot left and a is running
+  ASSERT_FALSE(busy.ok());
+  EXPECT_EQ(busy.code(), ErrorCode::OUT_OF_MEMORY);
+  EXPECT_EQ(a.device_bytes(), 3 * kBytes);
+  a.run_end();
+  Status after = touch(b, 3);
+  ASSERT_TRUE(after.ok()) << after.str();
+  EXPECT_EQ(a.device_bytes(), kBytes);
+}
+
+TEST_F(WeightReclaimTest, WeightsCapTrimsAfterEachRun) {
+  Allocator alloc(dev_);
+  WeightSet a;
+  fill(a, 4);
+  a.bind(&dev_, &alloc);
+  alloc.set_weights_cap(kBytes);  // --lowvram with a tiny budget
+  a.run_begin();
+  ASSERT_TRUE(touch(a, 4).ok());
+  EXPECT_EQ(a.device_bytes(), 4 * kBytes);  // within a run every weight stays
+  a.run_end();
+  EXPECT_EQ(a.device_bytes(), kBytes);
+  alloc.set_weights_cap(0);  // --novram: nothing stays between uses
+  a.run_begin();
+  a.run_end();
+  EXPECT_EQ(a.device_bytes(), 0u);
+  EXPECT_EQ(alloc.stats(Pool::WEIGHTS).current, 0u);
 }
 
 }  // namespace
