@@ -233,5 +233,43 @@ TEST_F(CliTest, ModelsSaysWhereSettingsCameFrom) {
   EXPECT_NE(det.output.find("prediction           eps (default)"), std::string::npos) << det.output;
 }
 
+// The README's example (256x256, one step to keep it short) on a tiny f32 checkpoint under a
+// 40 MiB budget: the VAE decode's plan does not fit, so it tiles, says so, and the allocator
+// never holds more than the budget. Under 1 MiB nothing fits: exit 3 naming the segments.
+TEST_F(CliTest, RunUnderABudgetTilesTheVAEAndSaysSo) {
+  fs::path ckpt = root_ / "models/checkpoints/tiny-f32.safetensors";
+  CmdResult mk = run_cmd(test::headroom_binary() + " make-model --arch sd1 --size tiny --seed 0 "
+                         "--dtype f32 -o " + ckpt.string());
+  ASSERT_EQ(mk.code, 0) << mk.output;
+  std::ifstream f(test::source_dir() + "/examples/default_workflow.json");
+  Json wf = Json::parse(f);
+  wf["4"]["inputs"]["ckpt_name"] = "tiny-f32.safetensors";
+  wf["3"]["inputs"]["steps"] = 1;
+  fs::path p = root_ / "budget.json";
+  std::ofstream(p) << wf.dump();
+  const std::string cmd = test::headroom_binary() + " run --device cpu --threads 2 --models-dir " +
+                          (root_ / "models").string() + " --output-dir " +
+                          (root_ / "out").string() + " " + p.string() + " --vram-budget ";
+  CmdResult r = run_cmd(cmd + "40MiB");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("budget 40.0 MiB (--vram-budget 40MiB)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("VAEDecode: VAE decode tiled"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("> 40.0 MiB left"), std::string::npos) << r.output;
+  size_t at = r.output.find("allocator level: peak ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  double peak_mib = std::stod(r.output.substr(at + 22));
+  EXPECT_LE(peak_mib, 40.0) << r.output;
+  EXPECT_NE(r.output.find("driver level ("), std::string::npos) << r.output;
+
+  CmdResult tiny = run_cmd(cmd + "1MiB");
+  EXPECT_EQ(tiny.code, 3) << tiny.output;
+  EXPECT_NE(tiny.output.find("out of memory"), std::string::npos) << tiny.output;
+  EXPECT_NE(tiny.output.find("budget 1.0 MiB"), std::string::npos) << tiny.output;
+
+  CmdResult bad = run_cmd(cmd + "lots");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("'lots' is not a size"), std::string::npos) << bad.output;
+}
+
 }  // namespace
 }  // namespace hr
