@@ -108,6 +108,14 @@ uint64_t Allocator::reclaim(uint64_t bytes) {
   return freed;
 }
 
+uint64_t Allocator::reclaimable_bytes(const Reclaimable* keep, const Reclaimable* also) {
+  std::lock_guard<std::mutex> lock(reclaim_mu_);
+  uint64_t n = 0;
+  for (Reclaimable* r : reclaimables_)
+    if (r != keep && r != also && !r->in_use()) n += r->reclaimable_bytes();
+  return n;
+}
+
 uint64_t Allocator::trim_weights() {
   const uint64_t cap = weights_cap_.load();
   const uint64_t held = stats(Pool::WEIGHTS).current;

@@ -83,6 +83,8 @@ class Reclaimable {
   virtual uint64_t last_use() const = 0;
   // True while a run uses it: it is not asked.
   virtual bool in_use() const = 0;
+  // Bytes reclaim() could free now if asked for everything.
+  virtual uint64_t reclaimable_bytes() const = 0;
 };
 
 class Allocator {
@@ -113,6 +115,10 @@ class Allocator {
   uint64_t tick() { return ticks_.fetch_add(1) + 1; }
   // Asks holders not in use, least recently used first, to free `bytes`; returns bytes freed.
   uint64_t reclaim(uint64_t bytes);
+  // What idle holders other than `keep` and `also` could free now (they may free less if a run
+  // starts meanwhile): room an allocation can count on after reclaim.
+  uint64_t reclaimable_bytes(const Reclaimable* keep = nullptr,
+                             const Reclaimable* also = nullptr);
   // The most bytes of weights kept resident between uses (--lowvram, --novram); trim_weights()
   // reclaims weights above it. UINT64_MAX: no cap.
   void set_weights_cap(uint64_t cap) { weights_cap_ = cap; }

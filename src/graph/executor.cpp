@@ -2,6 +2,7 @@
 // nodes in order on the backend's default stream, and copying outputs back to the host.
 #include "graph/executor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -94,10 +95,12 @@ void Executor::release_arena() {
   arena_.reset();
 }
 
-uint64_t Executor::arena_room() const {
+uint64_t Executor::arena_room(const Reclaimable* keep) {
   const uint64_t budget = allocator_.budget();
   if (budget == Allocator::kUnlimited) return UINT64_MAX;
-  const uint64_t others = allocator_.total().current - arena_.size();
+  const uint64_t held = allocator_.total().current - arena_.size();
+  const uint64_t idle = std::min(held, allocator_.reclaimable_bytes(keep, this));
+  const uint64_t others = held - idle;
   return budget > others ? budget - others : 0;
 }
 

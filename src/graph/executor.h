@@ -84,8 +84,9 @@ class Executor final : public Reclaimable {
   size_t arena_held() const { return arena_.size(); }
   // The largest arena a run could allocate now within the allocator's budget: the budget less
   // everything the allocator holds except this executor's own arena (which run() frees before
-  // allocating a larger one). UINT64_MAX when the budget is unlimited.
-  uint64_t arena_room() const;
+  // allocating a larger one) and what idle holders other than `keep` (the weights the run will
+  // use) would give back (Note [reclaim]). UINT64_MAX when the budget is unlimited.
+  uint64_t arena_room(const Reclaimable* keep = nullptr);
   // Number of plans computed (cache misses) and served from the cache (hits).
   size_t plans_computed() const;
   size_t plans_cached() const;
@@ -97,6 +98,7 @@ class Executor final : public Reclaimable {
   uint64_t reclaim(uint64_t bytes) override;
   uint64_t last_use() const override { return last_use_.load(); }
   bool in_use() const override { return running_.load(); }
+  uint64_t reclaimable_bytes() const override { return arena_.size(); }
 
  private:
   Backend& backend_;

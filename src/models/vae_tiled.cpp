@@ -298,7 +298,7 @@ Result<VAEDecision> vae_decide(Executor& ex, LoadedModel& model, const Shape& s,
   const int64_t B = s[0], H = s[2], W = s[3];
   VAEPlanner planner(ex, model, decode);
   VAEDecision d;
-  d.room = ex.arena_room();
+  d.room = ex.arena_room(&model.vae_weights);  // idle models give room
   HR_ASSIGN_OR_RETURN(d.arena_bytes, planner.arena(B, H, W));
   const std::string arena_room =
       fmt::format("arena {} {} {} left", bytes_format(d.arena_bytes),

@@ -52,6 +52,7 @@ class WeightSet final : public WeightSource, public Reclaimable {
   uint64_t reclaim(uint64_t bytes) override;
   uint64_t last_use() const override { return last_use_.load(); }
   bool in_use() const override { return in_use_.load() > 0; }
+  uint64_t reclaimable_bytes() const override { return device_bytes(); }
   uint64_t device_bytes() const;  // bytes of device copies held now
 
  private:

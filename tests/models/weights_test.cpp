@@ -292,5 +292,21 @@ TEST_F(WeightReclaimTest, WeightsCapTrimsAfterEachRun) {
   EXPECT_EQ(alloc.stats(Pool::WEIGHTS).current, 0u);
 }
 
+// An arena may count on the room idle models would give back, but not on the weights the run
+// itself will use.
+TEST_F(WeightReclaimTest, ArenaRoomCountsIdleWeights) {
+  Allocator alloc(dev_, 5 * kBytes);
+  Executor ex(dev_, alloc);
+  WeightSet a;
+  fill(a, 3);
+  a.bind(&dev_, &alloc);
+  ASSERT_TRUE(touch(a, 3).ok());
+  EXPECT_EQ(ex.arena_room(), 5 * kBytes);
+  EXPECT_EQ(ex.arena_room(&a), 2 * kBytes);
+  a.run_begin();  // in use: nothing to give back
+  EXPECT_EQ(ex.arena_room(), 2 * kBytes);
+  a.run_end();
+}
+
 }  // namespace
 }  // namespace hr
