@@ -1,6 +1,9 @@
-// `headroom plan`: the memory plan of a model's graphs for given shapes, without running
-// anything: weights, planned activation arena, its lower bound and the largest workspace.
+// `headroom plan`: the memory plan of a workflow (workflow/workflow_plan.h), or of a model's
+// graphs for given shapes (--arch), without running anything.
 #include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
 
 #include "backend/backend.h"
 #include "cli/commands.h"
@@ -10,6 +13,9 @@
 #include "models/make_model.h"
 #include "models/unet.h"
 #include "models/vae.h"
+#include "nodes/model_paths.h"
+#include "nodes/nodes.h"
+#include "workflow/workflow_plan.h"
 
 namespace hr {
 namespace {
@@ -32,9 +38,61 @@ CLIPTextConfig clip_bigg() {
   return c;
 }
 
+// Exit codes of `headroom plan WORKFLOW`.
+constexpr int kPlanFits = 0, kPlanCannotFit = 1, kPlanInvalid = 2;
+
+int plan_workflow(const PlanArgs& a) {
+  auto fail = [](const std::string& m) {
+    std::fprintf(stderr, "headroom plan: %s\n", m.c_str());
+    return kPlanInvalid;
+  };
+  std::stringstream text;
+  if (a.workflow == "-") {
+    text << std::cin.rdbuf();
+  } else {
+    std::ifstream f(a.workflow);
+    if (!f) return fail("cannot read " + a.workflow);
+    text << f.rdbuf();
+  }
+  Result<ModelPaths> paths = ModelPaths::from_config(a.models_dir, a.extra_model_paths);
+  if (!paths.ok()) return fail(paths.status().message());
+  auto model_paths = std::make_shared<const ModelPaths>(std::move(paths).value());
+  NodeRegistry registry;
+  nodes_register(registry, NodeEnv{a.models_dir, "input", model_paths});
+  PromptValidation v = prompt_validate_text(text.str(), registry);
+  if (!v.ok) return fail("invalid workflow:\n" + v.summary());
+  std::unique_ptr<Backend> backend;
+  if (a.device == "cuda") {
+    auto c = cuda_backend_create(0);
+    if (!c.ok()) return fail(c.status().message());
+    backend = std::move(c).value();
+  } else {
+    backend = cpu_backend_create(1);
+  }
+  const DType dtype = a.dtype == "auto" ? (backend->host_visible() ? DType::F32 : DType::F16)
+                                        : *dtype_from_name(a.dtype);
+  Result<MemoryPolicy> policy = memory_policy_resolve(a.memory, backend->info());
+  if (!policy.ok()) return fail(policy.status().message());
+  WorkflowPlanOptions o;
+  o.backend = backend.get();
+  o.compute_dtype = dtype;
+  o.budget = policy->budget;
+  o.models_dir = a.models_dir;
+  o.model_paths = model_paths;
+  Result<WorkflowPlan> plan = workflow_plan(v.prompt, o);
+  if (!plan.ok()) return fail(plan.status().str());
+  if (a.json) {
+    std::printf("%s\n", workflow_plan_json(*plan).dump(2).c_str());
+  } else {
+    std::printf("%s", workflow_plan_format(*plan).c_str());
+  }
+  return plan->fits ? kPlanFits : kPlanCannotFit;
+}
+
 }  // namespace
 
 int cmd_plan(const PlanArgs& a) {
+  if (!a.workflow.empty()) return plan_workflow(a);
   std::unique_ptr<Backend> backend;
   if (a.device == "cuda") {
     auto c = cuda_backend_create(0);
@@ -46,7 +104,7 @@ int cmd_plan(const PlanArgs& a) {
   } else {
     backend = cpu_backend_create(1);
   }
-  DType dt = *dtype_from_name(a.dtype);
+  DType dt = *dtype_from_name(a.dtype == "auto" ? "f16" : a.dtype);
   if (a.width % 8 || a.height % 8 || a.width < 64 || a.height < 64 || a.batch < 1) {
     std::fprintf(stderr, "headroom plan: width/height must be multiples of 8 and >= 64, batch >= 1\n");
     return 2;
@@ -94,7 +152,7 @@ int cmd_plan(const PlanArgs& a) {
   add(fmt::format("VAE encode (batch {})", a.batch), vae_encode_graph(vae, a.batch, a.height, a.width, dt));
 
   std::printf("plan: %s %s, %dx%d, batch %d, %s, workspaces of %s (allocator level)\n\n",
-              a.arch.c_str(), a.size.c_str(), a.width, a.height, a.batch, a.dtype.c_str(),
+              a.arch.c_str(), a.size.c_str(), a.width, a.height, a.batch, dtype_name(dt),
               backend->info().name.c_str());
   std::printf("| graph | nodes | weights | activation arena | lower bound | arena / bound | largest workspace |\n");
   std::printf("|---|---|---|---|---|---|---|\n");

@@ -48,10 +48,17 @@ int cmd_make_model(const MakeModelArgs& args);
 int cmd_probe();
 
 struct PlanArgs {
+  // A workflow file plans that workflow (exit 0 fits, 1 cannot fit, 2 invalid); empty: the
+  // model graphs of --arch.
+  std::string workflow;
+  std::string models_dir = "models";
+  std::vector<std::string> extra_model_paths;
+  bool json = false;
+  MemoryArgs memory;  // --vram-budget etc., as run
   std::string arch = "sd1";   // sd1, sd2, sdxl
   std::string size = "full";  // full, tiny (sd1/sd2)
   int width = 512, height = 512, batch = 1;
-  std::string dtype = "f16";
+  std::string dtype = "auto";  // workflow: as run (f16 on cuda, f32 on cpu); --arch: f16
   std::string device = "cpu";  // whose op workspaces to plan for
   bool verbose = false;
 };

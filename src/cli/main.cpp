@@ -68,13 +68,22 @@ int main(int argc, char** argv) {
   mm_cmd->add_option("-o,--output", mm.output, "output .safetensors file")->required();
 
   hr::PlanArgs plan;
-  CLI::App* plan_cmd = app.add_subcommand("plan", "print a model's memory plan without running it");
+  CLI::App* plan_cmd = app.add_subcommand(
+      "plan", "print the memory plan of a workflow (or of a model with --arch) without running it");
+  plan_cmd->add_option("workflow", plan.workflow,
+                       "API-format workflow JSON (- for stdin); exit 0 fits, 1 cannot fit, 2 invalid");
+  plan_cmd->add_option("--models-dir", plan.models_dir, "models folder (ComfyUI layout)");
+  plan_cmd->add_option("--extra-model-paths-config", plan.extra_model_paths, kExtraPathsHelp)
+      ->allow_extra_args(false);
+  plan_cmd->add_flag("--json", plan.json, "machine-readable output (workflow plans)");
+  hr::add_memory_options(*plan_cmd, plan.memory);
   plan_cmd->add_option("--arch", plan.arch, "sd1, sd2 or sdxl")->check(CLI::IsMember({"sd1", "sd2", "sdxl"}));
   plan_cmd->add_option("--size", plan.size, "full or tiny")->check(CLI::IsMember({"full", "tiny"}));
   plan_cmd->add_option("--width", plan.width, "image width (pixels)");
   plan_cmd->add_option("--height", plan.height, "image height (pixels)");
   plan_cmd->add_option("--batch", plan.batch, "images per batch (the UNet runs 2x for cfg)");
-  plan_cmd->add_option("--dtype", plan.dtype, "f16, bf16 or f32")->check(CLI::IsMember({"f16", "bf16", "f32"}));
+  plan_cmd->add_option("--dtype", plan.dtype, "auto (workflow: as run; --arch: f16), f16, bf16 or f32")
+      ->check(CLI::IsMember({"auto", "f16", "bf16", "f32"}));
   plan_cmd->add_option("--device", plan.device, "cpu or cuda (op workspaces)")->check(CLI::IsMember({"cpu", "cuda"}));
   plan_cmd->add_flag("--verbose", plan.verbose, "print every node");
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 
 namespace hr {
@@ -46,9 +47,9 @@ LayoutNames layout_names(const CLIPTextConfig& c) {
           "mlp.c_proj"};
 }
 
-int count_layers(const WeightSet& w, const std::string& prefix) {
+int count_layers(const std::vector<std::string>& names, const std::string& prefix) {
   std::set<int> seen;
-  for (const std::string& n : w.names()) {
+  for (const std::string& n : names) {
     if (n.compare(0, prefix.size(), prefix) != 0) continue;
     size_t end = n.find('.', prefix.size());
     if (end == std::string::npos) continue;
@@ -63,43 +64,45 @@ int count_layers(const WeightSet& w, const std::string& prefix) {
   return n;
 }
 
-}  // namespace
-
-Result<CLIPTextConfig> clip_text_detect(const WeightSet& w, int heads) {
+// Detection from names and shapes alone: `find(name)` gives a tensor's desc (in the dtype it is
+// computed in) or nullopt, so a WeightSet and a file header answer alike.
+template <class Find>
+Result<CLIPTextConfig> clip_detect_from(const std::vector<std::string>& names, const Find& find,
+                                        int heads) {
   CLIPTextConfig c;
-  if (w.contains("text_model.embeddings.token_embedding.weight")) {
+  if (find("text_model.embeddings.token_embedding.weight").has_value()) {
     c.layout = CLIPLayout::HF;
-  } else if (w.contains("embeddings.token_embedding.weight")) {
+  } else if (find("embeddings.token_embedding.weight").has_value()) {
     c.layout = CLIPLayout::HF;  // older transformers files without the "text_model." level
     c.hf_root.clear();
-  } else if (w.contains("token_embedding.weight") &&
-             w.contains("transformer.resblocks.0.ln_1.weight")) {
+  } else if (find("token_embedding.weight").has_value() &&
+             find("transformer.resblocks.0.ln_1.weight").has_value()) {
     c.layout = CLIPLayout::OPEN_CLIP;
   } else {
     return make_error(ErrorCode::INVALID_ARGUMENT,
                       "no CLIP text encoder in these weights (neither "
                       "'text_model.embeddings.token_embedding.weight' nor OpenCLIP "
                       "'token_embedding.weight' + 'transformer.resblocks.0.*'); {} tensors",
-                      w.size());
+                      names.size());
   }
   const LayoutNames n = layout_names(c);
-  const HostTensor* tok = w.find(n.token_embedding);
-  const HostTensor* pos = w.find(n.position_embedding);
-  if (!tok || tok->shape().rank != 2 || !pos || pos->shape().rank != 2)
+  const std::optional<TensorDesc> tok = find(n.token_embedding);
+  const std::optional<TensorDesc> pos = find(n.position_embedding);
+  if (!tok || tok->shape.rank != 2 || !pos || pos->shape.rank != 2)
     return make_error(ErrorCode::INVALID_ARGUMENT, "CLIP embeddings '{}' / '{}' missing or not 2-D",
                       n.token_embedding, n.position_embedding);
-  c.vocab = tok->shape()[0];
-  c.width = tok->shape()[1];
-  c.positions = pos->shape()[0];
-  c.dtype = tok->dtype();
-  c.layers = count_layers(w, n.layer_prefix);
+  c.vocab = tok->shape[0];
+  c.width = tok->shape[1];
+  c.positions = pos->shape[0];
+  c.dtype = tok->dtype;
+  c.layers = count_layers(names, n.layer_prefix);
   if (c.layers == 0)
     return make_error(ErrorCode::INVALID_ARGUMENT, "CLIP text encoder has no '{}N' layers",
                       n.layer_prefix);
-  const HostTensor* fc1 = w.find(n.layer_prefix + "0." + n.fc1 + ".weight");
-  if (!fc1 || fc1->shape().rank != 2)
+  const std::optional<TensorDesc> fc1 = find(n.layer_prefix + "0." + n.fc1 + ".weight");
+  if (!fc1 || fc1->shape.rank != 2)
     return make_error(ErrorCode::INVALID_ARGUMENT, "CLIP layer 0 has no '{}.weight'", n.fc1);
-  c.mlp = fc1->shape()[0];
+  c.mlp = fc1->shape[0];
   c.heads = heads > 0 ? heads : int(std::max<int64_t>(1, c.width / 64));
   if (c.width % c.heads != 0)
     return make_error(ErrorCode::INVALID_ARGUMENT, "CLIP width {} is not divisible by {} heads",
@@ -107,14 +110,42 @@ Result<CLIPTextConfig> clip_text_detect(const WeightSet& w, int heads) {
   c.activation = (c.layout == CLIPLayout::OPEN_CLIP || c.width >= 1024)
                      ? CLIPActivation::GELU
                      : CLIPActivation::QUICK_GELU;
-  if (const HostTensor* p = w.find("text_projection"); p && c.layout == CLIPLayout::OPEN_CLIP) {
+  if (const std::optional<TensorDesc> p = find("text_projection"); p && c.layout == CLIPLayout::OPEN_CLIP) {
     c.has_projection = true;
-    c.projection_dim = p->shape()[1];
-  } else if (const HostTensor* q = w.find("text_projection.weight")) {
+    c.projection_dim = p->shape[1];
+  } else if (const std::optional<TensorDesc> q = find("text_projection.weight")) {
     c.has_projection = true;
-    c.projection_dim = q->shape()[0];
+    c.projection_dim = q->shape[0];
   }
   return c;
+}
+
+}  // namespace
+
+Result<CLIPTextConfig> clip_text_detect(const WeightSet& w, int heads) {
+  return clip_detect_from(
+      w.names(),
+      [&w](const std::string& name) -> std::optional<TensorDesc> {
+        const HostTensor* t = w.find(name);
+        return t ? std::optional<TensorDesc>(t->desc()) : std::nullopt;
+      },
+      heads);
+}
+
+Result<CLIPTextConfig> clip_text_detect(const SafetensorsFile& file, std::string_view prefix,
+                                        DType dtype, int heads) {
+  std::vector<std::string> names;
+  for (const SafetensorsEntry& e : file.entries())
+    if (e.name.compare(0, prefix.size(), prefix) == 0) names.push_back(e.name.substr(prefix.size()));
+  return clip_detect_from(
+      names,
+      [&](const std::string& name) -> std::optional<TensorDesc> {
+        const SafetensorsEntry* e = file.find(std::string(prefix) + name);
+        if (!e) return std::nullopt;
+        // As WeightSet::load_prefix: floats are converted to the compute dtype.
+        return TensorDesc{dtype_is_float(e->dtype) ? dtype : e->dtype, e->shape};
+      },
+      heads);
 }
 
 Result<CLIPTextGraph> clip_text_graph(const CLIPTextConfig& c, const CLIPTextGraphOptions& o) {

@@ -47,6 +47,10 @@ struct CLIPTextConfig {
 // per-architecture constant: OpenCLIP layout and HF layout of width >= 1024 (bigG / ViT-H in
 // diffusers form) use gelu, CLIP-L quick_gelu. INVALID_ARGUMENT when no CLIP text encoder is found.
 Result<CLIPTextConfig> clip_text_detect(const WeightSet& weights, int heads = 0);
+// The same from a file's header alone (nothing is loaded): the tensors under `prefix`, floats
+// taken as `dtype` (the compute dtype they would be loaded in).
+Result<CLIPTextConfig> clip_text_detect(const SafetensorsFile& file, std::string_view prefix,
+                                        DType dtype, int heads = 0);
 
 // What one graph computes for a batch of rows.
 struct CLIPTextGraphOptions {

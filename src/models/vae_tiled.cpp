@@ -249,14 +249,15 @@ Result<HostTensor> per_image_run(const HostTensor& x_any, const TileRun& run,
 // Plans of the VAE graphs for one model and direction, memoised by shape.
 class VAEPlanner {
  public:
-  VAEPlanner(Executor& ex, const LoadedModel& m, bool decode) : ex_(ex), m_(m), decode_(decode) {}
+  VAEPlanner(Executor& ex, const VAEConfig& cfg, DType dtype, bool decode)
+      : ex_(ex), cfg_(cfg), dtype_(dtype), decode_(decode) {}
 
   Result<uint64_t> arena(int64_t b, int64_t h, int64_t w) {
     auto key = std::make_tuple(b, h, w);
     auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
-    HR_ASSIGN_OR_RETURN(Graph g, decode_ ? vae_decode_graph(m_.vae, b, h, w, m_.vae_dtype)
-                                         : vae_encode_graph(m_.vae, b, h, w, m_.vae_dtype));
+    HR_ASSIGN_OR_RETURN(Graph g, decode_ ? vae_decode_graph(cfg_, b, h, w, dtype_)
+                                         : vae_encode_graph(cfg_, b, h, w, dtype_));
     HR_ASSIGN_OR_RETURN(std::shared_ptr<const ArenaPlan> p, ex_.plan(g));
     memo_.emplace(key, p->arena_bytes);
     return p->arena_bytes;
@@ -283,22 +284,27 @@ class VAEPlanner {
 
  private:
   Executor& ex_;
-  const LoadedModel& m_;
+  const VAEConfig& cfg_;
+  DType dtype_;
   bool decode_;
   std::map<std::tuple<int64_t, int64_t, int64_t>, uint64_t> memo_;
 };
 
-// Note [VAE auto tiling]. `s` is the latent (decode) or image (encode) shape.
-Result<VAEDecision> vae_decide(Executor& ex, LoadedModel& model, const Shape& s, bool decode) {
+// Note [VAE auto tiling]. `s` is the latent (decode) or image (encode) shape; `name` names the
+// VAE in the error.
+Result<VAEDecision> vae_decide_in(Executor& ex, const VAEConfig& cfg, DType dtype, const Shape& s,
+                                  bool decode, uint64_t room, const std::string& name) {
   const char* what = decode ? "decode" : "encode";
-  HR_TRY(vae_input_check(model, s, decode ? "vae_decode_decide" : "vae_encode_decide"));
-  const int64_t down = model.vae.downscale();
+  if (s.rank != 4)
+    return make_error(ErrorCode::INVALID_ARGUMENT, "vae_{}_decide: input {} must be [B, C, H, W]",
+                      what, s.str());
+  const int64_t down = cfg.downscale();
   const int64_t px = decode ? down : 1;  // image pixels per input pixel
   const int64_t step = std::max<int64_t>(1, kTileStepPx / px);
   const int64_t B = s[0], H = s[2], W = s[3];
-  VAEPlanner planner(ex, model, decode);
+  VAEPlanner planner(ex, cfg, dtype, decode);
   VAEDecision d;
-  d.room = ex.arena_room(&model.vae_weights);  // idle models give room
+  d.room = room;
   HR_ASSIGN_OR_RETURN(d.arena_bytes, planner.arena(B, H, W));
   const std::string arena_room =
       fmt::format("arena {} {} {} left", bytes_format(d.arena_bytes),
@@ -339,7 +345,7 @@ Result<VAEDecision> vae_decide(Executor& ex, LoadedModel& model, const Shape& s,
   Status st = make_error(ErrorCode::OUT_OF_MEMORY,
                          "VAE {} of {}x{} px (batch {}) by {}: {}, and the smallest tile ({} px) "
                          "needs {}",
-                         what, H * px, W * px, B, vae_name(model), arena_room,
+                         what, H * px, W * px, B, name, arena_room,
                          std::min(std::max(H, W), step) * px, bytes_format(smallest));
   st.set_segments(ex.allocator().segments(smallest));
   return st;
@@ -411,11 +417,21 @@ Result<VAEMoments> vae_encode_tiled(Executor& ex, LoadedModel& model, const Host
 }
 
 Result<VAEDecision> vae_decode_decide(Executor& ex, LoadedModel& model, const Shape& latent_shape) {
-  return vae_decide(ex, model, latent_shape, true);
+  HR_TRY(vae_input_check(model, latent_shape, "vae_decode_decide"));
+  // Idle models give room.
+  return vae_decide_in(ex, model.vae, model.vae_dtype, latent_shape, true,
+                       ex.arena_room(&model.vae_weights), vae_name(model));
 }
 
 Result<VAEDecision> vae_encode_decide(Executor& ex, LoadedModel& model, const Shape& image_shape) {
-  return vae_decide(ex, model, image_shape, false);
+  HR_TRY(vae_input_check(model, image_shape, "vae_encode_decide"));
+  return vae_decide_in(ex, model.vae, model.vae_dtype, image_shape, false,
+                       ex.arena_room(&model.vae_weights), vae_name(model));
+}
+
+Result<VAEDecision> vae_decide_for(Executor& ex, const VAEConfig& cfg, DType dtype,
+                                   const Shape& shape, bool decode, uint64_t room) {
+  return vae_decide_in(ex, cfg, dtype, shape, decode, room, "the VAE");
 }
 
 Result<VAEDecoded> vae_decode_auto(Executor& ex, LoadedModel& model, const HostTensor& latent,

@@ -62,6 +62,10 @@ struct VAEDecision {
 // runners upload them first.
 Result<VAEDecision> vae_decode_decide(Executor& ex, LoadedModel& model, const Shape& latent_shape);
 Result<VAEDecision> vae_encode_decide(Executor& ex, LoadedModel& model, const Shape& image_shape);
+// The same decision for a VAE known by its config alone, against a given room (planning a
+// workflow without loading it: workflow/workflow_plan.h). The executor only plans.
+Result<VAEDecision> vae_decide_for(Executor& ex, const VAEConfig& cfg, DType dtype,
+                                   const Shape& shape, bool decode, uint64_t room);
 
 struct VAEDecoded {
   HostTensor image;  // f32 [B, 3, H, W], raw (as vae_decode)

@@ -1,0 +1,65 @@
+// The memory plan of a whole workflow without running it (`headroom plan WORKFLOW.json`): model
+// configs from checkpoint headers (no weights read), every model call's graph planned by an
+// Executor, and the allocator-level bytes the run would hold after each node, so that the server
+// can admit a job the same way later (Note [workflow plan] in workflow_plan.cpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "workflow/prompt.h"
+
+namespace hr {
+
+class Backend;
+class ModelPaths;
+
+struct WorkflowPlanOptions {
+  Backend* backend = nullptr;        // whose op workspaces and weight placement to plan for
+  DType compute_dtype = DType::F32;  // as ExecOptions::compute_dtype
+  uint64_t budget = UINT64_MAX;      // allocator-level budget (UINT64_MAX: none)
+  std::string models_dir = "models";
+  std::shared_ptr<const ModelPaths> model_paths;  // null: ComfyUI's layout under models_dir
+};
+
+// One executed node.
+struct NodePlan {
+  std::string node_id;
+  std::string class_type;
+  uint64_t weight_bytes = 0;     // weights its graphs read, in the compute dtype (host or device)
+  uint64_t resident_bytes = 0;   // of those, device copies the allocator holds (0 on the CPU)
+  uint64_t streamed_bytes = 0;   // weights streamed through staging: always 0 (no streaming yet)
+  uint64_t arena_bytes = 0;      // largest activation arena among its graphs (workspaces inside)
+  uint64_t workspace_bytes = 0;  // largest single op workspace among its graphs
+  int graph_runs = 0;            // model calls: sampler steps; VAE: images or tiles per image
+  std::string decision;          // "whole", "UNet batch 2 (cond+uncond) x 20 steps", VAE tiling
+  uint64_t total_after = 0;      // allocator-level bytes held after the node
+  uint64_t peak = 0;             // allocator-level peak while it runs
+  bool fits = true;              // false: the node cannot run within the budget
+};
+
+struct WorkflowPlan {
+  std::string device;      // backend name
+  DType compute_dtype = DType::F32;
+  uint64_t budget = UINT64_MAX;
+  std::vector<NodePlan> nodes;  // in execution order
+  uint64_t peak = 0;            // predicted allocator-level peak of the whole run
+  bool fits = true;
+  std::string why_not;               // when !fits: the first node that cannot run and why
+  uint64_t smallest_budget = 0;      // the smallest budget at which the workflow fits
+  bool weights_counted = false;      // device weights count against the budget (not host-visible)
+};
+
+// Plans `prompt` (validated). INVALID_ARGUMENT naming the node for a class it cannot plan;
+// a file that cannot be read is an error too. Not fitting is not an error: see fits.
+Result<WorkflowPlan> workflow_plan(const Prompt& prompt, const WorkflowPlanOptions& options);
+
+// The plan as JSON ({"fits", "peak", "smallest_budget", "nodes": [...]}) and as a table.
+Json workflow_plan_json(const WorkflowPlan& plan);
+std::string workflow_plan_format(const WorkflowPlan& plan);
+
+}  // namespace hr
