@@ -100,7 +100,9 @@ TEST(DriverLens, CudaWithTheRealLibraryNameSaysWhichSourceItUsed) {
     EXPECT_GT(s.total, 0u);
     EXPECT_LE(s.used, s.total);
     // Other tests of this binary may have made a CUDA context (then NVML lists this process).
-    if (s.per_process) EXPECT_LE(s.this_process, s.used);
+    if (s.per_process) {
+      EXPECT_LE(s.this_process, s.used);
+    }
   } else {
     EXPECT_EQ(s.kind, DriverSource::CUDA_MEM_GET_INFO);
     EXPECT_EQ(s.source.rfind("cudaMemGetInfo (NVML not available: ", 0), 0u) << s.source;
