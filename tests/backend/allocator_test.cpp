@@ -13,6 +13,7 @@
 
 #include "backend/allocator.h"
 #include "backend/backend.h"
+#include "fake_backend.h"
 
 namespace hr {
 namespace {
@@ -21,15 +22,13 @@ constexpr size_t kA = Allocator::kAlignment;
 
 // A backend whose device memory is host memory and which refuses allocations on demand.
 // Only the memory calls matter here; the rest report UNSUPPORTED.
-class FakeBackend final : public Backend {
+class FakeBackend final : public test::UnsupportedBackend {
  public:
   bool refuse = false;
   int device_allocs = 0;
   int device_frees = 0;
   std::set<void*> live;
 
-  DeviceInfo info() const override { return DeviceInfo{"fake", "fake", 0, 0, 0}; }
-  bool host_visible() const override { return true; }
   int delay_us = 0;  // a slow device call (the allocator drops its lock around it)
   std::mutex mu;
   Result<void*> device_alloc(size_t bytes) override {
@@ -47,28 +46,6 @@ class FakeBackend final : public Backend {
     EXPECT_EQ(live.erase(p), 1u) << "freed a pointer the device never handed out";
     std::free(p);
   }
-  Result<void*> host_alloc_pinned(size_t) override { return unsupported(); }
-  void host_free_pinned(void*) override {}
-  Stream* default_stream() override { return nullptr; }
-  Result<std::unique_ptr<Stream>> stream_create() override { return unsupported(); }
-  Status stream_sync(Stream*) override { return unsupported(); }
-  Result<std::unique_ptr<Event>> event_create() override { return unsupported(); }
-  Status event_record(Event*, Stream*) override { return unsupported(); }
-  Status stream_wait_event(Stream*, Event*) override { return unsupported(); }
-  Status event_sync(Event*) override { return unsupported(); }
-  Status copy_h2d(void*, const void*, size_t, Stream*) override { return unsupported(); }
-  Status copy_d2h(void*, const void*, size_t, Stream*) override { return unsupported(); }
-  Status copy_d2d(void*, const void*, size_t, Stream*) override { return unsupported(); }
-  Status memset_zero(void*, size_t, Stream*) override { return unsupported(); }
-  bool op_supported(OpKind, DType) const override { return false; }
-  size_t op_workspace(OpKind, const OpParams&, std::span<const TensorDesc>,
-                      const TensorDesc&) const override {
-    return 0;
-  }
-  Status op_run(const OpCall&, Stream*) override { return unsupported(); }
-
- private:
-  static Status unsupported() { return Status(ErrorCode::UNSUPPORTED, "fake backend"); }
 };
 
 TEST(Allocator, StatsPerPoolOnCpu) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nodes/png_io.h"
+#include "run_cmd.h"
 #include "test_paths.h"
 
 namespace hr {
@@ -19,22 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-struct CmdResult {
-  int code = -1;
-  std::string output;
-};
-
-CmdResult run_cmd(const std::string& cmd) {
-  CmdResult r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-  return r;
-}
+using test::CmdResult;
+using test::run_cmd;
 
 class CliTest : public ::testing::Test {
  protected:

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run_cmd.h"
 #include "test_paths.h"
 
 namespace {
@@ -17,37 +18,23 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-struct CmdResult {
-  int code = -1;
-  std::string out;
-};
-
-CmdResult run_cmd(const std::string& cmd) {
-  CmdResult r;
-  FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  return r;
-}
+using hr::test::CmdResult;
+using hr::test::run_cmd;
 
 TEST(PlanCli, ExitCodesAndJson) {
   const fs::path root = fs::temp_directory_path() / ("headroom_plan_cli_" + std::to_string(getpid()));
   fs::create_directories(root / "models/checkpoints");
   const std::string bin = hr::test::headroom_binary();
   ASSERT_EQ(run_cmd(bin + " make-model --arch sd1 --size tiny --dtype f32 -o " +
-                    (root / "models/checkpoints/headroom-tiny-sd1.safetensors").string())
+                    (root / "models/checkpoints/headroom-tiny-sd1.safetensors").string(), true)
                 .code,
             0);
   const std::string base = bin + " plan " + hr::test::source_dir() +
                            "/examples/default_workflow.json --models-dir " +
                            (root / "models").string();
-  CmdResult fits = run_cmd(base + " --json");
-  ASSERT_EQ(fits.code, 0) << fits.out;
-  Json j = Json::parse(fits.out);
+  CmdResult fits = run_cmd(base + " --json", true);
+  ASSERT_EQ(fits.code, 0) << fits.output;
+  Json j = Json::parse(fits.output);
   EXPECT_TRUE(j["fits"].get<bool>());
   EXPECT_GT(j["peak"].get<uint64_t>(), 0u);
   EXPECT_GT(j["smallest_budget"].get<uint64_t>(), 0u);
@@ -58,18 +45,18 @@ TEST(PlanCli, ExitCodesAndJson) {
                           "total_after", "peak"})
       EXPECT_TRUE(n.contains(k)) << k;
 
-  CmdResult tight = run_cmd(base + " --json --vram-budget 1MiB");
-  ASSERT_EQ(tight.code, 1) << tight.out;
-  Json t = Json::parse(tight.out);
+  CmdResult tight = run_cmd(base + " --json --vram-budget 1MiB", true);
+  ASSERT_EQ(tight.code, 1) << tight.output;
+  Json t = Json::parse(tight.output);
   EXPECT_FALSE(t["fits"].get<bool>());
   EXPECT_EQ(t["smallest_budget"], j["smallest_budget"]);
 
-  CmdResult table = run_cmd(base);
+  CmdResult table = run_cmd(base, true);
   EXPECT_EQ(table.code, 0);
-  EXPECT_NE(table.out.find("smallest budget that fits"), std::string::npos) << table.out;
+  EXPECT_NE(table.output.find("smallest budget that fits"), std::string::npos) << table.output;
 
   std::ofstream(root / "bad.json") << "{\"1\": {\"class_type\": \"NoSuchNode\", \"inputs\": {}}}";
-  EXPECT_EQ(run_cmd(bin + " plan " + (root / "bad.json").string()).code, 2);
+  EXPECT_EQ(run_cmd(bin + " plan " + (root / "bad.json").string(), true).code, 2);
   fs::remove_all(root);
 }
 

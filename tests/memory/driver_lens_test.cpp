@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "fake_backend.h"
 
 namespace hr {
 namespace {
@@ -17,36 +18,12 @@ constexpr uint64_t kGiB = 1ull << 30;
 
 // A device-memory source that calls itself "cuda": only info() matters to the lens (it is what
 // cudaMemGetInfo answers through on the real backend); everything else is UNSUPPORTED.
-class FakeCudaBackend final : public Backend {
+class FakeCudaBackend final : public test::UnsupportedBackend {
  public:
   DeviceInfo device{"", "cuda", 0, 8 * kGiB, 6 * kGiB};
 
   DeviceInfo info() const override { return device; }
   bool host_visible() const override { return false; }
-  Result<void*> device_alloc(size_t) override { return unsupported(); }
-  void device_free(void*) override {}
-  Result<void*> host_alloc_pinned(size_t) override { return unsupported(); }
-  void host_free_pinned(void*) override {}
-  Stream* default_stream() override { return nullptr; }
-  Result<std::unique_ptr<Stream>> stream_create() override { return unsupported(); }
-  Status stream_sync(Stream*) override { return unsupported(); }
-  Result<std::unique_ptr<Event>> event_create() override { return unsupported(); }
-  Status event_record(Event*, Stream*) override { return unsupported(); }
-  Status stream_wait_event(Stream*, Event*) override { return unsupported(); }
-  Status event_sync(Event*) override { return unsupported(); }
-  Status copy_h2d(void*, const void*, size_t, Stream*) override { return unsupported(); }
-  Status copy_d2h(void*, const void*, size_t, Stream*) override { return unsupported(); }
-  Status copy_d2d(void*, const void*, size_t, Stream*) override { return unsupported(); }
-  Status memset_zero(void*, size_t, Stream*) override { return unsupported(); }
-  bool op_supported(OpKind, DType) const override { return false; }
-  size_t op_workspace(OpKind, const OpParams&, std::span<const TensorDesc>,
-                      const TensorDesc&) const override {
-    return 0;
-  }
-  Status op_run(const OpCall&, Stream*) override { return unsupported(); }
-
- private:
-  static Status unsupported() { return Status(ErrorCode::UNSUPPORTED, "fake"); }
 };
 
 TEST(DriverLens, HostLensReadsPlausibleRssAndMemAvailable) {
