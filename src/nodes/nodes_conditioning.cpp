@@ -1,5 +1,6 @@
 // Text conditioning nodes: CLIPTextEncode, CLIPSetLastLayer, ConditioningCombine.
 #include "models/prompt_weights.h"
+#include "nodes/encoder_settings.h"
 #include "nodes/nodes.h"
 #include "nodes/values.h"
 #include "workflow/execute.h"
@@ -7,27 +8,9 @@
 namespace hr {
 namespace {
 
-// ComfyUI's per-family text-encoder settings (comfy/sd1_clip.py, sd2_clip.py, sdxl_clip.py).
-struct EncoderSettings {
-  int layer;
-  bool final_norm;
-  bool pad_with_end;  // pad with EOS (CLIP-L) or with 0 (OpenCLIP)
-};
-
-EncoderSettings encoder_settings(ModelFamily family, TextEncoderKind kind, int layer) {
-  switch (family) {
-    case ModelFamily::SDXL:
-      return {layer ? layer : -2, false, kind == TextEncoderKind::CLIP_L};
-    case ModelFamily::SD2:
-      return {layer ? layer : -2, true, false};
-    default:
-      return {layer ? layer : -1, true, true};
-  }
-}
-
 // The padding id of this encoder's token rows: EOS (CLIP-L) or 0 (OpenCLIP).
 int32_t pad_for(const CLIPValue& clip, const TextEncoder& enc) {
-  return encoder_settings(clip.family, enc.kind, clip.layer).pad_with_end ? clip.tokenizer->eos() : 0;
+  return encoder_settings(clip.family, enc.kind, clip.layer, enc.config.layers).pad_with_end ? clip.tokenizer->eos() : 0;
 }
 
 TokenChunks tokenize_for(const CLIPValue& clip, const TextEncoder& enc, const std::string& text) {
@@ -38,10 +21,7 @@ TokenChunks tokenize_for(const CLIPValue& clip, const TextEncoder& enc, const st
 
 Result<CLIPConditioning> encode_chunks(ExecContext& ctx, const CLIPValue& clip,
                                        const TextEncoder& enc, const TokenChunks& chunks) {
-  EncoderSettings s = encoder_settings(clip.family, enc.kind, clip.layer);
-  // ComfyUI sd1_clip.py set_clip_options: a layer beyond the encoder's depth means "last", the
-  // final output after the final layer norm.
-  if (-s.layer > enc.config.layers) s = {-1, true, s.pad_with_end};
+  const EncoderSettings s = encoder_settings(clip.family, enc.kind, clip.layer, enc.config.layers);
   const Tokenizer& tok = *clip.tokenizer;
   for (const auto& row : chunks.ids)
     for (int32_t id : row)

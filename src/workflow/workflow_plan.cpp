@@ -19,6 +19,7 @@
 #include "models/clip_tokenizer.h"
 #include "models/prompt_weights.h"
 #include "models/vae_tiled.h"
+#include "nodes/encoder_settings.h"
 #include "nodes/model_paths.h"
 #include "nodes/nodes.h"
 #include "sampling/cfg.h"
@@ -191,14 +192,6 @@ class Builder {
     return int(models_.size()) - 1;
   }
 
-  // Mirrors encoder_settings in nodes_conditioning.cpp (ComfyUI's per-family defaults).
-  static std::pair<int, bool> clip_layer(ModelFamily f, int layer, const CLIPTextConfig& c) {
-    int l = layer ? layer : (f == ModelFamily::SD1 || f == ModelFamily::UNKNOWN ? -1 : -2);
-    bool final_norm = f != ModelFamily::SDXL;
-    if (-l > c.layers) return {-1, true};
-    return {l, final_norm};
-  }
-
   Status encode(const PromptNode& n, PlanStep& s, const PlanValue& clip, const std::string& text) {
     if (clip.clip < 0)
       return make_error(ErrorCode::INVALID_ARGUMENT, "clip input is invalid: no text encoder");
@@ -207,17 +200,15 @@ class Builder {
     int64_t tokens = 0;
     for (size_t i = 0; i < count; ++i) {
       const auto& [kind, cfg] = c.encoders[i];
+      const EncoderSettings es = encoder_settings(c.family, kind, clip.layer, cfg.layers);
       ChunkOptions co;
-      const bool pad_with_end = c.family == ModelFamily::SDXL ? kind == TextEncoderKind::CLIP_L
-                                                              : c.family != ModelFamily::SD2;
-      co.pad = pad_with_end ? c.tokenizer->eos() : 0;
+      co.pad = es.pad_with_end ? c.tokenizer->eos() : 0;
       TokenChunks chunks = prompt_tokenize(*c.tokenizer, text, co);
       const int64_t rows = int64_t(chunks.size()) + (!chunks.unweighted() || chunks.size() == 0);
-      auto [layer, final_norm] = clip_layer(c.family, clip.layer, cfg);
       CLIPTextGraphOptions go;
       go.batch = rows;
-      go.layer = layer;
-      go.layer_final_norm = final_norm;
+      go.layer = es.layer;
+      go.layer_final_norm = es.final_norm;
       go.last_hidden_state = true;
       HR_ASSIGN_OR_RETURN(CLIPTextGraph g, clip_text_graph(cfg, go));
       HR_ASSIGN_OR_RETURN(GraphRun r, graph_run(fmt::format("{}#clip{}", c.key, i), g.graph, 1));
