@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "models/checkpoint.h"
+#include "models/clip_text.h"
 #include "nodes/model_paths.h"
 
 namespace hr {
@@ -46,11 +47,10 @@ void print_settings(const SafetensorsFile& f, const CheckpointInfo& info) {
       std::printf("    %-20s %d (%s)\n", label.c_str(), h, s.text_encoder_heads.source.c_str());
       continue;
     }
-    const SafetensorsEntry* e = f.find(t.prefix + "text_model.embeddings.token_embedding.weight");
-    if (!e) e = f.find(t.prefix + "token_embedding.weight");
-    if (e && e->shape.rank == 2)
-      std::printf("    %-20s %lld (detected: width %lld / 64)\n", label.c_str(),
-                  (long long)std::max<int64_t>(1, e->shape[1] / 64), (long long)e->shape[1]);
+    // Header only: the same rule clip_text_detect applies when nothing states the heads.
+    if (Result<CLIPTextConfig> c = clip_text_detect(f, t.prefix, DType::F32); c.ok())
+      std::printf("    %-20s %d (detected: width %lld / 64)\n", label.c_str(), c->heads,
+                  (long long)c->width);
   }
 }
 
