@@ -25,6 +25,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
     data_ = o.data_;
     size_ = o.size_;
     pool_ = o.pool_;
+    owned_ = o.owned_;
     o.owner_ = nullptr;
     o.data_ = nullptr;
     o.size_ = 0;
@@ -33,7 +34,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 }
 
 void DeviceBuffer::reset() {
-  if (owner_ && data_) owner_->release(data_, size_, pool_);
+  if (owner_ && data_) owner_->release(data_, size_, pool_, owned_);
   owner_ = nullptr;
   data_ = nullptr;
   size_ = 0;
@@ -81,6 +82,27 @@ Result<DeviceBuffer> Allocator::allocate(size_t bytes, Pool pool, const std::str
   return allocate_once(rounded, pool, what);
 }
 
+// Note [adopted bytes]
+// The CPU backend computes on the host copies of weights directly; copying them into allocator
+// memory would double the host memory of a model just to count it. adopt() counts those bytes
+// instead, so a budget on the CPU behaves as on a GPU (weights resident, reclaimed, streamed)
+// while the memory stays where it is. No reclaim is tried: the caller decides what to do
+// when its weights do not fit.
+Result<DeviceBuffer> Allocator::adopt(void* p, size_t bytes, Pool pool, const std::string& what) {
+  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded == 0) rounded = kAlignment;
+  Result<DeviceBuffer> r = allocate_once(rounded, pool, what, p);
+  if (r.ok() || r.status().code() != ErrorCode::OUT_OF_MEMORY) return r;
+  uint64_t missing = rounded;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (budget_ != kUnlimited && total_.current < budget_ && budget_ - total_.current < rounded)
+      missing = rounded - (budget_ - total_.current);
+  }
+  if (reclaim(missing) == 0) return r;
+  return allocate_once(rounded, pool, what, p);
+}
+
 void Allocator::reclaimable_add(Reclaimable* r) {
   std::lock_guard<std::mutex> lock(reclaim_mu_);
   reclaimables_.push_back(r);
@@ -122,7 +144,8 @@ uint64_t Allocator::trim_weights() {
   return held > cap ? reclaim(held - cap) : 0;
 }
 
-Result<DeviceBuffer> Allocator::allocate_once(size_t rounded, Pool pool, const std::string& what) {
+Result<DeviceBuffer> Allocator::allocate_once(size_t rounded, Pool pool, const std::string& what,
+                                              void* external) {
   std::unique_lock<std::mutex> lock(mu_);
   PoolStats& ps = pools_[size_t(pool)];
   if (budget_ != kUnlimited && (total_.current > budget_ || rounded > budget_ - total_.current)) {
@@ -145,9 +168,12 @@ Result<DeviceBuffer> Allocator::allocate_once(size_t rounded, Pool pool, const s
     st->allocations += 1;
     if (st->current > st->peak) st->peak = st->current;
   }
-  lock.unlock();
-  Result<void*> p = backend_.device_alloc(rounded);
-  lock.lock();
+  Result<void*> p = external;
+  if (!external) {
+    lock.unlock();
+    p = backend_.device_alloc(rounded);
+    lock.lock();
+  }
   if (!p.ok()) {
     for (auto [st, before] : {std::pair{&ps, &before_pool}, std::pair{&total_, &before_total}}) {
       st->current -= rounded;
@@ -170,11 +196,12 @@ Result<DeviceBuffer> Allocator::allocate_once(size_t rounded, Pool pool, const s
   b.data_ = *p;
   b.size_ = rounded;
   b.pool_ = pool;
+  b.owned_ = external == nullptr;
   return b;
 }
 
-void Allocator::release(void* p, size_t bytes, Pool pool) {
-  backend_.device_free(p);
+void Allocator::release(void* p, size_t bytes, Pool pool, bool owned) {
+  if (owned) backend_.device_free(p);
   std::lock_guard<std::mutex> lock(mu_);
   for (PoolStats* st : {&pools_[size_t(pool)], &total_}) {
     st->current -= bytes;

@@ -68,6 +68,7 @@ class DeviceBuffer {
   void* data_ = nullptr;
   size_t size_ = 0;
   Pool pool_ = Pool::OTHER;
+  bool owned_ = true;  // false: Allocator::adopt accounting, the memory is someone else's
 };
 
 // Memory a holder can give back when an allocation does not fit: cached weight copies
@@ -100,6 +101,11 @@ class Allocator {
   // Allocates `bytes` (rounded up to kAlignment) in `pool`; `what` names the requester
   // in errors ("unet arena", "conv workspace").
   Result<DeviceBuffer> allocate(size_t bytes, Pool pool, const std::string& what);
+  // Note [adopted bytes]: counts `bytes` of memory the caller already holds (host memory a
+  // host-visible backend computes on directly) against the budget like allocate() would, and
+  // gives them back when the buffer is reset; nothing is allocated or freed. `p` is returned by
+  // data().
+  Result<DeviceBuffer> adopt(void* p, size_t bytes, Pool pool, const std::string& what);
 
   uint64_t budget() const { return budget_; }
   void set_budget(uint64_t budget);
@@ -131,9 +137,11 @@ class Allocator {
 
  private:
   friend class DeviceBuffer;
-  void release(void* p, size_t bytes, Pool pool);
+  void release(void* p, size_t bytes, Pool pool, bool owned);
 
-  Result<DeviceBuffer> allocate_once(size_t rounded, Pool pool, const std::string& what);
+  // external: adopt()'s memory (no device call) or null.
+  Result<DeviceBuffer> allocate_once(size_t rounded, Pool pool, const std::string& what,
+                                     void* external = nullptr);
 
   Backend& backend_;
   uint64_t budget_;

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "graph/passes.h"
+#include "core/bytes.h"
 #include "graph/planner.h"
 
 namespace hr {
@@ -63,8 +64,9 @@ uint64_t Executor::reclaim(uint64_t bytes) {
   if (running_) return 0;
   std::unique_lock<std::mutex> lock(run_mu_, std::try_to_lock);
   if (!lock.owns_lock()) return 0;
-  const uint64_t freed = arena_.size();
+  const uint64_t freed = arena_.size() + ring_.size();
   arena_.reset();
+  ring_.reset();
   return freed;
 }
 
@@ -93,6 +95,7 @@ void Executor::clear_plans() {
 void Executor::release_arena() {
   std::lock_guard<std::mutex> lock(run_mu_);
   arena_.reset();
+  ring_.reset();
 }
 
 uint64_t Executor::arena_room(const Reclaimable* keep) {
@@ -135,6 +138,8 @@ Result<std::shared_ptr<const CompiledGraph>> Executor::compile(const Graph& g) {
   }
   HR_ASSIGN_OR_RETURN(ArenaPlan p, arena_plan(c->graph, backend_));
   c->plan = std::make_shared<const ArenaPlan>(std::move(p));
+  c->weights = weight_uses(c->graph, *c->plan);
+  for (const WeightUse& u : c->weights) c->weight_bytes += u.bytes;
   std::lock_guard<std::mutex> lock(plans_mu_);
   auto [it, inserted] = plans_.emplace(key, std::shared_ptr<const CompiledGraph>(std::move(c)));
   if (inserted)
@@ -189,6 +194,417 @@ Result<std::vector<const HostTensor*>> inputs_bind(const Graph& g, const HostInp
 
 }  // namespace
 
+// Note [streamed execution]
+// When a graph's weights do not fit the room the budget leaves (weights_room), the residency
+// plan (Note [residency plan] in residency.cpp) keeps some resident and streams the rest through
+// a ring of staging slots (Pool::STAGING) on a copy stream of its own:
+//  - at the start the compute stream records `start` and the copy stream waits for it, so no
+//    copy of this run overwrites a slot that the previous run may still read;
+//  - a weight's copy is issued after the node named by copy_after (the last reader of the slot's
+//    previous occupant) and waits for that node's `freed[slot]` event; it then records
+//    `copied[slot]`, and the weight's first reader waits for it. CUDA events refer to their
+//    latest record when a wait is issued, and each wait is issued before the slot's next
+//    occupant re-records them, so one pair of events per slot suffices;
+//  - at the end the compute stream waits for `copies_done` (the copy stream's last record), which
+//    also joins the copy stream back when the run is captured: a streamed step replays as one
+//    CUDA graph, copies and their event edges included (the ring and the pinned host copies
+//    keep their addresses).
+// The copy stream runs up to `slots` weights ahead of compute; when copies are slower than
+// compute the step takes streamed bytes / bandwidth, which is the floor.
+
+struct Executor::RunState {
+  std::shared_ptr<const CompiledGraph> compiled;
+  const Graph& g;
+  const ArenaPlan& plan;
+  const std::vector<WeightUse>& uses;
+  const ResidencyPlan& res;
+  std::vector<const HostTensor*> bound;  // INPUT values' host tensors, by ValueId
+  char* base = nullptr;                  // the arena
+  char* ring = nullptr;
+  Stream* stream = nullptr;
+  std::vector<void*> ptr;          // device pointer of each weight storage value, by ValueId
+  std::vector<const void*> host;   // per weight use: host source when streamed
+  std::vector<std::vector<size_t>> first_at, last_at;  // per node: streamed uses
+  std::vector<std::vector<ValueId>> inputs_at;          // per node: inputs copied before it
+  size_t next_copy = 0;            // streamed uses in first-use order: next to issue
+  std::vector<size_t> copy_order;
+  const std::vector<std::pair<void*, size_t>>* staging = nullptr;  // Note [captured steps]
+  std::vector<Event*> marks;       // Note [node timing]: marks[i + 1] follows node i
+
+  RunState(std::shared_ptr<const CompiledGraph> c, const ResidencyPlan& r)
+      : compiled(std::move(c)), g(compiled->graph), plan(*compiled->plan),
+        uses(compiled->weights), res(r) {}
+  void* value_ptr(ValueId v) const {
+    const ValueId s = g.storage_of(v);
+    const ValueSlot& slot = plan.values[size_t(s)];
+    return slot.offset >= 0 ? static_cast<void*>(base + slot.offset) : ptr[size_t(s)];
+  }
+  // What a capture depends on besides the arena: every weight's device and host address.
+  std::vector<const void*> signature() const {
+    std::vector<const void*> sig;
+    for (size_t k = 0; k < uses.size(); ++k) {
+      sig.push_back(ptr[size_t(uses[k].value)]);
+      sig.push_back(host.empty() ? nullptr : host[k]);
+    }
+    return sig;
+  }
+};
+
+uint64_t Executor::weights_room(const CompiledGraph& c, const WeightSource& w) {
+  const uint64_t budget = std::min(allocator_.budget(), room_limit_);
+  uint64_t room = UINT64_MAX;
+  if (budget != Allocator::kUnlimited) {
+    const uint64_t held = allocator_.total().current;
+    const uint64_t mine = arena_.size() + ring_.size() + w.resident_bytes();
+    const uint64_t idle = allocator_.reclaimable_bytes(w.holder(), this);
+    const uint64_t others = held - std::min(held, mine + idle);
+    room = budget > others ? budget - others : 0;
+    room -= std::min(room, c.plan->arena_bytes);
+  }
+  const uint64_t cap = allocator_.weights_cap();
+  if (cap != UINT64_MAX) {
+    uint64_t largest = 0;
+    for (const WeightUse& u : c.weights) largest = std::max(largest, u.bytes);
+    room = std::min(room, cap + std::max<uint64_t>(2, residency_options_.depth) * largest);
+  }
+  return room;
+}
+
+std::string Executor::last_residency_text() const {
+  return residency_describe(residency_, residency_uses_);
+}
+
+Result<ResidencyPlan> Executor::residency_decide(const CompiledGraph& c, WeightSource& w) {
+  const uint64_t room = weights_room(c, w);
+  if (room >= c.weight_bytes) {
+    ResidencyPlan all;
+    all.slot.assign(c.weights.size(), -1);
+    all.copy_after.assign(c.weights.size(), -1);
+    all.resident_bytes = c.weight_bytes;
+    all.room = room;
+    return all;
+  }
+  Result<ResidencyPlan> r = residency_plan(c.weights, room, residency_options_);
+  if (!r.ok()) {
+    Status s = r.status().with_context(fmt::format(
+        "graph arena {} and {} of weights within a {} budget",
+        bytes_format(c.plan->arena_bytes), bytes_format(c.weight_bytes),
+        bytes_format(allocator_.budget())));
+    s.set_segments(allocator_.segments(c.plan->arena_bytes + residency_min_room(c.weights, residency_options_)));
+    return s;
+  }
+  return r;
+}
+
+Status Executor::streams_prepare(uint32_t slots) {
+  if (!copy_stream_) {
+    HR_ASSIGN_OR_RETURN(copy_stream_, backend_.stream_create());
+    HR_ASSIGN_OR_RETURN(start_event_, backend_.event_create());
+    HR_ASSIGN_OR_RETURN(copies_done_, backend_.event_create());
+  }
+  while (copied_.size() < slots) {
+    HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> a, backend_.event_create());
+    HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> b, backend_.event_create());
+    copied_.push_back(std::move(a));
+    freed_.push_back(std::move(b));
+  }
+  return Status();
+}
+
+// Frees what the plan does not keep, then allocates the arena and the ring: the streamed
+// weights' device copies go first so that their room is there for the rest.
+Status Executor::buffers_prepare(RunState& r, WeightSource& w) {
+  for (size_t k = 0; k < r.uses.size(); ++k)
+    if (r.res.slot[k] >= 0) {
+      const Value& v = r.g.values()[size_t(r.uses[k].value)];
+      w.weight_evict(v.name, v.layout);
+    }
+  if (!r.res.streams() || ring_.size() < r.res.ring_bytes()) ring_.reset();
+  if (r.plan.arena_bytes > 0 && arena_.size() < r.plan.arena_bytes) {
+    arena_.reset();  // free first: the old and the new arena never count together
+    HR_ASSIGN_OR_RETURN(arena_, allocator_.allocate(r.plan.arena_bytes, Pool::ACTIVATIONS,
+                                                    "graph arena"));
+  }
+  if (r.res.streams() && !ring_) {
+    HR_ASSIGN_OR_RETURN(ring_, allocator_.allocate(r.res.ring_bytes(), Pool::STAGING,
+                                                   "weight staging ring"));
+  }
+  if (r.res.streams()) HR_TRY(streams_prepare(r.res.slots));
+  r.base = static_cast<char*>(arena_.data());
+  r.ring = static_cast<char*>(ring_.data());
+  return Status();
+}
+
+// Every weight's address before the first node: resident copies from the source (uploaded on
+// first use, in first-use order), streamed ones at their ring slot with their host source.
+Status Executor::weights_bind(RunState& r, WeightSource& w) {
+  r.ptr.assign(r.g.values().size(), nullptr);
+  r.host.assign(r.res.streams() ? r.uses.size() : 0, nullptr);
+  for (size_t k = 0; k < r.uses.size(); ++k) {
+    const WeightUse& u = r.uses[k];
+    const Value& v = r.g.values()[size_t(u.value)];
+    const bool streamed = r.res.slot[k] >= 0;
+    Result<TensorRef> got = streamed ? w.weight_host(v.name, v.desc, v.layout)
+                                     : w.weight_get(v.name, v.desc, v.layout);
+    if (!got.ok()) return got.status().with_context(node_context(r.g, size_t(u.first)));
+    const TensorRef ref = *got;
+    if (ref.desc != v.desc)
+      return make_error(ErrorCode::INVALID_ARGUMENT, "weight '{}' is {} but the graph expects {}",
+                        v.name, ref.desc.str(), v.desc.str())
+          .with_context(node_context(r.g, size_t(u.first)));
+    if (!ref.data && v.desc.bytes() > 0)
+      return make_error(ErrorCode::INTERNAL, "weight '{}' was served without memory", v.name);
+    if (streamed) {
+      r.host[k] = ref.data;
+      r.ptr[size_t(u.value)] = r.ring + uint64_t(r.res.slot[k]) * r.res.slot_bytes;
+    } else {
+      r.ptr[size_t(u.value)] = ref.data;
+    }
+  }
+  for (ValueId o : r.g.outputs()) {  // a weight marked as an output that no node reads
+    const ValueId s = r.g.storage_of(o);
+    if (r.plan.values[size_t(s)].offset >= 0 || r.ptr[size_t(s)]) continue;
+    const Value& v = r.g.values()[size_t(s)];
+    HR_ASSIGN_OR_RETURN(TensorRef ref, w.weight_get(v.name, v.desc, v.layout));
+    r.ptr[size_t(s)] = ref.data;
+  }
+  return Status();
+}
+
+// Issues the copies whose slot is free once node `after_node` has run (-1: at the start).
+Status Executor::copies_issue(RunState& r, int32_t after_node) {
+  while (r.next_copy < r.copy_order.size()) {
+    const size_t k = r.copy_order[r.next_copy];
+    if (r.res.copy_after[k] > after_node) break;
+    const int32_t slot = r.res.slot[k];
+    if (r.res.copy_after[k] >= 0)
+      HR_TRY(backend_.stream_wait_event(copy_stream_.get(), freed_[size_t(slot)].get()));
+    const Value& v = r.g.values()[size_t(r.uses[k].value)];
+    HR_TRY(backend_.copy_h2d(r.ptr[size_t(r.uses[k].value)], r.host[k], v.desc.bytes(),
+                             copy_stream_.get())
+               .with_context(fmt::format("streaming weight '{}'", v.name)));
+    HR_TRY(backend_.event_record(copied_[size_t(slot)].get(), copy_stream_.get()));
+    streamed_total_ += v.desc.bytes();
+    ++r.next_copy;
+  }
+  return Status();
+}
+
+Status Executor::ops_issue(RunState& r) {
+  const std::vector<Node>& nodes = r.g.nodes();
+  const std::vector<Value>& vals = r.g.values();
+  Stream* stream = r.stream;
+  auto input_from = [&](ValueId v) -> Status {
+    const void* p = r.staging ? (*r.staging)[size_t(v)].first : r.bound[size_t(v)]->data();
+    const size_t n = r.staging ? (*r.staging)[size_t(v)].second : r.bound[size_t(v)]->bytes();
+    if (n == 0) return Status();
+    return backend_.copy_h2d(r.base + r.plan.values[size_t(v)].offset, p, n, stream)
+        .with_context(fmt::format("copying input '{}'", vals[size_t(v)].name));
+  };
+  const bool streams = r.res.streams();
+  r.next_copy = 0;
+  if (streams) {
+    HR_TRY(backend_.event_record(start_event_.get(), stream));
+    HR_TRY(backend_.stream_wait_event(copy_stream_.get(), start_event_.get()));
+    HR_TRY(copies_issue(r, -1));
+  }
+  if (nodes.empty())
+    for (ValueId v : r.inputs_at[0]) HR_TRY(input_from(v));
+  std::vector<TensorRef> refs;
+  if (!r.marks.empty()) HR_TRY(backend_.event_record(r.marks[0], stream));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (ValueId v : r.inputs_at[i]) HR_TRY(input_from(v));
+    const Node& n = nodes[i];
+    const NodeSlot& ns = r.plan.nodes[i];
+    if (!ns.view) {  // Note [views]: a view's output aliases its input's storage
+      if (streams)
+        for (size_t k : r.first_at[i])
+          HR_TRY(backend_.stream_wait_event(stream, copied_[size_t(r.res.slot[k])].get()));
+      refs.clear();
+      for (ValueId x : n.inputs) refs.push_back(TensorRef{r.g.desc(x), r.value_ptr(x)});
+      OpCall call;
+      call.kind = n.kind;
+      call.params = &n.params;
+      call.inputs = refs;
+      call.output = TensorRef{r.g.desc(n.output), r.value_ptr(n.output)};
+      if (ns.workspace_bytes > 0) {
+        call.workspace = r.base + ns.workspace_offset;
+        call.workspace_bytes = ns.workspace_bytes;
+      }
+      Status st = backend_.op_run(call, stream);
+      if (!st.ok()) return st.with_context(node_context(r.g, i));
+    }
+    if (!r.marks.empty()) HR_TRY(backend_.event_record(r.marks[i + 1], stream));
+    if (streams && !r.last_at[i].empty()) {
+      for (size_t k : r.last_at[i])
+        HR_TRY(backend_.event_record(freed_[size_t(r.res.slot[k])].get(), stream));
+      HR_TRY(copies_issue(r, int32_t(i)));
+    }
+  }
+  if (streams) {
+    HR_TRY(backend_.event_record(copies_done_.get(), copy_stream_.get()));
+    HR_TRY(backend_.stream_wait_event(stream, copies_done_.get()));
+  }
+  return Status();
+}
+
+Result<std::vector<HostTensor>> Executor::outputs_collect(RunState& r) {
+  std::vector<HostTensor> out;
+  for (ValueId o : r.g.outputs()) {
+    HostTensor h(r.g.desc(o));
+    if (h.bytes() > 0)
+      HR_TRY(backend_.copy_d2h(h.data(), r.value_ptr(o), h.bytes(), r.stream)
+                 .with_context(fmt::format("copying output '{}'", r.g.values()[size_t(o)].name)));
+    out.push_back(std::move(h));
+  }
+  HR_TRY(backend_.stream_sync(r.stream));
+  return out;
+}
+
+// Note [node timing]
+Result<std::vector<HostTensor>> Executor::run_timed(RunState& r) {
+  const size_t n = r.g.nodes().size();
+  auto it = captures_.find(r.compiled.get());
+  if (it != captures_.end() && it->second.work && it->second.arena == r.base &&
+      it->second.weights == r.signature())
+    for (int k = 0; k < 3; ++k) HR_TRY(backend_.captured_launch(it->second.work.get(), r.stream));
+  while (timing_events_.size() < n + 1) {
+    HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> e, backend_.timing_event_create());
+    timing_events_.push_back(std::move(e));
+  }
+  for (size_t i = 0; i <= n; ++i) r.marks.push_back(timing_events_[i].get());
+  r.staging = nullptr;
+  HR_TRY(ops_issue(r));
+  HR_ASSIGN_OR_RETURN(std::vector<HostTensor> out, outputs_collect(r));
+  node_ms_.assign(n, 0.0);
+  for (size_t i = 0; i < n; ++i) {
+    HR_ASSIGN_OR_RETURN(node_ms_[i], backend_.event_elapsed_ms(r.marks[i], r.marks[i + 1]));
+  }
+  r.marks.clear();
+  return out;
+}
+
+// Replay or record (Note [captured steps]); UNSUPPORTED sends the caller to a plain run.
+Result<std::vector<HostTensor>> Executor::run_captured(RunState& r) {
+  Capture& cap = captures_[r.compiled.get()];
+  cap.plan = r.compiled;
+  if (cap.failed || cap.runs++ < 1) return Status(ErrorCode::UNSUPPORTED, "not captured yet");
+  const std::vector<Value>& vals = r.g.values();
+  std::vector<const void*> sig = r.signature();
+  if (cap.work && (cap.arena != r.base || cap.weights != sig)) cap.work.reset();
+  if (cap.staging.size() != vals.size()) {
+    for (auto& [p, n] : cap.staging)
+      if (p) backend_.host_free_pinned(p);
+    cap.staging.assign(vals.size(), {nullptr, 0});
+    for (size_t v = 0; v < vals.size(); ++v) {
+      if (vals[v].kind != ValueKind::INPUT || vals[v].desc.bytes() == 0) continue;
+      HR_ASSIGN_OR_RETURN(void* p, backend_.host_alloc_pinned(vals[v].desc.bytes()));
+      cap.staging[v] = {p, vals[v].desc.bytes()};
+    }
+  }
+  for (size_t v = 0; v < vals.size(); ++v)
+    if (cap.staging[v].second)
+      std::memcpy(cap.staging[v].first, r.bound[v]->data(), cap.staging[v].second);
+  r.staging = &cap.staging;
+  if (!cap.work) {
+    HR_TRY(backend_.stream_sync(r.stream));
+    if (r.res.streams()) HR_TRY(backend_.stream_sync(copy_stream_.get()));
+    if (backend_.capture_begin(r.stream).ok()) {
+      Status ran = ops_issue(r);
+      Result<std::unique_ptr<CapturedWork>> w = backend_.capture_end(r.stream);
+      if (ran.ok() && w.ok()) {
+        cap.work = std::move(w).value();
+        cap.arena = r.base;
+        cap.weights = std::move(sig);
+      }
+    }
+    if (!cap.work) {
+      cap.failed = true;
+      r.staging = nullptr;
+      return Status(ErrorCode::UNSUPPORTED, "capture failed");
+    }
+  }
+  HR_TRY(backend_.captured_launch(cap.work.get(), r.stream));
+  if (r.res.streams()) streamed_total_ += r.res.streamed_bytes;
+  return outputs_collect(r);
+}
+
+Result<std::vector<HostTensor>> Executor::run_body(RunState& r) {
+  if (timing_) return run_timed(r);
+  if (capture_enabled_ && !r.g.nodes().empty()) {
+    Result<std::vector<HostTensor>> out = run_captured(r);
+    if (out.ok() || out.status().code() != ErrorCode::UNSUPPORTED) return out;
+  }
+  r.staging = nullptr;
+  HR_TRY(ops_issue(r));
+  return outputs_collect(r);
+}
+
+Result<std::vector<HostTensor>> Executor::run_attempt(
+    const std::shared_ptr<const CompiledGraph>& compiled,
+    const std::vector<const HostTensor*>& bound, WeightSource& weights) {
+  HR_ASSIGN_OR_RETURN(residency_, residency_decide(*compiled, weights));
+  residency_uses_ = compiled->weights;
+  RunState r(compiled, residency_);
+  r.bound = bound;
+  r.stream = backend_.default_stream();
+  const size_t n = std::max<size_t>(r.g.nodes().size(), 1);
+  // Inputs are copied just before their first reader (Note [inputs in the arena]).
+  r.inputs_at.assign(n, {});
+  for (size_t v = 0; v < r.g.values().size(); ++v)
+    if (r.g.values()[v].kind == ValueKind::INPUT)
+      r.inputs_at[size_t(r.plan.values[v].first)].push_back(ValueId(v));
+  r.first_at.assign(n, {});
+  r.last_at.assign(n, {});
+  for (size_t k = 0; k < r.uses.size(); ++k)
+    if (residency_.slot[k] >= 0) {
+      r.first_at[size_t(r.uses[k].first)].push_back(k);
+      r.last_at[size_t(r.uses[k].last)].push_back(k);
+      r.copy_order.push_back(k);  // uses are in first-use order already
+    }
+  HR_TRY(buffers_prepare(r, weights));
+  HR_TRY(weights_bind(r, weights));
+  Result<std::vector<HostTensor>> out = run_body(r);
+  if (!out.ok()) {  // Note [arena reuse]: nothing may still touch the arena or the ring
+    (void)backend_.stream_sync(r.stream);
+    if (copy_stream_) (void)backend_.stream_sync(copy_stream_.get());
+  }
+  return out;
+}
+
+// Note [OOM recovery]
+// A run plans within the room it sees (weights_room), so an allocation fails only when the
+// device refused memory the budget allowed (another process took it) or when the source held
+// device copies the plan did not count. Then the run frees what it caches (captured steps, its
+// ring and arena, all device copies of its weights) and what idle holders cache, and plans
+// again within what the device has free now, streaming more; only when that fails too does
+// the error reach the caller, naming the segments.
+Result<std::vector<HostTensor>> Executor::run_recover(
+    const std::shared_ptr<const CompiledGraph>& compiled,
+    const std::vector<const HostTensor*>& bound, WeightSource& weights, const Status& failed) {
+  captures_clear();
+  ring_.reset();
+  arena_.reset();
+  for (const WeightUse& u : compiled->weights) {
+    const Value& v = compiled->graph.values()[size_t(u.value)];
+    weights.weight_evict(v.name, v.layout);
+  }
+  allocator_.reclaim(UINT64_MAX);
+  if (!backend_.host_visible()) {
+    const uint64_t held = allocator_.total().current;
+    const uint64_t free = backend_.info().memory_free;
+    // Keep 5 % of what is free for the device's own needs (fragmentation, library handles).
+    room_limit_ = held + free - free / 20;
+  }
+  Result<std::vector<HostTensor>> out = run_attempt(compiled, bound, weights);
+  room_limit_ = UINT64_MAX;
+  ++recoveries_;
+  if (out.ok()) return out;
+  return out.status().with_context(
+      fmt::format("after an allocation failed ({}) and the run was planned again",
+                  failed.message()));
+}
+
 Result<std::vector<HostTensor>> Executor::run(const Graph& graph, const HostInputs& inputs,
                                               WeightSource& weights) {
   std::lock_guard<std::mutex> run_lock(run_mu_);
@@ -204,197 +620,10 @@ Result<std::vector<HostTensor>> Executor::run(const Graph& graph, const HostInpu
     }
   } run_end{*this, weights};
   HR_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledGraph> compiled, compile(graph));
-  const Graph& g = compiled->graph;
-  const ArenaPlan* plan = compiled->plan.get();
-  HR_ASSIGN_OR_RETURN(std::vector<const HostTensor*> bound, inputs_bind(g, inputs));
-
-  if (plan->arena_bytes > 0 && arena_.size() < plan->arena_bytes) {
-    arena_.reset();  // free first: the old and the new arena never count together
-    HR_ASSIGN_OR_RETURN(arena_, allocator_.allocate(plan->arena_bytes, Pool::ACTIVATIONS,
-                                                    "graph arena"));
-  }
-  char* base = static_cast<char*>(arena_.data());
-  Stream* stream = backend_.default_stream();
-  const std::vector<Value>& vals = g.values();
-  const std::vector<Node>& nodes = g.nodes();
-
-  // Weights are asked for in execution order, at their first use, so that a streaming
-  // WeightSource sees the order it will be asked again next run.
-  std::vector<void*> weight_ptr(vals.size(), nullptr);
-  auto value_ptr = [&](ValueId v) -> Result<void*> {
-    ValueId s = g.storage_of(v);
-    const ValueSlot& slot = plan->values[size_t(s)];
-    if (slot.offset >= 0) return static_cast<void*>(base + slot.offset);
-    if (!weight_ptr[size_t(s)]) {
-      const Value& w = vals[size_t(s)];
-      HR_ASSIGN_OR_RETURN(TensorRef ref, weights.weight_get(w.name, w.desc, w.layout));
-      if (ref.desc != w.desc)
-        return make_error(ErrorCode::INVALID_ARGUMENT, "weight '{}' is {} but the graph expects {}",
-                          w.name, ref.desc.str(), w.desc.str());
-      if (!ref.data && w.desc.bytes() > 0)
-        return make_error(ErrorCode::INTERNAL, "weight '{}' was served without memory", w.name);
-      weight_ptr[size_t(s)] = ref.data;
-    }
-    return weight_ptr[size_t(s)];
-  };
-  auto input_copy = [&](ValueId v) -> Status {
-    const HostTensor* t = bound[size_t(v)];
-    if (t->bytes() == 0) return Status();
-    return backend_.copy_h2d(base + plan->values[size_t(v)].offset, t->data(), t->bytes(), stream)
-        .with_context(fmt::format("copying input '{}'", vals[size_t(v)].name));
-  };
-
-  // Inputs are copied just before their first reader (Note [inputs in the arena]).
-  std::vector<std::vector<ValueId>> inputs_at(std::max<size_t>(nodes.size(), 1));
-  for (size_t v = 0; v < vals.size(); ++v)
-    if (vals[v].kind == ValueKind::INPUT)
-      inputs_at[size_t(plan->values[v].first)].push_back(ValueId(v));
-
-  // Pinned staging of each input when replaying or recording (Note [captured steps]).
-  const std::vector<std::pair<void*, size_t>>* staging = nullptr;
-  auto input_from = [&](ValueId v) -> Status {
-    if (!staging) return input_copy(v);
-    const auto& [p, n] = (*staging)[size_t(v)];
-    if (n == 0) return Status();
-    return backend_.copy_h2d(base + plan->values[size_t(v)].offset, p, n, stream)
-        .with_context(fmt::format("copying input '{}'", vals[size_t(v)].name));
-  };
-  std::vector<Event*> marks;  // Note [node timing]: marks[i + 1] follows node i
-  auto ops = [&]() -> Status {
-    if (nodes.empty())
-      for (ValueId v : inputs_at[0]) HR_TRY(input_from(v));
-    std::vector<TensorRef> refs;
-    if (!marks.empty()) HR_TRY(backend_.event_record(marks[0], stream));
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      for (ValueId v : inputs_at[i]) HR_TRY(input_from(v));
-      const Node& n = nodes[i];
-      const NodeSlot& ns = plan->nodes[i];
-      if (ns.view) {  // Note [views]: the output aliases the input's storage
-        if (!marks.empty()) HR_TRY(backend_.event_record(marks[i + 1], stream));
-        continue;
-      }
-      refs.clear();
-      for (ValueId x : n.inputs) {
-        Result<void*> p = value_ptr(x);
-        if (!p.ok()) return p.status().with_context(node_context(g, i));
-        refs.push_back(TensorRef{g.desc(x), *p});
-      }
-      OpCall call;
-      call.kind = n.kind;
-      call.params = &n.params;
-      call.inputs = refs;
-      call.output = TensorRef{g.desc(n.output), base + plan->values[size_t(n.output)].offset};
-      if (ns.workspace_bytes > 0) {
-        call.workspace = base + ns.workspace_offset;
-        call.workspace_bytes = ns.workspace_bytes;
-      }
-      Status st = backend_.op_run(call, stream);
-      if (!st.ok()) return st.with_context(node_context(g, i));
-      if (!marks.empty()) HR_TRY(backend_.event_record(marks[i + 1], stream));
-    }
-    return Status();
-  };
-  auto outputs_copy = [&]() -> Result<std::vector<HostTensor>> {
-    std::vector<HostTensor> out;
-    for (ValueId o : g.outputs()) {
-      HostTensor h(g.desc(o));
-      if (h.bytes() > 0) {
-        HR_ASSIGN_OR_RETURN(void* p, value_ptr(o));
-        HR_TRY(backend_.copy_d2h(h.data(), p, h.bytes(), stream)
-                   .with_context(fmt::format("copying output '{}'", vals[size_t(o)].name)));
-      }
-      out.push_back(std::move(h));
-    }
-    HR_TRY(backend_.stream_sync(stream));
-    return out;
-  };
-  auto weight_ptrs = [&]() -> Result<std::vector<void*>> {
-    std::vector<void*> wptrs;
-    for (const Node& n : nodes)
-      for (ValueId x : n.inputs)
-        if (plan->values[size_t(g.storage_of(x))].offset < 0) {
-          HR_ASSIGN_OR_RETURN(void* p, value_ptr(x));
-          wptrs.push_back(p);
-        }
-    return wptrs;
-  };
-  // Note [node timing]
-  auto timed = [&]() -> Result<std::vector<HostTensor>> {
-    auto it = captures_.find(compiled.get());
-    if (it != captures_.end() && it->second.work && it->second.arena == base) {
-      HR_ASSIGN_OR_RETURN(std::vector<void*> wptrs, weight_ptrs());
-      if (wptrs == it->second.weights)
-        for (int k = 0; k < 3; ++k) HR_TRY(backend_.captured_launch(it->second.work.get(), stream));
-    }
-    while (timing_events_.size() < nodes.size() + 1) {
-      HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> e, backend_.timing_event_create());
-      timing_events_.push_back(std::move(e));
-    }
-    for (size_t i = 0; i <= nodes.size(); ++i) marks.push_back(timing_events_[i].get());
-    staging = nullptr;
-    HR_TRY(ops());
-    HR_ASSIGN_OR_RETURN(std::vector<HostTensor> out, outputs_copy());
-    node_ms_.assign(nodes.size(), 0.0);
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      HR_ASSIGN_OR_RETURN(node_ms_[i], backend_.event_elapsed_ms(marks[i], marks[i + 1]));
-    }
-    marks.clear();
-    return out;
-  };
-  // Replay or record (Note [captured steps]); any failure falls back to a plain run.
-  auto captured = [&]() -> Result<std::vector<HostTensor>> {
-    Capture& cap = captures_[compiled.get()];
-    cap.plan = compiled;
-    if (cap.failed || cap.runs++ < 1) return Status(ErrorCode::UNSUPPORTED, "not captured yet");
-    HR_ASSIGN_OR_RETURN(std::vector<void*> wptrs, weight_ptrs());
-    if (cap.work && (cap.arena != base || cap.weights != wptrs)) cap.work.reset();
-    if (cap.staging.size() != vals.size()) {
-      for (auto& [p, n] : cap.staging)
-        if (p) backend_.host_free_pinned(p);
-      cap.staging.assign(vals.size(), {nullptr, 0});
-      for (size_t v = 0; v < vals.size(); ++v) {
-        if (vals[v].kind != ValueKind::INPUT || vals[v].desc.bytes() == 0) continue;
-        HR_ASSIGN_OR_RETURN(void* p, backend_.host_alloc_pinned(vals[v].desc.bytes()));
-        cap.staging[v] = {p, vals[v].desc.bytes()};
-      }
-    }
-    for (size_t v = 0; v < vals.size(); ++v)
-      if (cap.staging[v].second) std::memcpy(cap.staging[v].first, bound[v]->data(), cap.staging[v].second);
-    staging = &cap.staging;
-    if (!cap.work) {
-      HR_TRY(backend_.stream_sync(stream));
-      Status st = backend_.capture_begin(stream);
-      if (st.ok()) {
-        Status ran = ops();
-        Result<std::unique_ptr<CapturedWork>> w = backend_.capture_end(stream);
-        if (ran.ok() && w.ok()) {
-          cap.work = std::move(w).value();
-          cap.arena = base;
-          cap.weights = wptrs;
-        }
-      }
-      if (!cap.work) {
-        cap.failed = true;
-        staging = nullptr;
-        return Status(ErrorCode::UNSUPPORTED, "capture failed");
-      }
-    }
-    HR_TRY(backend_.captured_launch(cap.work.get(), stream));
-    return outputs_copy();
-  };
-  auto body = [&]() -> Result<std::vector<HostTensor>> {
-    if (timing_) return timed();
-    if (capture_enabled_ && !nodes.empty()) {
-      Result<std::vector<HostTensor>> r = captured();
-      if (r.ok() || r.status().code() != ErrorCode::UNSUPPORTED) return r;
-    }
-    staging = nullptr;
-    HR_TRY(ops());
-    return outputs_copy();
-  };
-  Result<std::vector<HostTensor>> r = body();
-  if (!r.ok()) (void)backend_.stream_sync(stream);  // Note [arena reuse]
-  return r;
+  HR_ASSIGN_OR_RETURN(std::vector<const HostTensor*> bound, inputs_bind(compiled->graph, inputs));
+  Result<std::vector<HostTensor>> out = run_attempt(compiled, bound, weights);
+  if (out.ok() || out.status().code() != ErrorCode::OUT_OF_MEMORY) return out;
+  return run_recover(compiled, bound, weights, out.status());
 }
 
 }  // namespace hr

@@ -16,6 +16,7 @@
 #include "backend/backend.h"
 #include "graph/graph.h"
 #include "graph/passes.h"
+#include "graph/residency.h"
 
 namespace hr {
 
@@ -30,6 +31,19 @@ class WeightSource {
   virtual ~WeightSource() = default;
   virtual Result<TensorRef> weight_get(const std::string& name, const TensorDesc& desc,
                                        WeightLayout layout) = 0;
+  // Host memory holding a weight the executor streams (Note [streamed execution] in
+  // executor.cpp): page-locked where the backend has such memory, in the given layout, valid
+  // and unchanged until run_end. Sources that cannot stream return UNSUPPORTED.
+  virtual Result<TensorRef> weight_host(const std::string& name, const TensorDesc& desc,
+                                        WeightLayout layout) {
+    return make_error(ErrorCode::UNSUPPORTED, "this weight source cannot stream '{}'", name);
+  }
+  // Frees the device copy of a weight that is streamed from now on (no-op when there is none).
+  virtual void weight_evict(const std::string& name, WeightLayout layout) {}
+  // Device bytes (allocator level) its resident copies hold now, and itself as a holder the
+  // allocator may ask for room, if it is one: the executor counts both as room for this run.
+  virtual uint64_t resident_bytes() const { return 0; }
+  virtual const Reclaimable* holder() const { return nullptr; }
   // Bracket one Executor::run: weights served in between stay where they are until run_end
   // (Note [reclaim] in backend/allocator.cpp).
   virtual void run_begin() {}
@@ -87,6 +101,20 @@ class Executor final : public Reclaimable {
   // allocating a larger one) and what idle holders other than `keep` (the weights the run will
   // use) would give back (Note [reclaim]). UINT64_MAX when the budget is unlimited.
   uint64_t arena_room(const Reclaimable* keep = nullptr);
+  // Residency of the last run's weights (Note [streamed execution] in executor.cpp), with the
+  // compiled graph's weight uses it indexes; streams() is false when all were resident.
+  const ResidencyPlan& last_residency() const { return residency_; }
+  std::string last_residency_text() const;
+  // Ring depth and small-weight threshold for streaming (tests use a ring of two slots).
+  void set_residency_options(const ResidencyOptions& o) { residency_options_ = o; }
+  // The bytes of weights (resident and ring) that a run of g may hold on the device now: the
+  // budget less the arena and what others hold and cannot give back, capped by the allocator's
+  // weights cap (--lowvram, --novram).
+  uint64_t weights_room(const CompiledGraph& c, const WeightSource& w);
+  // Runs that recovered from a failed allocation by planning again (Note [OOM recovery]).
+  uint64_t recoveries() const { return recoveries_.load(); }
+  // Bytes streamed into the ring since construction.
+  uint64_t streamed_total() const { return streamed_total_.load(); }
   // Number of plans computed (cache misses) and served from the cache (hits).
   size_t plans_computed() const;
   size_t plans_cached() const;
@@ -98,7 +126,7 @@ class Executor final : public Reclaimable {
   uint64_t reclaim(uint64_t bytes) override;
   uint64_t last_use() const override { return last_use_.load(); }
   bool in_use() const override { return running_.load(); }
-  uint64_t reclaimable_bytes() const override { return arena_.size(); }
+  uint64_t reclaimable_bytes() const override { return arena_.size() + ring_.size(); }
 
  private:
   Backend& backend_;
@@ -117,6 +145,35 @@ class Executor final : public Reclaimable {
   std::atomic<bool> running_{false};  // a run holds run_mu_ (reclaim must not try to lock it)
   std::atomic<uint64_t> last_use_{0};
   DeviceBuffer arena_;
+  // Note [streamed execution]: the ring of staging slots, the copy stream and its events.
+  DeviceBuffer ring_;
+  std::unique_ptr<Stream> copy_stream_;
+  std::unique_ptr<Event> start_event_, copies_done_;
+  std::vector<std::unique_ptr<Event>> copied_, freed_;  // per slot
+  ResidencyOptions residency_options_;
+  ResidencyPlan residency_;
+  std::vector<WeightUse> residency_uses_;
+  std::atomic<uint64_t> streamed_total_{0};
+
+  struct RunState;  // one run's bindings (executor.cpp)
+  Result<ResidencyPlan> residency_decide(const CompiledGraph& c, WeightSource& w);
+  Status buffers_prepare(RunState& r, WeightSource& w);
+  Status weights_bind(RunState& r, WeightSource& w);
+  Status streams_prepare(uint32_t slots);
+  Status ops_issue(RunState& r);
+  Status copies_issue(RunState& r, int32_t after_node);
+  Result<std::vector<HostTensor>> outputs_collect(RunState& r);
+  Result<std::vector<HostTensor>> run_timed(RunState& r);
+  Result<std::vector<HostTensor>> run_captured(RunState& r);
+  Result<std::vector<HostTensor>> run_body(RunState& r);
+  Result<std::vector<HostTensor>> run_attempt(const std::shared_ptr<const CompiledGraph>& c,
+                                              const std::vector<const HostTensor*>& bound,
+                                              WeightSource& w);
+  Result<std::vector<HostTensor>> run_recover(const std::shared_ptr<const CompiledGraph>& c,
+                                              const std::vector<const HostTensor*>& bound,
+                                              WeightSource& w, const Status& failed);
+  uint64_t room_limit_ = UINT64_MAX;  // Note [OOM recovery]: the device's limit while retrying
+  std::atomic<uint64_t> recoveries_{0};
 
   // Note [captured steps]: on backends that can capture, the second run of a plan records its
   // ops (and the input copies, from pinned staging) once; later runs with the same arena and
@@ -126,7 +183,7 @@ class Executor final : public Reclaimable {
     int runs = 0;
     bool failed = false;
     void* arena = nullptr;
-    std::vector<void*> weights;
+    std::vector<const void*> weights;  // the run's weight bindings (RunState::signature)
     std::vector<std::pair<void*, size_t>> staging;  // per INPUT value (pinned host), by ValueId
     std::unique_ptr<CapturedWork> work;
   };
@@ -139,6 +196,8 @@ class Executor final : public Reclaimable {
 struct CompiledGraph {
   Graph graph;
   std::shared_ptr<const ArenaPlan> plan;
+  std::vector<WeightUse> weights;  // in first-use order (graph/residency.h)
+  uint64_t weight_bytes = 0;       // sum of weights[].bytes
 };
 
 }  // namespace hr

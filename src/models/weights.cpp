@@ -2,8 +2,17 @@
 #include "models/weights.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace hr {
+
+namespace {
+
+std::string weight_key(const std::string& name, WeightLayout layout) {
+  return layout == WeightLayout::STORED ? name : name + "@" + weight_layout_name(layout);
+}
+
+}  // namespace
 
 Status WeightSet::load_prefix(const SafetensorsFile& file, std::string_view prefix, DType dtype) {
   for (const SafetensorsEntry& e : file.entries()) {
@@ -17,6 +26,8 @@ Status WeightSet::load_prefix(const SafetensorsFile& file, std::string_view pref
 
 WeightSet::~WeightSet() {
   if (allocator_) allocator_->reclaimable_remove(this);
+  device_.clear();
+  pinned_clear();
 }
 
 void WeightSet::put(const std::string& name, HostTensor t) {
@@ -26,6 +37,14 @@ void WeightSet::put(const std::string& name, HostTensor t) {
     const std::string k = name + "@" + weight_layout_name(WeightLayout(l));
     device_.erase(k);
     relaid_.erase(k);
+  }
+  for (auto it = pinned_.begin(); it != pinned_.end();) {
+    if (it->first == name || it->first.rfind(name + "@", 0) == 0) {
+      if (backend_) backend_->host_free_pinned(it->second.first);
+      it = pinned_.erase(it);
+    } else {
+      ++it;
+    }
   }
   host_[name] = std::move(t);
 }
@@ -55,6 +74,7 @@ void WeightSet::bind(Backend* backend, Allocator* allocator) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (backend != backend_ || allocator != allocator_) device_.clear();
+  if (backend != backend_) pinned_clear();
   backend_ = backend;
   allocator_ = allocator;
 }
@@ -99,35 +119,30 @@ uint64_t WeightSet::reclaim(uint64_t bytes) {
   return freed;
 }
 
-Result<TensorRef> WeightSet::weight_get(const std::string& name, const TensorDesc& desc,
-                                        WeightLayout layout) {
+Result<const HostTensor*> WeightSet::host_source(const std::string& name, const TensorDesc& desc,
+                                                 WeightLayout layout, std::string* key) {
   auto it = host_.find(name);
   if (it == host_.end())
     return make_error(ErrorCode::NOT_FOUND, "weight '{}' ({}) is not in the checkpoint", name,
                       desc.str());
-  HostTensor& h = it->second;
+  const HostTensor& h = it->second;
   Result<TensorDesc> laid = weight_layout_desc(h.desc(), layout);
   if (!laid.ok() || *laid != desc)
     return make_error(ErrorCode::INVALID_ARGUMENT,
                       "weight '{}' is {} but the graph expects {} (layout {})", name,
                       h.desc().str(), desc.str(), weight_layout_name(layout));
-  const std::string key = layout == WeightLayout::STORED
-                              ? name : name + "@" + weight_layout_name(layout);
-  // The tensor the backend reads: the stored one, or its rearranged copy (made once).
-  auto source = [&]() -> Result<const HostTensor*> {
-    if (layout == WeightLayout::STORED) return &h;
-    auto r = relaid_.find(key);
-    if (r == relaid_.end()) {
-      HR_ASSIGN_OR_RETURN(HostTensor t, weight_relayout(h, layout));
-      r = relaid_.emplace(key, std::move(t)).first;
-    }
-    return &r->second;
-  };
-  if (!backend_ || backend_->host_visible()) {
-    HR_ASSIGN_OR_RETURN(const HostTensor* t, source());
-    return t->ref();
+  *key = weight_key(name, layout);
+  if (layout == WeightLayout::STORED) return &h;
+  auto r = relaid_.find(*key);
+  if (r == relaid_.end()) {
+    HR_ASSIGN_OR_RETURN(HostTensor t, weight_relayout(h, layout));
+    r = relaid_.emplace(*key, std::move(t)).first;
   }
-  if (!allocator_) return make_error(ErrorCode::INTERNAL, "WeightSet bound without allocator");
+  return &r->second;
+}
+
+Result<TensorRef> WeightSet::weight_get(const std::string& name, const TensorDesc& desc,
+                                        WeightLayout layout) {
   // In use while it may allocate, so that the allocator's reclaim never asks this set (whose
   // lock is held here) for room; runs hold it in use already.
   ++in_use_;
@@ -136,20 +151,70 @@ Result<TensorRef> WeightSet::weight_get(const std::string& name, const TensorDes
     ~Release() { --n; }
   } release{in_use_};
   std::lock_guard<std::mutex> lock(mu_);
+  std::string key;
+  HR_ASSIGN_OR_RETURN(const HostTensor* t, host_source(name, desc, layout, &key));
+  const bool host = !backend_ || backend_->host_visible();
+  if (host && !allocator_) return t->ref();
+  if (!allocator_) return make_error(ErrorCode::INTERNAL, "WeightSet bound without allocator");
   auto dit = device_.find(key);
   if (dit == device_.end()) {
-    HR_ASSIGN_OR_RETURN(const HostTensor* t, source());
-    HR_ASSIGN_OR_RETURN(DeviceBuffer b, allocator_->allocate(t->bytes(), Pool::WEIGHTS, "weight " + key));
-    HR_TRY(backend_->copy_h2d(b.data(), t->data(), t->bytes(), nullptr));
-    if (layout != WeightLayout::STORED) {
-      // The upload above is ordered on the default stream; the host copy can go once it ends.
-      HR_TRY(backend_->stream_sync(nullptr));
-      relaid_.erase(key);
+    if (host) {  // Note [adopted bytes]: counted, not copied
+      HR_ASSIGN_OR_RETURN(DeviceBuffer b, allocator_->adopt(t->ref().data, t->bytes(), Pool::WEIGHTS,
+                                                            "weight " + key));
+      dit = device_.emplace(key, DeviceCopy{std::move(b), 0}).first;
+    } else {
+      HR_ASSIGN_OR_RETURN(DeviceBuffer b,
+                          allocator_->allocate(t->bytes(), Pool::WEIGHTS, "weight " + key));
+      HR_TRY(backend_->copy_h2d(b.data(), t->data(), t->bytes(), nullptr));
+      if (layout != WeightLayout::STORED && !pinned_.count(key)) {
+        // The upload above is ordered on the default stream; the host copy can go once it ends.
+        HR_TRY(backend_->stream_sync(nullptr));
+        relaid_.erase(key);
+      }
+      dit = device_.emplace(key, DeviceCopy{std::move(b), 0}).first;
     }
-    dit = device_.emplace(key, DeviceCopy{std::move(b), 0}).first;
   }
   dit->second.last_use = allocator_->tick();
   return TensorRef{desc, dit->second.buffer.data()};
+}
+
+// Note [pinned copies]: a streamed weight is copied on every call, so its host side must be
+// page-locked for the copy to run asynchronously (and to be recorded in a captured step). The
+// page-locked copy is made on first use and kept; when the backend refuses page-locked memory
+// the pageable tensor is served and the copies become synchronous.
+Result<TensorRef> WeightSet::weight_host(const std::string& name, const TensorDesc& desc,
+                                         WeightLayout layout) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string key;
+  HR_ASSIGN_OR_RETURN(const HostTensor* t, host_source(name, desc, layout, &key));
+  if (!backend_ || backend_->host_visible()) return t->ref();
+  auto it = pinned_.find(key);
+  if (it == pinned_.end()) {
+    Result<void*> p = backend_->host_alloc_pinned(t->bytes());
+    if (!p.ok()) return t->ref();
+    std::memcpy(*p, t->data(), t->bytes());
+    it = pinned_.emplace(key, std::pair<void*, size_t>{*p, t->bytes()}).first;
+    if (layout != WeightLayout::STORED) relaid_.erase(key);
+  }
+  return TensorRef{desc, it->second.first};
+}
+
+void WeightSet::weight_evict(const std::string& name, WeightLayout layout) {
+  std::lock_guard<std::mutex> lock(mu_);
+  device_.erase(weight_key(name, layout));
+}
+
+uint64_t WeightSet::pinned_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t n = 0;
+  for (const auto& [k, p] : pinned_) n += p.second;
+  return n;
+}
+
+void WeightSet::pinned_clear() {
+  for (auto& [k, p] : pinned_)
+    if (backend_) backend_->host_free_pinned(p.first);
+  pinned_.clear();
 }
 
 }  // namespace hr

@@ -3,7 +3,9 @@
 // uploaded on first use into Pool::WEIGHTS buffers and stay resident until the allocator needs
 // the room: a set no run is using gives its least recently used copies back (Note [reclaim] in
 // backend/allocator.cpp), and after each run copies above the allocator's weights cap go
-// (--lowvram, --novram). Streaming weights through staging slots within a run is not done yet.
+// (--lowvram, --novram). On the CPU the host copies are used in place and their bytes are
+// counted the same way (Note [adopted bytes]). Weights the executor streams are served from
+// host memory (page-locked copies on the GPU, made once) and have no device copy.
 #pragma once
 
 #include <atomic>
@@ -45,8 +47,14 @@ class WeightSet final : public WeightSource, public Reclaimable {
 
   Result<TensorRef> weight_get(const std::string& name, const TensorDesc& desc,
                                WeightLayout layout = WeightLayout::STORED) override;
+  Result<TensorRef> weight_host(const std::string& name, const TensorDesc& desc,
+                                WeightLayout layout) override;
+  void weight_evict(const std::string& name, WeightLayout layout) override;
+  uint64_t resident_bytes() const override { return device_bytes(); }
+  const Reclaimable* holder() const override { return this; }
   void run_begin() override;
   void run_end() override;
+  uint64_t pinned_bytes() const;  // page-locked host copies made for streaming
 
   // Reclaimable: frees least recently used device copies while no run uses the set.
   uint64_t reclaim(uint64_t bytes) override;
@@ -69,6 +77,13 @@ class WeightSet final : public WeightSource, public Reclaimable {
   std::atomic<uint64_t> last_use_{0};
   // Rearranged host copies for host-visible backends (Note [weight layouts]).
   std::unordered_map<std::string, HostTensor> relaid_;
+  // Page-locked copies of streamed weights, by key, on backend_ (freed by pinned_clear).
+  std::unordered_map<std::string, std::pair<void*, size_t>> pinned_;
+  void pinned_clear();
+  // The host tensor for `name` in `layout` (the stored one, or its rearranged copy, made once),
+  // after checking it against `desc`; `key` gets the device-copy key. Called with mu_ held.
+  Result<const HostTensor*> host_source(const std::string& name, const TensorDesc& desc,
+                                        WeightLayout layout, std::string* key);
 };
 
 }  // namespace hr

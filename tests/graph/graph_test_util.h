@@ -74,6 +74,15 @@ class MapWeights final : public WeightSource {
     }
     return r->second.ref();
   }
+  // Streamed weights come from the same host tensors (Note [streamed execution]).
+  std::vector<std::string> streamed;  // names in the order weight_host saw them
+  Result<TensorRef> weight_host(const std::string& name, const TensorDesc& desc,
+                                WeightLayout layout) override {
+    streamed.push_back(name);
+    Result<TensorRef> r = weight_get(name, desc, layout);
+    asked.pop_back();
+    return r;
+  }
 };
 
 inline HostTensor random_tensor(const TensorDesc& d, std::mt19937& rng) {

@@ -1,0 +1,70 @@
+// The residency planner: which weights of a compiled graph stay on the device and which stream
+// through a ring of staging slots on every call, and the copy schedule that streams them. The
+// plan is plain data (Note [residency plan] in residency.cpp) that the executor carries out and
+// `headroom plan` prints. It lives in graph/ beside the executor that runs it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "graph/graph.h"
+
+namespace hr {
+
+struct ArenaPlan;
+
+// One weight storage value a compiled graph reads.
+struct WeightUse {
+  ValueId value = kNoValue;  // the WEIGHT value (its storage) in the compiled graph
+  uint64_t bytes = 0;        // rounded to the allocator's alignment, as it will be held
+  int32_t first = -1;        // first and last node reading it
+  int32_t last = -1;
+  // Output elements per weight element row of the first reader (batch x positions for a
+  // convolution or a linear layer): how many FLOPs each weight byte pays for, roughly. Low
+  // reuse means its copy cannot hide behind the compute that uses it.
+  double reuse = 0;
+};
+
+// The weights of g in first-use order, with the node range reading each.
+std::vector<WeightUse> weight_uses(const Graph& g, const ArenaPlan& plan);
+
+struct ResidencyOptions {
+  uint32_t depth = 4;  // ring slots (copies in flight ahead of compute), at least 2
+  // Weights smaller than this stay resident while anything can (a copy this small costs more
+  // in launch latency than its bytes).
+  uint64_t small_bytes = 256 * 1024;
+};
+
+struct ResidencyPlan {
+  std::vector<int32_t> slot;  // per WeightUse: -1 resident, else its ring slot
+  // Per WeightUse, for streamed weights: the node after which its copy may start (the last
+  // reader of the slot's previous occupant), -1 for the first occupants (copied before node 0).
+  std::vector<int32_t> copy_after;
+  uint32_t slots = 0;       // 0: everything resident
+  uint64_t slot_bytes = 0;  // each slot's size (the largest streamed weight)
+  uint64_t resident_bytes = 0;
+  uint64_t streamed_bytes = 0;  // copied on every call
+  uint64_t room = 0;            // bytes it was planned within (weights + ring)
+  size_t streamed_count = 0;
+
+  bool streams() const { return slots > 0; }
+  uint64_t ring_bytes() const { return uint64_t(slots) * slot_bytes; }
+  uint64_t device_bytes() const { return resident_bytes + ring_bytes(); }
+};
+
+// Plans `uses` within `room` bytes (resident weights plus the ring). Everything resident when it
+// fits; otherwise resident by cost (small and low-reuse weights first) and the rest streamed.
+// OUT_OF_MEMORY when not even the ring of the largest weights fits, naming what would.
+Result<ResidencyPlan> residency_plan(const std::vector<WeightUse>& uses, uint64_t room,
+                                     const ResidencyOptions& options = {});
+
+// The smallest room residency_plan accepts for `uses` (a binary search over it).
+uint64_t residency_min_room(const std::vector<WeightUse>& uses,
+                            const ResidencyOptions& options = {});
+
+// "streams 8.1 MiB of 12.3 MiB weights (140 of 200 tensors) through 4 slots of 1.2 MiB".
+std::string residency_describe(const ResidencyPlan& plan, const std::vector<WeightUse>& uses);
+
+}  // namespace hr

@@ -1,0 +1,183 @@
+// Streamed execution (Note [streamed execution] in executor.cpp): a graph whose weights do not
+// fit the budget streams them through a ring of staging slots and gives the resident run's
+// results bit for bit, with copies that complete early or late (tests/async_sim_backend.h).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "async_sim_backend.h"
+#include "graph/executor.h"
+#include "graph/graph_test_util.h"
+#include "graph/planner.h"
+#include "graph/residency.h"
+
+namespace hr {
+namespace {
+
+bool bit_equal(const HostTensor& a, const HostTensor& b) {
+  return a.desc() == b.desc() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
+}
+
+// A residual MLP: `layers` linear layers of width x width (weights 64 KiB at width 128), each
+// read once, plus a layer whose weight two nodes read far apart (the slot must stay put).
+Graph mlp(int layers, int64_t width) {
+  Graph g;
+  ValueId x = g.input("x", TensorDesc{DType::F32, Shape{4, width}});
+  ValueId shared = g.weight("shared.weight", TensorDesc{DType::F32, Shape{width, width}});
+  ValueId h = g.linear(x, shared);
+  for (int i = 0; i < layers; ++i) {
+    ValueId w = g.weight(fmt::format("l{}.weight", i), TensorDesc{DType::F32, Shape{width, width}});
+    ValueId b = g.weight(fmt::format("l{}.bias", i), TensorDesc{DType::F32, Shape{width}});
+    h = g.add(h, g.unary(OpKind::SILU, g.linear(h, w, b)));
+  }
+  h = g.linear(h, shared);
+  g.output(h, "y");
+  return g;
+}
+
+struct Bound {
+  std::map<std::string, HostTensor> inputs;
+  test::MapWeights weights;
+};
+
+// Output of g on `backend` within `budget` (allocator level; the weights are not counted by
+// MapWeights, so the budget is the arena plus the room left for weights and the ring).
+std::vector<HostTensor> run_with(Backend& backend, const Graph& g, Bound& b, uint64_t budget,
+                                 ResidencyPlan* res = nullptr, int runs = 1) {
+  Allocator alloc(backend, budget);
+  Executor ex(backend, alloc);
+  ResidencyOptions o;
+  o.depth = 2;
+  o.small_bytes = 0;
+  ex.set_residency_options(o);
+  std::vector<HostTensor> out;
+  for (int i = 0; i < runs; ++i) {
+    Result<std::vector<HostTensor>> r = ex.run(g, test::host_inputs(b.inputs), b.weights);
+    EXPECT_TRUE(r.ok()) << r.status().str();
+    if (!r.ok()) return {};
+    out = std::move(r).value();
+  }
+  EXPECT_LE(alloc.total().peak, budget);
+  if (res) *res = ex.last_residency();
+  return out;
+}
+
+class StreamingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cpu_ = cpu_backend_create(1);
+    g_ = mlp(12, 128);
+    test::bindings_fill(g_, 7, b_.inputs, b_.weights);
+    Allocator a(*cpu_);
+    Executor ex(*cpu_, a);
+    auto c = ex.compile(g_);
+    ASSERT_TRUE(c.ok());
+    arena_ = (*c)->plan->arena_bytes;
+    weights_ = (*c)->weight_bytes;
+    ResidencyOptions o;
+    o.depth = 2;
+    o.small_bytes = 0;
+    min_room_ = residency_min_room((*c)->weights, o);
+    want_ = run_with(*cpu_, g_, b_, Allocator::kUnlimited);
+  }
+  std::unique_ptr<Backend> cpu_;
+  Graph g_;
+  Bound b_;
+  uint64_t arena_ = 0, weights_ = 0, min_room_ = 0;
+  std::vector<HostTensor> want_;
+};
+
+TEST_F(StreamingTest, PlanKeepsWhatFitsAndStreamsTheRest) {
+  Allocator a(*cpu_);
+  Executor ex(*cpu_, a);
+  auto c = ex.compile(g_);
+  ASSERT_TRUE(c.ok());
+  const std::vector<WeightUse>& uses = (*c)->weights;
+  ASSERT_EQ(uses.size(), 25u);  // shared + 12 x (weight, bias)
+  EXPECT_EQ(uses[0].first, 0);
+  EXPECT_EQ(size_t(uses[0].last), (*c)->graph.nodes().size() - 1) << "shared is read last too";
+  auto all = residency_plan(uses, weights_);
+  ASSERT_TRUE(all.ok());
+  EXPECT_FALSE(all->streams());
+  ResidencyOptions o;
+  o.depth = 2;
+  o.small_bytes = 4096;  // the biases stay resident
+  auto p = residency_plan(uses, weights_ / 2, o);
+  ASSERT_TRUE(p.ok()) << p.status().str();
+  EXPECT_TRUE(p->streams());
+  EXPECT_LE(p->device_bytes(), weights_ / 2);
+  EXPECT_EQ(p->resident_bytes + p->streamed_bytes, weights_);
+  EXPECT_EQ(p->slot_bytes, 128u * 128 * 4);
+  for (size_t k = 0; k < uses.size(); ++k) {
+    if (uses[k].bytes < 4096) {
+      EXPECT_EQ(p->slot[k], -1) << "small weights stay resident";
+    }
+    if (p->slot[k] < 0) continue;
+    // A slot's next occupant is copied only after its previous occupant's last reader.
+    for (size_t j = k + 1; j < uses.size(); ++j)
+      if (p->slot[j] == p->slot[k]) {
+        EXPECT_EQ(p->copy_after[j], uses[k].last);
+        EXPECT_LT(p->copy_after[j], uses[j].first);
+        break;
+      }
+  }
+  std::printf("  %s\n", residency_describe(*p, uses).c_str());
+  auto none = residency_plan(uses, residency_min_room(uses, o) - 1, o);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), ErrorCode::OUT_OF_MEMORY);
+  EXPECT_NE(none.status().message().find("ring of staging slots"), std::string::npos);
+}
+
+TEST_F(StreamingTest, StreamedRunsEqualTheResidentRunBitwise) {
+  for (uint64_t room : {weights_ * 3 / 4, weights_ / 3, min_room_}) {
+    ResidencyPlan res;
+    std::vector<HostTensor> got = run_with(*cpu_, g_, b_, arena_ + room, &res, 3);
+    ASSERT_EQ(got.size(), want_.size());
+    EXPECT_TRUE(res.streams()) << room;
+    EXPECT_LE(res.device_bytes(), room);
+    EXPECT_TRUE(bit_equal(got[0], want_[0])) << "room " << room;
+  }
+}
+
+// Copies that run as early or as late as the events allow, and random interleavings: any
+// missing wait (slot still read, copy not done) changes the result.
+TEST_F(StreamingTest, AsyncCopiesEarlyOrLateGiveTheSameResult) {
+  std::vector<std::pair<SimOrder, uint64_t>> orders = {
+      {SimOrder::COPIES_EARLY, 1}, {SimOrder::COPIES_LATE, 1}, {SimOrder::ROUND_ROBIN, 1}};
+  for (uint64_t seed = 1; seed <= 6; ++seed) orders.push_back({SimOrder::RANDOM, seed});
+  for (auto [order, seed] : orders) {
+    AsyncSimBackend sim(order, seed);
+    sim.set_host_visible(false);
+    ResidencyPlan res;
+    std::vector<HostTensor> got = run_with(sim, g_, b_, arena_ + weights_ / 3, &res, 2);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(res.streams());
+    EXPECT_GT(sim.copies(), 2 * res.streamed_count) << "every streamed weight copied per run";
+    EXPECT_TRUE(bit_equal(got[0], want_[0])) << "order " << int(order) << " seed " << seed;
+  }
+}
+
+// The budget lowered between two runs of the same executor: the second run streams.
+TEST_F(StreamingTest, LoweredBudgetBetweenRunsStreams) {
+  Allocator alloc(*cpu_);
+  Executor ex(*cpu_, alloc);
+  auto r1 = ex.run(g_, test::host_inputs(b_.inputs), b_.weights);
+  ASSERT_TRUE(r1.ok());
+  EXPECT_FALSE(ex.last_residency().streams());
+  alloc.set_budget(arena_ + weights_ / 2);
+  alloc.reset_peak();
+  auto r2 = ex.run(g_, test::host_inputs(b_.inputs), b_.weights);
+  ASSERT_TRUE(r2.ok()) << r2.status().str();
+  EXPECT_TRUE(ex.last_residency().streams()) << ex.last_residency_text();
+  EXPECT_LE(alloc.total().peak, arena_ + weights_ / 2);
+  EXPECT_TRUE(bit_equal((*r2)[0], want_[0]));
+  EXPECT_GT(ex.streamed_total(), 0u);
+  alloc.set_budget(arena_ + min_room_ - 1);
+  auto r3 = ex.run(g_, test::host_inputs(b_.inputs), b_.weights);
+  ASSERT_FALSE(r3.ok());
+  EXPECT_EQ(r3.status().code(), ErrorCode::OUT_OF_MEMORY);
+  EXPECT_NE(r3.status().message().find("within a"), std::string::npos) << r3.status().str();
+}
+
+}  // namespace
+}  // namespace hr
