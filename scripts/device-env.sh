@@ -1,12 +1,13 @@
 # Sourced by the GPU scripts. The GPU machine reaches no package registry and lacks some of
-# headroom's Debian dependencies (yaml-cpp): their .debs travel in the git-ignored .debs/
-# folder (fill it here with `apt-get download libyaml-cpp-dev libyaml-cpp0.7` inside .debs/,
+# headroom's Debian dependencies (yaml-cpp, SQLite): their .debs travel in the git-ignored .debs/
+# folder (fill it here with `apt-get download libyaml-cpp-dev libyaml-cpp0.7 libsqlite3-dev
+# libsqlite3-0` inside .debs/,
 # then name .debs in the device call's carry list) and are unpacked into a prefix CMake searches.
 # Also sets HEADROOM_EXPECT_GPU=1 so that GPU tests fail, not skip, without a GPU
 # (Note [expected GPU] in tests/test_gpu.h).
 export HEADROOM_EXPECT_GPU=1
 HR_CMAKE_EXTRA=""
-if ! [ -f /usr/include/yaml-cpp/yaml.h ] && compgen -G ".debs/*.deb" > /dev/null; then
+if { ! [ -f /usr/include/yaml-cpp/yaml.h ] || ! [ -f /usr/include/sqlite3.h ]; } && compgen -G ".debs/*.deb" > /dev/null; then
   for d in .debs/*.deb; do dpkg -x "$d" .debs/prefix; done
   HR_CMAKE_EXTRA="-DCMAKE_PREFIX_PATH=$PWD/.debs/prefix/usr"
   export LD_LIBRARY_PATH="$PWD/.debs/prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

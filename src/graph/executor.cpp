@@ -101,7 +101,7 @@ void Executor::release_arena() {
 uint64_t Executor::arena_room(const Reclaimable* keep) {
   const uint64_t budget = allocator_.budget();
   if (budget == Allocator::kUnlimited) return UINT64_MAX;
-  const uint64_t held = allocator_.total().current - arena_.size();
+  const uint64_t held = allocator_.total().current - arena_.size() - ring_.size();
   const uint64_t idle = std::min(held, allocator_.reclaimable_bytes(keep, this));
   const uint64_t others = held - idle;
   return budget > others ? budget - others : 0;
@@ -319,7 +319,10 @@ Status Executor::buffers_prepare(RunState& r, WeightSource& w) {
       const Value& v = r.g.values()[size_t(r.uses[k].value)];
       w.weight_evict(v.name, v.layout);
     }
-  if (!r.res.streams() || ring_.size() < r.res.ring_bytes()) ring_.reset();
+  // The ring is exactly the plan's: a larger one left by another graph would eat the room the
+  // plan counted on.
+  const uint64_t ring_bytes = r.res.streams() ? (r.res.ring_bytes() + 255) / 256 * 256 : 0;
+  if (ring_.size() != ring_bytes) ring_.reset();
   if (r.plan.arena_bytes > 0 && arena_.size() < r.plan.arena_bytes) {
     arena_.reset();  // free first: the old and the new arena never count together
     HR_ASSIGN_OR_RETURN(arena_, allocator_.allocate(r.plan.arena_bytes, Pool::ACTIVATIONS,

@@ -97,8 +97,8 @@ class Executor final : public Reclaimable {
   // Bytes of the arena held now (0 when released).
   size_t arena_held() const { return arena_.size(); }
   // The largest arena a run could allocate now within the allocator's budget: the budget less
-  // everything the allocator holds except this executor's own arena (which run() frees before
-  // allocating a larger one) and what idle holders other than `keep` (the weights the run will
+  // everything the allocator holds except this executor's own arena and ring (which run() frees
+  // before allocating others) and what idle holders other than `keep` (the weights the run will
   // use) would give back (Note [reclaim]). UINT64_MAX when the budget is unlimited.
   uint64_t arena_room(const Reclaimable* keep = nullptr);
   // Residency of the last run's weights (Note [streamed execution] in executor.cpp), with the

@@ -16,6 +16,7 @@
 
 #include "core/bytes.h"
 #include "graph/planner.h"
+#include "graph/residency.h"
 
 namespace hr {
 
@@ -263,6 +264,16 @@ class VAEPlanner {
     return p->arena_bytes;
   }
 
+  // The least device room the VAE's weights need when they all may stream (a ring of staging
+  // slots; residency_min_room), from the smallest graph: every tile reads the same weights.
+  Result<uint64_t> min_stream_room() {
+    const int64_t n = decode_ ? 1 : cfg_.downscale();
+    HR_ASSIGN_OR_RETURN(Graph g, decode_ ? vae_decode_graph(cfg_, 1, n, n, dtype_)
+                                         : vae_encode_graph(cfg_, 1, n, n, dtype_));
+    HR_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledGraph> c, ex_.compile(g));
+    return residency_min_room(c->weights);
+  }
+
   // The largest arena among the graphs that `tilings` would run on one H x W image.
   Result<uint64_t> tiled_arena(int64_t H, int64_t W, const std::vector<TileShape>& tilings,
                                int64_t overlap) {
@@ -290,19 +301,16 @@ class VAEPlanner {
   std::map<std::tuple<int64_t, int64_t, int64_t>, uint64_t> memo_;
 };
 
-// Note [VAE auto tiling]. `s` is the latent (decode) or image (encode) shape; `name` names the
-// VAE in the error.
-Result<VAEDecision> vae_decide_in(Executor& ex, const VAEConfig& cfg, DType dtype, const Shape& s,
-                                  bool decode, uint64_t room, const std::string& name) {
+// One decision within `room` (whole, per image, tiles from large to small); nullopt when not even
+// the smallest tile fits, with `smallest` its arena.
+Result<std::optional<VAEDecision>> vae_decide_within(VAEPlanner& planner, const VAEConfig& cfg,
+                                                     const Shape& s, bool decode, uint64_t room,
+                                                     uint64_t& smallest) {
   const char* what = decode ? "decode" : "encode";
-  if (s.rank != 4)
-    return make_error(ErrorCode::INVALID_ARGUMENT, "vae_{}_decide: input {} must be [B, C, H, W]",
-                      what, s.str());
   const int64_t down = cfg.downscale();
   const int64_t px = decode ? down : 1;  // image pixels per input pixel
   const int64_t step = std::max<int64_t>(1, kTileStepPx / px);
   const int64_t B = s[0], H = s[2], W = s[3];
-  VAEPlanner planner(ex, cfg, dtype, decode);
   VAEDecision d;
   d.room = room;
   HR_ASSIGN_OR_RETURN(d.arena_bytes, planner.arena(B, H, W));
@@ -312,7 +320,7 @@ Result<VAEDecision> vae_decide_in(Executor& ex, const VAEConfig& cfg, DType dtyp
   if (d.arena_bytes <= d.room) {
     d.run_arena_bytes = d.arena_bytes;
     d.reason = fmt::format("VAE {} whole: {}", what, arena_room);
-    return d;
+    return std::optional<VAEDecision>(d);
   }
   HR_ASSIGN_OR_RETURN(uint64_t one, planner.arena(1, H, W));
   if (B > 1 && one <= d.room) {
@@ -320,11 +328,11 @@ Result<VAEDecision> vae_decide_in(Executor& ex, const VAEConfig& cfg, DType dtyp
     d.run_arena_bytes = one;
     d.reason = fmt::format("VAE {} per image (batch {}): {}; one image {}", what, B, arena_room,
                            bytes_format(one));
-    return d;
+    return std::optional<VAEDecision>(d);
   }
   // Encoder tiles must start and end on latent pixels (Scale is exact only then).
   const bool can_tile = decode || (H % down == 0 && W % down == 0);
-  uint64_t smallest = one;
+  smallest = one;
   for (int64_t t = (std::max(H, W) - 1) / step * step; can_tile && t >= step; t -= step) {
     const int64_t overlap = decode ? t / 4 : t / 8;
     HR_ASSIGN_OR_RETURN(
@@ -340,21 +348,55 @@ Result<VAEDecision> vae_decide_in(Executor& ex, const VAEConfig& cfg, DType dtyp
     d.run_arena_bytes = a;
     d.reason = fmt::format("VAE {} tiled {}x{} at {} px: {}; tile arena {}", what, d.rows, d.cols,
                            d.tile_px, arena_room, bytes_format(a));
-    return d;
+    return std::optional<VAEDecision>(d);
   }
+  return std::optional<VAEDecision>();
+}
+
+// Note [VAE auto tiling]. `s` is the latent (decode) or image (encode) shape; `room` the arena
+// room with the VAE's weights resident, `room_all` with them given back too (then they stream,
+// Note [streamed execution] in graph/executor.cpp); `name` names the VAE in the error. Resident
+// weights are tried first; streaming them is the fallback when not even the smallest tile fits.
+Result<VAEDecision> vae_decide_in(Executor& ex, const VAEConfig& cfg, DType dtype, const Shape& s,
+                                  bool decode, uint64_t room, uint64_t room_all,
+                                  const std::string& name) {
+  const char* what = decode ? "decode" : "encode";
+  if (s.rank != 4)
+    return make_error(ErrorCode::INVALID_ARGUMENT, "vae_{}_decide: input {} must be [B, C, H, W]",
+                      what, s.str());
+  VAEPlanner planner(ex, cfg, dtype, decode);
+  uint64_t smallest = 0;
+  HR_ASSIGN_OR_RETURN(std::optional<VAEDecision> d,
+                      vae_decide_within(planner, cfg, s, decode, room, smallest));
+  if (d) return *d;
+  HR_ASSIGN_OR_RETURN(uint64_t ring, planner.min_stream_room());
+  if (room_all != UINT64_MAX && room_all > room + ring) {
+    const uint64_t streamed_room = room_all - ring;
+    uint64_t unused = 0;
+    HR_ASSIGN_OR_RETURN(d, vae_decide_within(planner, cfg, s, decode, streamed_room, unused));
+    if (d) {
+      d->weights_stream = true;
+      d->reason += fmt::format(" (weights streamed: {} for the arena, {} for the staging ring)",
+                               bytes_format(streamed_room), bytes_format(ring));
+      return *d;
+    }
+  }
+  const int64_t px = decode ? cfg.downscale() : 1;
+  const int64_t step = std::max<int64_t>(1, kTileStepPx / px);
+  HR_ASSIGN_OR_RETURN(uint64_t whole, planner.arena(s[0], s[2], s[3]));
   Status st = make_error(ErrorCode::OUT_OF_MEMORY,
-                         "VAE {} of {}x{} px (batch {}) by {}: {}, and the smallest tile ({} px) "
-                         "needs {}",
-                         what, H * px, W * px, B, name, arena_room,
-                         std::min(std::max(H, W), step) * px, bytes_format(smallest));
+                         "VAE {} of {}x{} px (batch {}) by {}: arena {} > {} left, and the "
+                         "smallest tile ({} px) needs {}",
+                         what, s[2] * px, s[3] * px, s[0], name, bytes_format(whole),
+                         bytes_format(room), std::min(std::max(s[2], s[3]), step) * px,
+                         bytes_format(smallest));
   st.set_segments(ex.allocator().segments(smallest));
   return st;
 }
 
-// On a backend that is not host-visible the weights are uploaded on first use, inside the run
-// and after its arena was allocated; uploading them before deciding makes arena_room count them.
+// Weights are uploaded (counted, on the CPU) on first use, inside the run and after its arena
+// was allocated; uploading them before deciding makes arena_room count them.
 Status vae_weights_upload(Executor& ex, LoadedModel& model, bool decode) {
-  if (ex.backend().host_visible()) return Status();
   const int64_t n = decode ? 1 : model.vae.downscale();
   HR_ASSIGN_OR_RETURN(Graph g, decode ? vae_decode_graph(model.vae, 1, n, n, model.vae_dtype)
                                       : vae_encode_graph(model.vae, 1, n, n, model.vae_dtype));
@@ -420,18 +462,19 @@ Result<VAEDecision> vae_decode_decide(Executor& ex, LoadedModel& model, const Sh
   HR_TRY(vae_input_check(model, latent_shape, "vae_decode_decide"));
   // Idle models give room.
   return vae_decide_in(ex, model.vae, model.vae_dtype, latent_shape, true,
-                       ex.arena_room(&model.vae_weights), vae_name(model));
+                       ex.arena_room(&model.vae_weights), ex.arena_room(), vae_name(model));
 }
 
 Result<VAEDecision> vae_encode_decide(Executor& ex, LoadedModel& model, const Shape& image_shape) {
   HR_TRY(vae_input_check(model, image_shape, "vae_encode_decide"));
   return vae_decide_in(ex, model.vae, model.vae_dtype, image_shape, false,
-                       ex.arena_room(&model.vae_weights), vae_name(model));
+                       ex.arena_room(&model.vae_weights), ex.arena_room(), vae_name(model));
 }
 
 Result<VAEDecision> vae_decide_for(Executor& ex, const VAEConfig& cfg, DType dtype,
-                                   const Shape& shape, bool decode, uint64_t room) {
-  return vae_decide_in(ex, cfg, dtype, shape, decode, room, "the VAE");
+                                   const Shape& shape, bool decode, uint64_t room,
+                                   uint64_t room_all) {
+  return vae_decide_in(ex, cfg, dtype, shape, decode, room, room_all, "the VAE");
 }
 
 Result<VAEDecoded> vae_decode_auto(Executor& ex, LoadedModel& model, const HostTensor& latent,

@@ -48,6 +48,7 @@ struct VAEDecision {
   uint64_t arena_bytes = 0;             // the untiled plan's arena for the whole batch
   uint64_t run_arena_bytes = 0;         // the largest arena among the graphs that will run
   uint64_t room = 0;                    // Executor::arena_room() when deciding
+  bool weights_stream = false;          // only fits with the VAE's weights streamed
   // One line, e.g. "VAE decode tiled 4x4 at 256 px: arena 1.3 GiB > 0.9 GiB left; tile arena
   // 310 MiB".
   std::string reason;
@@ -57,15 +58,16 @@ struct VAEDecision {
 // Decides without running anything: plans the untiled graph for `latent_shape` ([B, C, h, w])
 // or `image_shape` ([B, C, H, W]) and, when its arena exceeds ex.arena_room(), smaller ones.
 // OUT_OF_MEMORY (with the allocator's segments) when not even the smallest tile fits; the
-// message names the VAE, the untiled and smallest-tile arenas and the room. On a backend that
-// is not host-visible the room counts only the VAE weights already resident; the *_auto
-// runners upload them first.
+// message names the VAE, the untiled and smallest-tile arenas and the room. The room counts
+// the VAE weights already resident (the *_auto runners upload them first); when nothing fits
+// with them resident, the room with them streamed is tried (weights_stream).
 Result<VAEDecision> vae_decode_decide(Executor& ex, LoadedModel& model, const Shape& latent_shape);
 Result<VAEDecision> vae_encode_decide(Executor& ex, LoadedModel& model, const Shape& image_shape);
 // The same decision for a VAE known by its config alone, against a given room (planning a
 // workflow without loading it: workflow/workflow_plan.h). The executor only plans.
 Result<VAEDecision> vae_decide_for(Executor& ex, const VAEConfig& cfg, DType dtype,
-                                   const Shape& shape, bool decode, uint64_t room);
+                                   const Shape& shape, bool decode, uint64_t room,
+                                   uint64_t room_all);
 
 struct VAEDecoded {
   HostTensor image;  // f32 [B, 3, H, W], raw (as vae_decode)

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "backend/backend.h"
+#include "core/bytes.h"
 #include "nodes/nodes.h"
 #include "models/sdxl_adm.h"
 #include "nodes/values.h"
@@ -68,6 +69,19 @@ struct SamplerInputs {
   bool force_full_denoise = false;
 };
 
+// Says when a UNet call streamed weights (Note [streamed execution] in graph/executor.cpp) or
+// recovered from a failed allocation, once per change.
+void residency_report(ExecContext& ctx, Executor& ex, uint64_t recoveries_before) {
+  const ResidencyPlan& r = ex.last_residency();
+  if (ex.recoveries() > recoveries_before)
+    ctx.memory_decision("UNet: an allocation failed; planned again and " + ex.last_residency_text());
+  else if (r.streams())
+    ctx.memory_decision(fmt::format("UNet {}: weights {} > {} left beside the arena",
+                                    ex.last_residency_text(),
+                                    bytes_format(r.resident_bytes + r.streamed_bytes),
+                                    bytes_format(r.room)));
+}
+
 // The model call for one conditioning entry (or the batched positive+negative pair).
 Result<HostTensor> model_call(ExecContext& ctx, LoadedModel& m, const HostTensor& x_in, float t,
                               const std::vector<const CondEntry*>& entries) {
@@ -89,7 +103,11 @@ Result<HostTensor> model_call(ExecContext& ctx, LoadedModel& m, const HostTensor
   for (int64_t i = 0; i < n; ++i) ts.f32()[i] = t;
   HR_TRY(ctx.check_interrupt());
   m.unet_weights.bind(ctx.opts.backend, ctx.opts.allocator);
-  return unet_run(*ctx.opts.executor, m, x_in, ts, context, sdxl ? &y : nullptr);
+  Executor& ex = *ctx.opts.executor;
+  const uint64_t recoveries = ex.recoveries();
+  Result<HostTensor> out = unet_run(ex, m, x_in, ts, context, sdxl ? &y : nullptr);
+  if (out.ok()) residency_report(ctx, ex, recoveries);
+  return out;
 }
 
 // Mean of the outputs for several entries (ComfyUI averages conditionings without areas).

@@ -15,7 +15,8 @@ void ExecContext::progress(int value, int max) const {
 }
 
 void ExecContext::memory_decision(const std::string& message) const {
-  if (!opts.on_event) return;
+  if (!opts.on_event || message == last_decision) return;
+  last_decision = message;
   ExecEvent e{ExecEvent::Kind::MEMORY, node_id, prompt.nodes.at(node_id).class_type, 0, 0, Json(),
               {}, message};
   opts.on_event(e);

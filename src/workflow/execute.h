@@ -60,8 +60,10 @@ struct ExecContext {
   Json ui = Json::object();  // the node's UI output ({"images": [...]})
 
   void progress(int value, int max) const;
-  // Reports a memory decision (ExecEvent::Kind::MEMORY) for this node.
+  // Reports a memory decision (ExecEvent::Kind::MEMORY) for this node; a message equal to the
+  // previous one of this node is not repeated (a sampler's steps decide the same each time).
   void memory_decision(const std::string& message) const;
+  mutable std::string last_decision;
   bool interrupted() const { return opts.interrupt && opts.interrupt->load(); }
   Status check_interrupt() const;
 };

@@ -17,6 +17,7 @@
 #include "models/checkpoint.h"
 #include "models/clip_text.h"
 #include "models/clip_tokenizer.h"
+#include "graph/residency.h"
 #include "models/prompt_weights.h"
 #include "models/vae_tiled.h"
 #include "nodes/encoder_settings.h"
@@ -39,12 +40,16 @@ namespace hr {
 //   allocation that does not fit reclaims the shortfall from idle models, least recently used
 //   model first and within it least recently used tensors first, whole tensors at a time
 //   (Note [reclaim] in allocator.cpp, WeightSet::reclaim);
-//   on a host-visible backend (the CPU) weights are host memory the allocator never sees;
+//   on a host-visible backend (the CPU) the host copies are counted the same way (adopted);
+// - a graph whose weights and arena exceed the budget streams weights: residency_plan within
+//   the budget less its arena (every other holder is idle then), the streamed weights' copies
+//   dropped, the staging ring allocated after the arena (Note [streamed execution]);
 // - VAEDecode / VAEEncode decide whole / per image / tiled with vae_decide_for against the room
-//   arena_room() would give: the budget less the VAE's own resident weights.
+//   arena_room() would give: the budget less the VAE's own resident weights (or, as the fallback,
+//   the whole budget with the VAE's weights streamed).
 // The build step (headers, tokenization, shapes, graph plans) runs once; the replay is cheap, so
-// the smallest fitting budget is found by bisection over it. Not modelled: weight streaming (not
-// implemented), the --lowvram weights cap trimmed after runs, reclaim of the idle arena between
+// the smallest fitting budget is found by bisection over it. Not modelled: the --lowvram weights
+// cap (trimmed after runs and applied to residency), reclaim of the idle arena between
 // runs (the executor is an idle holder while vae_weights_upload runs), and the CUDA context
 // outside the allocator.
 
@@ -79,6 +84,7 @@ struct GraphRun {
   uint64_t weight_bytes = 0;   // this graph's weights (rounded as the allocator does)
   // Its weights ("name@layout", bytes) in the order a run asks for them (node order).
   std::vector<std::pair<std::string, uint64_t>> tensors;
+  std::vector<WeightUse> uses;  // the same weights with their node ranges (residency planning)
   uint64_t arena = 0, workspace = 0;
   int count = 1;
 };
@@ -96,10 +102,6 @@ struct PlanStep {
   std::optional<VAECall> vae;
   std::string decision;
 };
-
-uint64_t round_up(uint64_t b) {
-  return (b + Allocator::kAlignment - 1) / Allocator::kAlignment * Allocator::kAlignment;
-}
 
 class Builder {
  public:
@@ -127,18 +129,12 @@ class Builder {
     r.count = count;
     r.arena = c->plan->arena_bytes;
     r.workspace = c->plan->workspace_peak;
-    const std::vector<Value>& values = c->graph.values();
-    std::vector<bool> seen(values.size(), false);
-    for (const Node& n : c->graph.nodes())
-      for (ValueId id : n.inputs) {
-        if (id == kNoValue || seen[size_t(id)] || values[size_t(id)].kind != ValueKind::WEIGHT)
-          continue;
-        seen[size_t(id)] = true;
-        const Value& v = values[size_t(id)];
-        const uint64_t b = round_up(v.desc.bytes());
-        r.tensors.emplace_back(fmt::format("{}@{}", v.name, int(v.layout)), b);
-        r.weight_bytes += b;
-      }
+    r.uses = c->weights;  // the order the executor binds them in
+    for (const WeightUse& u : c->weights) {
+      const Value& v = c->graph.values()[size_t(u.value)];
+      r.tensors.emplace_back(fmt::format("{}@{}", v.name, int(v.layout)), u.bytes);
+      r.weight_bytes += u.bytes;
+    }
     return r;
   }
 
@@ -449,7 +445,7 @@ class Replay {
     return n;
   }
   uint64_t total() const {
-    uint64_t t = arena_;
+    uint64_t t = arena_ + ring_;
     for (const auto& [k, h] : holders_)
       for (const auto& [n, r] : h.tensors) t += r.bytes;
     return t;
@@ -482,11 +478,13 @@ class Replay {
     return total() + bytes <= budget_;
   }
 
-  // WeightSet::weight_get for each weight of r, in the order the run asks.
-  bool upload(const GraphRun& r, std::string& why) {
+  // WeightSet::weight_get for each resident weight of r, in the order the run asks.
+  bool upload(const GraphRun& r, const ResidencyPlan& res, std::string& why) {
     if (!counted_) return true;
     holders_[r.weights_key].last_use = ++tick_;
-    for (const auto& [name, bytes] : r.tensors) {
+    for (size_t k = 0; k < r.tensors.size(); ++k) {
+      if (!res.slot.empty() && res.slot[k] >= 0) continue;  // streamed
+      const auto& [name, bytes] = r.tensors[k];
       Holder& h = holders_[r.weights_key];
       auto it = h.tensors.find(name);
       if (it == h.tensors.end()) {
@@ -504,11 +502,35 @@ class Replay {
     return true;
   }
 
+  // Executor::residency_decide: every other holder is idle while a graph runs, so the room for
+  // its weights is the budget less its arena (Note [streamed execution]).
+  bool residency(const GraphRun& r, ResidencyPlan& res, std::string& why) {
+    if (budget_ == UINT64_MAX || r.weight_bytes + r.arena <= budget_) return true;
+    Result<ResidencyPlan> p = residency_plan(r.uses, budget_ > r.arena ? budget_ - r.arena : 0);
+    if (!p.ok()) {
+      why = fmt::format("activation arena {} and {} of weights: {}", bytes_format(r.arena),
+                        bytes_format(r.weight_bytes), p.status().message());
+      return false;
+    }
+    res = std::move(p).value();
+    return true;
+  }
+
   bool graph(const GraphRun& r, NodePlan& np, std::string& why) {
     node_weights_[r.weights_key] = std::max(node_weights_[r.weights_key], r.weight_bytes);
     np.arena_bytes = std::max(np.arena_bytes, r.arena);
     np.workspace_bytes = std::max(np.workspace_bytes, r.workspace);
     np.graph_runs += r.count;
+    ResidencyPlan res;
+    if (counted_ && !residency(r, res, why)) return false;
+    if (res.streams()) {  // Executor::buffers_prepare: streamed weights lose their copies
+      for (size_t k = 0; k < r.tensors.size(); ++k)
+        if (res.slot[k] >= 0) holders_[r.weights_key].tensors.erase(r.tensors[k].first);
+      np.streamed_bytes = std::max(np.streamed_bytes, res.streamed_bytes);
+      np.ring_bytes = std::max(np.ring_bytes, res.ring_bytes());
+      np.residency = residency_describe(res, r.uses);
+    }
+    if (ring_ != res.ring_bytes()) ring_ = 0;  // Executor::buffers_prepare: the plan's ring
     if (r.arena > arena_) {
       arena_ = 0;  // freed before the larger one is allocated
       if (!make_room(r.arena, r.weights_key)) {
@@ -519,16 +541,25 @@ class Replay {
       arena_ = r.arena;
       mark();
     }
-    return upload(r, why);
+    if (res.streams() && ring_ == 0) {
+      if (!make_room(res.ring_bytes(), r.weights_key)) {
+        why = fmt::format("staging ring {} does not fit beside {} held",
+                          bytes_format(res.ring_bytes()), bytes_format(total()));
+        return false;
+      }
+      ring_ = res.ring_bytes();
+      mark();
+    }
+    return upload(r, res, why);
   }
 
   // vae_decode_auto / vae_encode_auto: weights first, then the decision against arena_room().
   Status vae(const VAECall& c, NodePlan& np, std::string& why) {
-    if (!upload(c.weights, why)) return Status();
+    if (!upload(c.weights, ResidencyPlan(), why)) return Status();
     const uint64_t own = holder_bytes(c.weights.weights_key);
     const uint64_t room =
         budget_ == UINT64_MAX ? UINT64_MAX : (budget_ > own ? budget_ - own : 0);
-    Result<VAEDecision> d = vae_decide_for(ex_, c.cfg, dtype_, c.shape, c.decode, room);
+    Result<VAEDecision> d = vae_decide_for(ex_, c.cfg, dtype_, c.shape, c.decode, room, budget_);
     if (!d.ok()) {
       if (d.status().code() != ErrorCode::OUT_OF_MEMORY) return d.status();
       why = d.status().message();
@@ -548,6 +579,7 @@ class Replay {
   uint64_t budget_;
   DType dtype_;
   uint64_t arena_ = 0;
+  uint64_t ring_ = 0;  // the executor's staging ring
   uint64_t node_peak_ = 0;
   uint64_t tick_ = 0;
   std::map<std::string, Holder> holders_;
@@ -563,7 +595,7 @@ Result<WorkflowPlan> workflow_plan(const Prompt& prompt, const WorkflowPlanOptio
   Executor ex(backend, allocator);
   Builder builder(prompt, options, ex);
   HR_ASSIGN_OR_RETURN(std::vector<PlanStep> steps, builder.build());
-  const bool counted = !backend.host_visible();
+  const bool counted = true;  // on the CPU too (Note [adopted bytes] in allocator.cpp)
   auto replay = [&](uint64_t budget) {
     Replay r(ex, counted, budget, options.compute_dtype);
     return r.run(steps);
@@ -598,7 +630,6 @@ Json workflow_plan_json(const WorkflowPlan& p) {
   j["peak"] = p.peak;
   j["smallest_budget"] = p.smallest_budget;
   j["weights_counted"] = p.weights_counted;
-  j["streaming"] = "not implemented: streamed bytes are 0";
   if (!p.fits) j["why_not"] = p.why_not;
   j["nodes"] = Json::array();
   for (const NodePlan& n : p.nodes)
@@ -607,6 +638,8 @@ Json workflow_plan_json(const WorkflowPlan& p) {
                           {"weight_bytes", n.weight_bytes},
                           {"resident_bytes", n.resident_bytes},
                           {"streamed_bytes", n.streamed_bytes},
+                          {"ring_bytes", n.ring_bytes},
+                          {"residency", n.residency},
                           {"arena_bytes", n.arena_bytes},
                           {"workspace_bytes", n.workspace_bytes},
                           {"graph_runs", n.graph_runs},
@@ -619,10 +652,10 @@ Json workflow_plan_json(const WorkflowPlan& p) {
 
 std::string workflow_plan_format(const WorkflowPlan& p) {
   std::string s = fmt::format(
-      "plan on {} in {}, budget {} (allocator level; weights {}; streaming not implemented)\n\n",
+      "plan on {} in {}, budget {} (allocator level; weights {})\n\n",
       p.device, dtype_name(p.compute_dtype),
       p.budget == UINT64_MAX ? std::string("none") : bytes_format(p.budget),
-      p.weights_counted ? "on the device count" : "are host memory, not counted");
+      p.weights_counted ? "held for the device count" : "are host memory, not counted");
   s += "| node | class | weights | resident | streamed | arena | workspace | runs | held after | "
        "peak | decision |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const NodePlan& n : p.nodes)
@@ -630,7 +663,8 @@ std::string workflow_plan_format(const WorkflowPlan& p) {
                      n.class_type, bytes_format(n.weight_bytes), bytes_format(n.resident_bytes),
                      bytes_format(n.streamed_bytes), bytes_format(n.arena_bytes),
                      bytes_format(n.workspace_bytes), n.graph_runs, bytes_format(n.total_after),
-                     bytes_format(n.peak), n.fits ? "" : "DOES NOT FIT: ", n.decision);
+                     bytes_format(n.peak), n.fits ? "" : "DOES NOT FIT: ",
+                     n.residency.empty() ? n.decision : n.decision + "; " + n.residency);
   s += fmt::format("\npredicted peak {} ({} bytes); {}; smallest budget that fits: {} ({} bytes)\n",
                    bytes_format(p.peak), p.peak, p.fits ? "fits" : "does not fit: " + p.why_not,
                    bytes_format(p.smallest_budget), p.smallest_budget);

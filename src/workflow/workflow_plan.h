@@ -32,7 +32,9 @@ struct NodePlan {
   std::string class_type;
   uint64_t weight_bytes = 0;     // weights its graphs read, in the compute dtype (host or device)
   uint64_t resident_bytes = 0;   // of those, device copies the allocator holds (0 on the CPU)
-  uint64_t streamed_bytes = 0;   // weights streamed through staging: always 0 (no streaming yet)
+  uint64_t streamed_bytes = 0;   // weights streamed through the staging ring on each call
+  uint64_t ring_bytes = 0;       // the staging ring (Pool::STAGING) when streaming
+  std::string residency;         // residency_describe() when streaming, else empty
   uint64_t arena_bytes = 0;      // largest activation arena among its graphs (workspaces inside)
   uint64_t workspace_bytes = 0;  // largest single op workspace among its graphs
   int graph_runs = 0;            // model calls: sampler steps; VAE: images or tiles per image
