@@ -197,19 +197,20 @@ Result<std::vector<const HostTensor*>> inputs_bind(const Graph& g, const HostInp
 // Note [streamed execution]
 // When a graph's weights do not fit the room the budget leaves (weights_room), the residency
 // plan (Note [residency plan] in residency.cpp) keeps some resident and streams the rest through
-// a ring of staging slots (Pool::STAGING) on a copy stream of its own:
+// a staging ring (Pool::STAGING) on a copy stream of its own:
 //  - at the start the compute stream records `start` and the copy stream waits for it, so no
-//    copy of this run overwrites a slot that the previous run may still read;
-//  - a weight's copy is issued after the node named by copy_after (the last reader of the slot's
-//    previous occupant) and waits for that node's `freed[slot]` event; it then records
-//    `copied[slot]`, and the weight's first reader waits for it. CUDA events refer to their
-//    latest record when a wait is issued, and each wait is issued before the slot's next
-//    occupant re-records them, so one pair of events per slot suffices;
+//    copy of this run overwrites ring bytes that the previous run may still read;
+//  - a weight's copy is issued right after the node named by copy_after (the last reader of the
+//    earlier weights whose bytes it overwrites) and waits for that node's `freed` event; it then
+//    records its own `copied` event, and the weight's first reader waits for it. CUDA events
+//    refer to their latest record when a wait is issued, and every wait here is issued after
+//    the record it needs and before the next one (once per run), so one event per node and
+//    one per weight suffice;
 //  - at the end the compute stream waits for `copies_done` (the copy stream's last record), which
 //    also joins the copy stream back when the run is captured: a streamed step replays as one
 //    CUDA graph, copies and their event edges included (the ring and the pinned host copies
 //    keep their addresses).
-// The copy stream runs up to `slots` weights ahead of compute; when copies are slower than
+// The copy stream runs as far ahead of compute as the ring allows; when copies are slower than
 // compute the step takes streamed bytes / bandwidth, which is the floor.
 
 struct Executor::RunState {
@@ -278,7 +279,7 @@ Result<ResidencyPlan> Executor::residency_decide(const CompiledGraph& c, WeightS
   const uint64_t room = weights_room(c, w);
   if (room >= c.weight_bytes) {
     ResidencyPlan all;
-    all.slot.assign(c.weights.size(), -1);
+    all.offset.assign(c.weights.size(), -1);
     all.copy_after.assign(c.weights.size(), -1);
     all.resident_bytes = c.weight_bytes;
     all.room = room;
@@ -296,18 +297,17 @@ Result<ResidencyPlan> Executor::residency_decide(const CompiledGraph& c, WeightS
   return r;
 }
 
-Status Executor::streams_prepare(uint32_t slots) {
+Status Executor::streams_prepare(size_t weights, size_t nodes) {
   if (!copy_stream_) {
     HR_ASSIGN_OR_RETURN(copy_stream_, backend_.stream_create());
     HR_ASSIGN_OR_RETURN(start_event_, backend_.event_create());
     HR_ASSIGN_OR_RETURN(copies_done_, backend_.event_create());
   }
-  while (copied_.size() < slots) {
-    HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> a, backend_.event_create());
-    HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> b, backend_.event_create());
-    copied_.push_back(std::move(a));
-    freed_.push_back(std::move(b));
-  }
+  for (auto v : {std::pair{&copied_, weights}, std::pair{&freed_, nodes}})
+    while (v.first->size() < v.second) {
+      HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> e, backend_.event_create());
+      v.first->push_back(std::move(e));
+    }
   return Status();
 }
 
@@ -315,13 +315,13 @@ Status Executor::streams_prepare(uint32_t slots) {
 // weights' device copies go first so that their room is there for the rest.
 Status Executor::buffers_prepare(RunState& r, WeightSource& w) {
   for (size_t k = 0; k < r.uses.size(); ++k)
-    if (r.res.slot[k] >= 0) {
+    if (r.res.streamed(k)) {
       const Value& v = r.g.values()[size_t(r.uses[k].value)];
       w.weight_evict(v.name, v.layout);
     }
   // The ring is exactly the plan's: a larger one left by another graph would eat the room the
   // plan counted on.
-  const uint64_t ring_bytes = r.res.streams() ? (r.res.ring_bytes() + 255) / 256 * 256 : 0;
+  const uint64_t ring_bytes = r.res.streams() ? (r.res.ring_bytes + 255) / 256 * 256 : 0;
   if (ring_.size() != ring_bytes) ring_.reset();
   if (r.plan.arena_bytes > 0 && arena_.size() < r.plan.arena_bytes) {
     arena_.reset();  // free first: the old and the new arena never count together
@@ -329,24 +329,24 @@ Status Executor::buffers_prepare(RunState& r, WeightSource& w) {
                                                     "graph arena"));
   }
   if (r.res.streams() && !ring_) {
-    HR_ASSIGN_OR_RETURN(ring_, allocator_.allocate(r.res.ring_bytes(), Pool::STAGING,
+    HR_ASSIGN_OR_RETURN(ring_, allocator_.allocate(r.res.ring_bytes, Pool::STAGING,
                                                    "weight staging ring"));
   }
-  if (r.res.streams()) HR_TRY(streams_prepare(r.res.slots));
+  if (r.res.streams()) HR_TRY(streams_prepare(r.uses.size(), r.g.nodes().size()));
   r.base = static_cast<char*>(arena_.data());
   r.ring = static_cast<char*>(ring_.data());
   return Status();
 }
 
 // Every weight's address before the first node: resident copies from the source (uploaded on
-// first use, in first-use order), streamed ones at their ring slot with their host source.
+// first use, in first-use order), streamed ones at their ring offset with their host source.
 Status Executor::weights_bind(RunState& r, WeightSource& w) {
   r.ptr.assign(r.g.values().size(), nullptr);
   r.host.assign(r.res.streams() ? r.uses.size() : 0, nullptr);
   for (size_t k = 0; k < r.uses.size(); ++k) {
     const WeightUse& u = r.uses[k];
     const Value& v = r.g.values()[size_t(u.value)];
-    const bool streamed = r.res.slot[k] >= 0;
+    const bool streamed = r.res.streamed(k);
     Result<TensorRef> got = streamed ? w.weight_host(v.name, v.desc, v.layout)
                                      : w.weight_get(v.name, v.desc, v.layout);
     if (!got.ok()) return got.status().with_context(node_context(r.g, size_t(u.first)));
@@ -359,7 +359,7 @@ Status Executor::weights_bind(RunState& r, WeightSource& w) {
       return make_error(ErrorCode::INTERNAL, "weight '{}' was served without memory", v.name);
     if (streamed) {
       r.host[k] = ref.data;
-      r.ptr[size_t(u.value)] = r.ring + uint64_t(r.res.slot[k]) * r.res.slot_bytes;
+      r.ptr[size_t(u.value)] = r.ring + r.res.offset[k];
     } else {
       r.ptr[size_t(u.value)] = ref.data;
     }
@@ -374,19 +374,19 @@ Status Executor::weights_bind(RunState& r, WeightSource& w) {
   return Status();
 }
 
-// Issues the copies whose slot is free once node `after_node` has run (-1: at the start).
+// Issues the copies whose ring bytes are free once node `after_node` has run (-1: at the start).
 Status Executor::copies_issue(RunState& r, int32_t after_node) {
   while (r.next_copy < r.copy_order.size()) {
     const size_t k = r.copy_order[r.next_copy];
     if (r.res.copy_after[k] > after_node) break;
-    const int32_t slot = r.res.slot[k];
     if (r.res.copy_after[k] >= 0)
-      HR_TRY(backend_.stream_wait_event(copy_stream_.get(), freed_[size_t(slot)].get()));
+      HR_TRY(backend_.stream_wait_event(copy_stream_.get(),
+                                        freed_[size_t(r.res.copy_after[k])].get()));
     const Value& v = r.g.values()[size_t(r.uses[k].value)];
     HR_TRY(backend_.copy_h2d(r.ptr[size_t(r.uses[k].value)], r.host[k], v.desc.bytes(),
                              copy_stream_.get())
                .with_context(fmt::format("streaming weight '{}'", v.name)));
-    HR_TRY(backend_.event_record(copied_[size_t(slot)].get(), copy_stream_.get()));
+    HR_TRY(backend_.event_record(copied_[k].get(), copy_stream_.get()));
     streamed_total_ += v.desc.bytes();
     ++r.next_copy;
   }
@@ -422,7 +422,7 @@ Status Executor::ops_issue(RunState& r) {
     if (!ns.view) {  // Note [views]: a view's output aliases its input's storage
       if (streams)
         for (size_t k : r.first_at[i])
-          HR_TRY(backend_.stream_wait_event(stream, copied_[size_t(r.res.slot[k])].get()));
+          HR_TRY(backend_.stream_wait_event(stream, copied_[k].get()));
       refs.clear();
       for (ValueId x : n.inputs) refs.push_back(TensorRef{r.g.desc(x), r.value_ptr(x)});
       OpCall call;
@@ -439,8 +439,7 @@ Status Executor::ops_issue(RunState& r) {
     }
     if (!r.marks.empty()) HR_TRY(backend_.event_record(r.marks[i + 1], stream));
     if (streams && !r.last_at[i].empty()) {
-      for (size_t k : r.last_at[i])
-        HR_TRY(backend_.event_record(freed_[size_t(r.res.slot[k])].get(), stream));
+      HR_TRY(backend_.event_record(freed_[i].get(), stream));
       HR_TRY(copies_issue(r, int32_t(i)));
     }
   }
@@ -560,7 +559,7 @@ Result<std::vector<HostTensor>> Executor::run_attempt(
   r.first_at.assign(n, {});
   r.last_at.assign(n, {});
   for (size_t k = 0; k < r.uses.size(); ++k)
-    if (residency_.slot[k] >= 0) {
+    if (residency_.streamed(k)) {
       r.first_at[size_t(r.uses[k].first)].push_back(k);
       r.last_at[size_t(r.uses[k].last)].push_back(k);
       r.copy_order.push_back(k);  // uses are in first-use order already

@@ -145,11 +145,12 @@ class Executor final : public Reclaimable {
   std::atomic<bool> running_{false};  // a run holds run_mu_ (reclaim must not try to lock it)
   std::atomic<uint64_t> last_use_{0};
   DeviceBuffer arena_;
-  // Note [streamed execution]: the ring of staging slots, the copy stream and its events.
+  // Note [streamed execution]: the staging ring, the copy stream and its events.
   DeviceBuffer ring_;
   std::unique_ptr<Stream> copy_stream_;
   std::unique_ptr<Event> start_event_, copies_done_;
-  std::vector<std::unique_ptr<Event>> copied_, freed_;  // per slot
+  std::vector<std::unique_ptr<Event>> copied_;  // per weight use
+  std::vector<std::unique_ptr<Event>> freed_;   // per node
   ResidencyOptions residency_options_;
   ResidencyPlan residency_;
   std::vector<WeightUse> residency_uses_;
@@ -159,7 +160,7 @@ class Executor final : public Reclaimable {
   Result<ResidencyPlan> residency_decide(const CompiledGraph& c, WeightSource& w);
   Status buffers_prepare(RunState& r, WeightSource& w);
   Status weights_bind(RunState& r, WeightSource& w);
-  Status streams_prepare(uint32_t slots);
+  Status streams_prepare(size_t weights, size_t nodes);
   Status ops_issue(RunState& r);
   Status copies_issue(RunState& r, int32_t after_node);
   Result<std::vector<HostTensor>> outputs_collect(RunState& r);

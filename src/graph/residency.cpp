@@ -1,4 +1,4 @@
-// The residency planner: resident set by cost, ring slots, copy schedule.
+// The residency planner: resident set by cost, the staging ring, the copy schedule.
 #include "graph/residency.h"
 
 #include <algorithm>
@@ -11,22 +11,25 @@ namespace hr {
 
 // Note [residency plan]
 // When a graph's weights and its arena do not fit the room the budget leaves, some weights
-// stream: on every call they are copied from (pinned) host memory into a ring of equal staging
-// slots on a copy stream, a few weights ahead of the compute that reads them. The plan decides,
-// once per compiled graph and room:
+// stream: on every call they are copied from (pinned) host memory into a staging ring on a copy
+// stream, ahead of the compute that reads them. The plan decides, once per compiled graph and
+// room:
 //  - which weights stay resident: small ones first (a copy of a few KiB costs its latency, not
 //    its bytes), then those with the least reuse, i.e. the most bytes per FLOP (the deep
 //    1280-channel blocks and the attention projections at low resolution), whose copies could
 //    not hide behind their compute; high-resolution convolutions stream because their compute
 //    covers their copy. The streamed bytes per call are the same either way (room decides them);
 //    the order only decides how well copies overlap compute.
-//  - the ring: `depth` slots (more when one node reads more streamed weights at once), each as
-//    large as the largest streamed weight. A larger ring leaves less room for resident weights,
-//    so the choice is iterated until the slot size stops shrinking.
-//  - for each streamed weight its slot (the one freed earliest) and the node after which its
-//    copy may start: the last reader of the slot's previous occupant. The executor records an
-//    event after that node and makes the copy wait for it, and makes the weight's first reader
-//    wait for the copy (Note [streamed execution] in executor.cpp).
+//  - the ring: `depth` times the largest streamed weight, grown when that cannot hold what
+//    the graph reads at once. A larger ring leaves less room for resident weights, so the choice
+//    is iterated until the ring stops shrinking.
+//  - where each streamed weight goes: one after the other in first-use order, wrapping to the
+//    start when the next does not fit before the end (a byte ring, not slots of the largest
+//    size: many small weights are in flight at once, so the copy stream rarely waits), and the
+//    node after which its copy may start: the last reader of the earlier weights it overwrites.
+//    The executor records an event after that node and makes the copy wait for it, and makes
+//    the weight's first reader wait for the copy (Note [streamed execution] in executor.cpp).
+//    A copy that would have to wait for its own reader means the ring is too small.
 
 std::vector<WeightUse> weight_uses(const Graph& g, const ArenaPlan& plan) {
   std::vector<int32_t> index(g.values().size(), -1);
@@ -71,31 +74,38 @@ std::vector<size_t> resident_order(const std::vector<WeightUse>& uses, const Res
   return order;
 }
 
-// The most streamed weights any one node range holds at once (slots the ring needs at least).
-uint32_t max_overlap(const std::vector<WeightUse>& uses, const std::vector<bool>& streamed) {
-  std::vector<std::pair<int32_t, int>> ev;  // (node, +1 at first / -1 after last)
-  for (size_t k = 0; k < uses.size(); ++k)
-    if (streamed[k]) {
-      ev.emplace_back(uses[k].first, 1);
-      ev.emplace_back(uses[k].last + 1, -1);
-    }
-  std::sort(ev.begin(), ev.end());  // -1 before +1 at the same node: a slot freed is reusable
-  int cur = 0, best = 0;
-  for (auto [t, d] : ev) best = std::max(best, cur += d);
-  return uint32_t(best);
-}
-
-// Slots and copy_after for the streamed weights, in first-use order (Note [residency plan]).
-void assign_slots(const std::vector<WeightUse>& uses, ResidencyPlan& p) {
-  std::vector<int32_t> free_after(p.slots, -1);  // last reader of each slot's occupant
+// Places the streamed weights in a ring of `ring` bytes (Note [residency plan]); false when a
+// copy would have to wait for a node at or after its own first reader.
+bool place(const std::vector<WeightUse>& uses, const std::vector<bool>& streamed, uint64_t ring,
+           ResidencyPlan& p) {
+  struct Held {
+    uint64_t begin, end;
+    int32_t last;
+  };
+  std::vector<Held> held;  // this call's weights in the ring now
+  uint64_t head = 0;
   for (size_t k = 0; k < uses.size(); ++k) {
-    if (p.slot[k] < 0) continue;
-    const auto it = std::min_element(free_after.begin(), free_after.end());
-    const int32_t j = int32_t(it - free_after.begin());
-    p.slot[k] = j;
-    p.copy_after[k] = *it;
-    *it = uses[k].last;
+    if (!streamed[k]) continue;
+    const uint64_t size = uses[k].bytes;
+    if (size > ring) return false;
+    if (head + size > ring) head = 0;
+    int32_t after = -1;
+    size_t kept = 0;
+    for (const Held& h : held) {
+      if (h.begin < head + size && head < h.end) {
+        after = std::max(after, h.last);
+      } else {
+        held[kept++] = h;
+      }
+    }
+    held.resize(kept);
+    if (after >= uses[k].first) return false;
+    p.offset[k] = int64_t(head);
+    p.copy_after[k] = after;
+    held.push_back(Held{head, head + size, uses[k].last});
+    head += size;
   }
+  return true;
 }
 
 // residency_plan without the error message: false when nothing fits.
@@ -103,7 +113,7 @@ bool plan_into(const std::vector<WeightUse>& uses, uint64_t room, const Residenc
                ResidencyPlan& p) {
   p = ResidencyPlan();
   p.room = room;
-  p.slot.assign(uses.size(), -1);
+  p.offset.assign(uses.size(), -1);
   p.copy_after.assign(uses.size(), -1);
   uint64_t total = 0, largest = 0;
   for (const WeightUse& u : uses) {
@@ -115,17 +125,12 @@ bool plan_into(const std::vector<WeightUse>& uses, uint64_t room, const Residenc
     return true;
   }
   const std::vector<size_t> order = resident_order(uses, options);
-  uint32_t min_slots = 2;
-  const uint32_t depth = std::max(min_slots, options.depth);
-  uint64_t slot_bytes = largest;
-  std::vector<bool> best;  // the valid streamed set with the most resident bytes
-  uint64_t best_resident = 0, best_slot = 0;
-  uint32_t best_slots = 0;
-  for (int round = 0; round < 8; ++round) {
-    uint32_t slots = std::max(depth, min_slots);
-    while (slots > min_slots && uint64_t(slots) * slot_bytes > room) --slots;
-    if (uint64_t(slots) * slot_bytes > room) break;
-    uint64_t left = room - uint64_t(slots) * slot_bytes, resident = 0;
+  const uint64_t depth = std::max<uint32_t>(2, options.depth);
+  // `depth` of the largest weights, or what the room allows down to two of them.
+  uint64_t ring = std::min(depth * largest, std::max(2 * largest, room / 256 * 256));
+  bool found = false;
+  for (int round = 0; round < 16 && ring <= room; ++round) {
+    uint64_t left = room - ring, resident = 0, biggest = 0, streamed_bytes = 0;
     std::vector<bool> streamed(uses.size(), true);
     for (size_t k : order)
       if (uses[k].bytes <= left) {
@@ -133,35 +138,35 @@ bool plan_into(const std::vector<WeightUse>& uses, uint64_t room, const Residenc
         left -= uses[k].bytes;
         resident += uses[k].bytes;
       }
-    uint64_t biggest = 0;
     for (size_t k = 0; k < uses.size(); ++k)
-      if (streamed[k]) biggest = std::max(biggest, uses[k].bytes);
-    const uint32_t need = std::max(slots, max_overlap(uses, streamed));
-    if (resident + uint64_t(need) * biggest <= room && (best.empty() || resident > best_resident)) {
-      best = streamed;
-      best_resident = resident;
-      best_slot = biggest;
-      best_slots = need;
-    }
-    if (need > slots) {
-      min_slots = need;  // one node reads more streamed weights at once: widen the ring
+      if (streamed[k]) {
+        biggest = std::max(biggest, uses[k].bytes);
+        streamed_bytes += uses[k].bytes;
+      }
+    ResidencyPlan q;
+    q.room = room;
+    q.offset.assign(uses.size(), -1);
+    q.copy_after.assign(uses.size(), -1);
+    if (!place(uses, streamed, ring, q)) {
+      // The graph reads more streamed bytes at once than the ring holds: grow it.
+      if (ring >= streamed_bytes + biggest) break;
+      ring += biggest;
       continue;
     }
-    if (biggest == slot_bytes) break;
-    slot_bytes = biggest;  // smaller slots leave more room for residents: plan again
-  }
-  if (best.empty()) return false;
-  p.slots = best_slots;
-  p.slot_bytes = best_slot;
-  p.resident_bytes = best_resident;
-  for (size_t k = 0; k < uses.size(); ++k)
-    if (best[k]) {
-      p.slot[k] = 0;
-      p.streamed_bytes += uses[k].bytes;
-      ++p.streamed_count;
+    if (!found || resident > p.resident_bytes) {
+      p = std::move(q);
+      p.ring_bytes = ring;
+      p.resident_bytes = resident;
+      p.streamed_bytes = streamed_bytes;
+      p.largest_streamed = biggest;
+      p.streamed_count = size_t(std::count(streamed.begin(), streamed.end(), true));
+      found = true;
     }
-  assign_slots(uses, p);
-  return true;
+    const uint64_t smaller = std::max<uint64_t>(depth * biggest, 256);
+    if (smaller >= ring) break;
+    ring = smaller;  // a smaller ring leaves more room for residents: plan again
+  }
+  return found;
 }
 
 }  // namespace
@@ -189,8 +194,8 @@ Result<ResidencyPlan> residency_plan(const std::vector<WeightUse>& uses, uint64_
   uint64_t largest = 0;
   for (const WeightUse& u : uses) largest = std::max(largest, u.bytes);
   return make_error(ErrorCode::OUT_OF_MEMORY,
-                    "weights need at least {} on the device (a ring of staging slots for the "
-                    "largest weights, {} each) but only {} are left for them",
+                    "weights need at least {} on the device (a staging ring for the largest "
+                    "weights, {} each) but only {} are left for them",
                     bytes_format(residency_min_room(uses, options)), bytes_format(largest),
                     bytes_format(room));
 }
@@ -201,10 +206,9 @@ std::string residency_describe(const ResidencyPlan& p, const std::vector<WeightU
   const uint64_t total = p.resident_bytes + p.streamed_bytes;
   if (!p.streams())
     return fmt::format("all {} weights resident ({} tensors)", bytes_format(total), uses.size());
-  return fmt::format("streams {} of {} weights ({} of {} tensors) through {} slots of {}; {} resident",
+  return fmt::format("streams {} of {} weights ({} of {} tensors) through a {} ring; {} resident",
                      bytes_format(p.streamed_bytes), bytes_format(total), p.streamed_count,
-                     uses.size(), p.slots, bytes_format(p.slot_bytes),
-                     bytes_format(p.resident_bytes));
+                     uses.size(), bytes_format(p.ring_bytes), bytes_format(p.resident_bytes));
 }
 
 }  // namespace hr

@@ -31,32 +31,36 @@ struct WeightUse {
 std::vector<WeightUse> weight_uses(const Graph& g, const ArenaPlan& plan);
 
 struct ResidencyOptions {
-  uint32_t depth = 4;  // ring slots (copies in flight ahead of compute), at least 2
+  // The ring holds at least this many of the largest streamed weights (copies in flight ahead
+  // of compute); at least 2.
+  uint32_t depth = 4;
   // Weights smaller than this stay resident while anything can (a copy this small costs more
   // in launch latency than its bytes).
   uint64_t small_bytes = 256 * 1024;
 };
 
 struct ResidencyPlan {
-  std::vector<int32_t> slot;  // per WeightUse: -1 resident, else its ring slot
+  // Per WeightUse: -1 resident, else its byte offset in the staging ring.
+  std::vector<int64_t> offset;
   // Per WeightUse, for streamed weights: the node after which its copy may start (the last
-  // reader of the slot's previous occupant), -1 for the first occupants (copied before node 0).
+  // reader of the earlier weights whose bytes of the ring it overwrites), -1 when it overwrites
+  // none of this call's (copied before node 0).
   std::vector<int32_t> copy_after;
-  uint32_t slots = 0;       // 0: everything resident
-  uint64_t slot_bytes = 0;  // each slot's size (the largest streamed weight)
+  uint64_t ring_bytes = 0;  // 0: everything resident
   uint64_t resident_bytes = 0;
   uint64_t streamed_bytes = 0;  // copied on every call
-  uint64_t room = 0;            // bytes it was planned within (weights + ring)
+  uint64_t largest_streamed = 0;
+  uint64_t room = 0;  // bytes it was planned within (weights + ring)
   size_t streamed_count = 0;
 
-  bool streams() const { return slots > 0; }
-  uint64_t ring_bytes() const { return uint64_t(slots) * slot_bytes; }
-  uint64_t device_bytes() const { return resident_bytes + ring_bytes(); }
+  bool streams() const { return ring_bytes > 0; }
+  bool streamed(size_t k) const { return !offset.empty() && offset[k] >= 0; }
+  uint64_t device_bytes() const { return resident_bytes + ring_bytes; }
 };
 
 // Plans `uses` within `room` bytes (resident weights plus the ring). Everything resident when it
 // fits; otherwise resident by cost (small and low-reuse weights first) and the rest streamed.
-// OUT_OF_MEMORY when not even the ring of the largest weights fits, naming what would.
+// OUT_OF_MEMORY when not even a ring for the streamed weights fits, naming what would.
 Result<ResidencyPlan> residency_plan(const std::vector<WeightUse>& uses, uint64_t room,
                                      const ResidencyOptions& options = {});
 
@@ -64,7 +68,8 @@ Result<ResidencyPlan> residency_plan(const std::vector<WeightUse>& uses, uint64_
 uint64_t residency_min_room(const std::vector<WeightUse>& uses,
                             const ResidencyOptions& options = {});
 
-// "streams 8.1 MiB of 12.3 MiB weights (140 of 200 tensors) through 4 slots of 1.2 MiB".
+// "streams 8.1 MiB of 12.3 MiB weights (140 of 200 tensors) through a 4.8 MiB ring; 4.2 MiB
+// resident".
 std::string residency_describe(const ResidencyPlan& plan, const std::vector<WeightUse>& uses);
 
 }  // namespace hr

@@ -23,6 +23,9 @@ struct VAETileOptions {
   int64_t overlap_px = 64;
   // Called before each tile runs; an error (an interrupt) stops the work and is returned.
   std::function<Status()> before_tile;
+  // One square tiling with feathered overlaps (automatic tiling, Note [VAE auto tiling])
+  // instead of ComfyUI's three tilings averaged (the VAEDecodeTiled / VAEEncodeTiled nodes).
+  bool one_pass = false;
 };
 
 // ComfyUI VAE.decode_tiled_ / encode_tiled_ (Note [tiled scale] in vae_tiled.cpp), image by

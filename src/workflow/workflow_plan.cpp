@@ -483,7 +483,7 @@ class Replay {
     if (!counted_) return true;
     holders_[r.weights_key].last_use = ++tick_;
     for (size_t k = 0; k < r.tensors.size(); ++k) {
-      if (!res.slot.empty() && res.slot[k] >= 0) continue;  // streamed
+      if (res.streamed(k)) continue;
       const auto& [name, bytes] = r.tensors[k];
       Holder& h = holders_[r.weights_key];
       auto it = h.tensors.find(name);
@@ -525,12 +525,12 @@ class Replay {
     if (counted_ && !residency(r, res, why)) return false;
     if (res.streams()) {  // Executor::buffers_prepare: streamed weights lose their copies
       for (size_t k = 0; k < r.tensors.size(); ++k)
-        if (res.slot[k] >= 0) holders_[r.weights_key].tensors.erase(r.tensors[k].first);
+        if (res.streamed(k)) holders_[r.weights_key].tensors.erase(r.tensors[k].first);
       np.streamed_bytes = std::max(np.streamed_bytes, res.streamed_bytes);
-      np.ring_bytes = std::max(np.ring_bytes, res.ring_bytes());
+      np.ring_bytes = std::max(np.ring_bytes, res.ring_bytes);
       np.residency = residency_describe(res, r.uses);
     }
-    if (ring_ != res.ring_bytes()) ring_ = 0;  // Executor::buffers_prepare: the plan's ring
+    if (ring_ != res.ring_bytes) ring_ = 0;  // Executor::buffers_prepare: the plan's ring
     if (r.arena > arena_) {
       arena_ = 0;  // freed before the larger one is allocated
       if (!make_room(r.arena, r.weights_key)) {
@@ -542,12 +542,12 @@ class Replay {
       mark();
     }
     if (res.streams() && ring_ == 0) {
-      if (!make_room(res.ring_bytes(), r.weights_key)) {
+      if (!make_room(res.ring_bytes, r.weights_key)) {
         why = fmt::format("staging ring {} does not fit beside {} held",
-                          bytes_format(res.ring_bytes()), bytes_format(total()));
+                          bytes_format(res.ring_bytes), bytes_format(total()));
         return false;
       }
-      ring_ = res.ring_bytes();
+      ring_ = res.ring_bytes;
       mark();
     }
     return upload(r, res, why);
@@ -555,7 +555,11 @@ class Replay {
 
   // vae_decode_auto / vae_encode_auto: weights first, then the decision against arena_room().
   Status vae(const VAECall& c, NodePlan& np, std::string& why) {
-    if (!upload(c.weights, ResidencyPlan(), why)) return Status();
+    // vae_weights_upload skips weights that cannot all be resident (every other holder is idle,
+    // so the room is the budget).
+    if ((budget_ == UINT64_MAX || c.weights.weight_bytes <= budget_) &&
+        !upload(c.weights, ResidencyPlan(), why))
+      return Status();
     const uint64_t own = holder_bytes(c.weights.weights_key);
     const uint64_t room =
         budget_ == UINT64_MAX ? UINT64_MAX : (budget_ > own ? budget_ - own : 0);

@@ -1,5 +1,5 @@
 // Weight streaming on the GPU (Note [streamed execution] in graph/executor.cpp): many UNet steps
-// through a ring of two slots, copies on their own stream and the steps captured as CUDA
+// through a ring of two or three of the largest weights, copies on their own stream and the steps captured as CUDA
 // graphs, give the resident run's outputs bit for bit; memory taken by someone else between
 // steps is recovered from by planning again (Note [OOM recovery]).
 #include <gtest/gtest.h>
@@ -82,7 +82,7 @@ TEST_F(CudaStreaming, ManyStepsThroughTwoSlotsEqualTheResidentRunBitwise) {
   }
   const ResidencyPlan& r = e2.last_residency();
   EXPECT_TRUE(r.streams());
-  EXPECT_EQ(r.slots, 2u) << e2.last_residency_text();
+  EXPECT_LE(r.ring_bytes, 3 * r.largest_streamed) << e2.last_residency_text();
   EXPECT_LE(a2.total().peak, budget);
   EXPECT_GE(e2.streamed_total(), uint64_t(kSteps) * r.streamed_bytes);
   std::printf("%d steps, budget %llu KiB: %s; streamed %llu KiB in all, bitwise equal\n", kSteps,
@@ -103,10 +103,12 @@ TEST_F(CudaStreaming, MemoryTakenBetweenStepsIsRecoveredByStreaming) {
   ASSERT_TRUE(first.ok()) << first.status().str();
   const uint64_t weights = m->unet_weights.device_bytes(), arena = ex.arena_held();
   m->unet_weights.release_device();  // the next step uploads again
-  // Leave the arena and half the weights free (cudaMalloc works in 2 MiB pages).
-  const uint64_t leave = arena + weights / 2;
+  // Leave a third of the weights free (the arena is still held; cudaMalloc works in 2 MiB
+  // pages, so up to 2 MiB more stay free).
+  const uint64_t leave = weights / 3;
   const uint64_t free_now = backend_->info().memory_free;
   ASSERT_GT(free_now, leave + (64ull << 20));
+  ASSERT_LT(leave + (2ull << 20), weights);
   std::vector<void*> hogs;
   uint64_t taken = 0;
   const uint64_t block = 64ull << 20;
