@@ -26,6 +26,9 @@ Executor::Executor(Backend& backend, Allocator& allocator)
   const char* passes = std::getenv("HEADROOM_GRAPH_PASSES");
   passes_ = !(passes && std::string(passes) == "0");
   allocator_.reclaimable_add(this);
+  // The copy stream and its fixed events exist before they are needed: the moment a run first
+  // streams may be the moment the device has no memory left for them (Note [OOM recovery]).
+  if (!backend_.host_visible()) (void)streams_prepare(0, 0);
 }
 
 void Executor::set_passes(bool on) {
@@ -252,7 +255,7 @@ struct Executor::RunState {
 };
 
 uint64_t Executor::weights_room(const CompiledGraph& c, const WeightSource& w) {
-  const uint64_t budget = std::min(allocator_.budget(), room_limit_);
+  const uint64_t budget = allocator_.budget();
   uint64_t room = UINT64_MAX;
   if (budget != Allocator::kUnlimited) {
     const uint64_t held = allocator_.total().current;
@@ -262,6 +265,7 @@ uint64_t Executor::weights_room(const CompiledGraph& c, const WeightSource& w) {
     room = budget > others ? budget - others : 0;
     room -= std::min(room, c.plan->arena_bytes);
   }
+  room = std::min(room, weights_limit_);  // Note [OOM recovery]
   const uint64_t cap = allocator_.weights_cap();
   if (cap != UINT64_MAX) {
     uint64_t largest = 0;
@@ -579,29 +583,38 @@ Result<std::vector<HostTensor>> Executor::run_attempt(
 // device refused memory the budget allowed (another process took it) or when the source held
 // device copies the plan did not count. Then the run frees what it caches (captured steps, its
 // ring and arena, all device copies of its weights) and what idle holders cache, and plans
-// again within what the device has free now, streaming more; only when that fails too does
-// the error reach the caller, naming the segments.
+// again with the weights (resident and ring) limited to what the device has free now beside
+// the arena, streaming more; then to half of that, and so on four times. Only when every
+// attempt fails does the error reach the caller, naming the segments.
 Result<std::vector<HostTensor>> Executor::run_recover(
     const std::shared_ptr<const CompiledGraph>& compiled,
     const std::vector<const HostTensor*>& bound, WeightSource& weights, const Status& failed) {
-  captures_clear();
-  ring_.reset();
-  arena_.reset();
-  for (const WeightUse& u : compiled->weights) {
-    const Value& v = compiled->graph.values()[size_t(u.value)];
-    weights.weight_evict(v.name, v.layout);
-  }
+  auto release_all = [&] {
+    captures_clear();
+    ring_.reset();
+    arena_.reset();
+    for (const WeightUse& u : compiled->weights) {
+      const Value& v = compiled->graph.values()[size_t(u.value)];
+      weights.weight_evict(v.name, v.layout);
+    }
+  };
+  release_all();
   allocator_.reclaim(UINT64_MAX);
-  if (!backend_.host_visible()) {
-    const uint64_t held = allocator_.total().current;
-    const uint64_t free = backend_.info().memory_free;
-    // Keep 5 % of what is free for the device's own needs (fragmentation, library handles).
-    room_limit_ = held + free - free / 20;
+  // What the device reports free is more than small allocations can use (they are carved from
+  // 2 MiB pages): each further attempt gives the weights half as much of it.
+  Result<std::vector<HostTensor>> out = failed;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    if (!backend_.host_visible()) {
+      const uint64_t free = backend_.info().memory_free, usable = free - free / 20;
+      const uint64_t arena = compiled->plan->arena_bytes;
+      weights_limit_ = (usable > arena ? usable - arena : 0) >> attempt;
+    }
+    out = run_attempt(compiled, bound, weights);
+    weights_limit_ = UINT64_MAX;
+    ++recoveries_;
+    if (out.ok() || out.status().code() != ErrorCode::OUT_OF_MEMORY) return out;
+    release_all();
   }
-  Result<std::vector<HostTensor>> out = run_attempt(compiled, bound, weights);
-  room_limit_ = UINT64_MAX;
-  ++recoveries_;
-  if (out.ok()) return out;
   return out.status().with_context(
       fmt::format("after an allocation failed ({}) and the run was planned again",
                   failed.message()));

@@ -173,7 +173,7 @@ class Executor final : public Reclaimable {
   Result<std::vector<HostTensor>> run_recover(const std::shared_ptr<const CompiledGraph>& c,
                                               const std::vector<const HostTensor*>& bound,
                                               WeightSource& w, const Status& failed);
-  uint64_t room_limit_ = UINT64_MAX;  // Note [OOM recovery]: the device's limit while retrying
+  uint64_t weights_limit_ = UINT64_MAX;  // Note [OOM recovery]: room for weights while retrying
   std::atomic<uint64_t> recoveries_{0};
 
   // Note [captured steps]: on backends that can capture, the second run of a plan records its
