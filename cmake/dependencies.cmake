@@ -6,6 +6,8 @@ find_package(nlohmann_json REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(PNG REQUIRED)
 find_package(yaml-cpp REQUIRED)  # checkpoint config files, extra_model_paths.yaml
+find_package(SQLite3 REQUIRED)   # the server's queue and history (libsqlite3-dev)
+find_package(Boost 1.74 REQUIRED)  # header-only Beast and Asio for the server (libboost-dev)
 
 # OpenBLAS (libopenblas-dev): multi-threaded sgemm for the CPU backend.
 find_path(HR_BLAS_INCLUDE cblas.h PATH_SUFFIXES openblas x86_64-linux-gnu/openblas-pthread

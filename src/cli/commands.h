@@ -64,4 +64,23 @@ struct PlanArgs {
 };
 int cmd_plan(const PlanArgs& args);
 
+struct ServeArgs {
+  std::string listen = "127.0.0.1";
+  int port = 8188;
+  std::string models_dir = "models";
+  std::vector<std::string> extra_model_paths;
+  std::string output_dir = "output";
+  std::string input_dir = "input";
+  std::string temp_dir = "temp";
+  std::string device = "auto";
+  std::string dtype = "auto";
+  std::string clip_tokenizer;
+  std::string database = "headroom-jobs.sqlite";  // ":memory:" keeps nothing across restarts
+  int threads = 0;
+  double max_upload_mb = 64;
+  MemoryArgs memory;
+  std::vector<std::string> argv;  // for /system_stats
+};
+int cmd_serve(const ServeArgs& args);
+
 }  // namespace hr

@@ -1,4 +1,4 @@
-// headroom command line: run, models, make-model, probe.
+// headroom command line: run, serve, plan, models, make-model, probe.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -87,6 +87,29 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--device", plan.device, "cpu or cuda (op workspaces)")->check(CLI::IsMember({"cpu", "cuda"}));
   plan_cmd->add_flag("--verbose", plan.verbose, "print every node");
 
+  hr::ServeArgs serve;
+  serve.argv.assign(argv, argv + argc);
+  CLI::App* serve_cmd = app.add_subcommand("serve", "run a ComfyUI-compatible server (HTTP + WebSocket)");
+  serve_cmd->add_option("--listen", serve.listen, "address to listen on (default 127.0.0.1: this machine only)");
+  serve_cmd->add_option("--port", serve.port, "TCP port (0: any free port)")->check(CLI::Range(0, 65535));
+  serve_cmd->add_option("--models-dir", serve.models_dir, "models folder (ComfyUI layout)");
+  serve_cmd->add_option("--extra-model-paths-config", serve.extra_model_paths, kExtraPathsHelp)
+      ->allow_extra_args(false);
+  serve_cmd->add_option("--output-dir", serve.output_dir, "where SaveImage writes and /view reads");
+  serve_cmd->add_option("--input-dir", serve.input_dir, "where /upload/image writes and LoadImage reads");
+  serve_cmd->add_option("--temp-dir", serve.temp_dir, "where PreviewImage writes");
+  serve_cmd->add_option("--device", serve.device, "auto, cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  serve_cmd->add_option("--dtype", serve.dtype, "compute dtype: auto, f32, f16, bf16")
+      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
+  serve_cmd->add_option("--threads", serve.threads, "CPU threads (0: all)");
+  serve_cmd->add_option("--clip-tokenizer", serve.clip_tokenizer,
+                        "folder with the CLIP vocab.json and merges.txt");
+  serve_cmd->add_option("--database", serve.database,
+                        "SQLite file keeping the queue and history across restarts (:memory: for none)");
+  serve_cmd->add_option("--max-upload-size", serve.max_upload_mb, "largest upload in MB (ComfyUI's flag)");
+  hr::add_memory_options(*serve_cmd, serve.memory);
+
   CLI::App* probe_cmd = app.add_subcommand("probe", "list the devices headroom can use");
 
   CLI11_PARSE(app, argc, argv);
@@ -95,6 +118,7 @@ int main(int argc, char** argv) {
   if (mm_cmd->parsed()) return hr::cmd_make_model(mm);
   if (probe_cmd->parsed()) return hr::cmd_probe();
   if (plan_cmd->parsed()) return hr::cmd_plan(plan);
+  if (serve_cmd->parsed()) return hr::cmd_serve(serve);
   std::fputs(app.help().c_str(), stdout);
   return 0;
 }

@@ -1,0 +1,51 @@
+// `headroom serve`: the ComfyUI-compatible server (server/serve_app.h) until SIGINT or SIGTERM.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+
+#include "cli/commands.h"
+#include "server/serve_app.h"
+
+namespace hr {
+
+int cmd_serve(const ServeArgs& a) {
+  if (!a.clip_tokenizer.empty()) setenv("HEADROOM_CLIP_TOKENIZER", a.clip_tokenizer.c_str(), 1);
+  ServeOptions o;
+  o.server.listen = a.listen;
+  o.server.port = uint16_t(a.port);
+  o.server.output_dir = a.output_dir;
+  o.server.input_dir = a.input_dir;
+  o.server.temp_dir = a.temp_dir;
+  o.server.max_upload_bytes = size_t(a.max_upload_mb * 1024 * 1024);
+  o.server.argv = a.argv;
+  o.models_dir = a.models_dir;
+  o.extra_model_paths = a.extra_model_paths;
+  o.device = a.device;
+  o.dtype = a.dtype;
+  o.threads = a.threads;
+  o.memory = a.memory;
+  o.database = a.database;
+
+  // Note [signals before threads]: SIGINT/SIGTERM are blocked before any thread starts (threads
+  // inherit the mask), so only sigwait below receives them and shutdown runs on this thread.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  Result<std::unique_ptr<ServeApp>> app = ServeApp::start(o);
+  if (!app.ok()) {
+    std::fprintf(stderr, "headroom serve: %s\n", app.status().str().c_str());
+    return kExitFailed;
+  }
+  std::fprintf(stderr, "headroom serve: %s\n", (*app)->describe().c_str());
+  int sig = 0;
+  sigwait(&set, &sig);
+  std::fprintf(stderr, "headroom serve: stopping (signal %d)\n", sig);
+  (*app)->stop();
+  return kExitOk;
+}
+
+}  // namespace hr

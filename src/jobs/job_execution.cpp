@@ -1,0 +1,169 @@
+// JobExecution: validate → admit by plan → execute, reporting ComfyUI's messages on the way.
+#include "jobs/job_execution.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "backend/allocator.h"
+#include "memory/telemetry.h"
+
+namespace hr {
+
+JobExecution::JobExecution(const Job& job, JobRuntime& runtime, PromptExecutor& executor,
+                           const std::atomic<bool>& interrupt, const JobMessageSink& sink,
+                           JobStats& stats)
+    : job_(job),
+      rt_(runtime),
+      executor_(executor),
+      interrupt_(interrupt),
+      sink_(sink),
+      stats_(stats) {}
+
+void JobExecution::emit(const std::string& type, Json data, bool keep, bool broadcast) {
+  if (keep) messages_.push_back(Json::array({type, data}));
+  if (sink_) sink_(JobMessage{type, std::move(data), broadcast ? std::string() : job_.client_id()});
+}
+
+JobOutcome JobExecution::run(std::map<std::string, std::shared_ptr<void>>& resources) {
+  emit("execution_start", msg_execution_start(job_.prompt_id), true);
+  Prompt prompt;
+  if (!validate(prompt) || !admit(prompt)) return outcome_;
+  ExecOptions opts = rt_.exec;
+  opts.interrupt = &interrupt_;
+  opts.resources = &resources;
+  opts.on_event = [this](const ExecEvent& e) { on_event(e); };
+  // Note [worker never throws]: a node that throws (bad_alloc, a bug) fails only its job.
+  try {
+    Result<ExecResult> r = executor_.execute(prompt, opts);
+    return finish(r);
+  } catch (const std::exception& ex) {
+    return finish(Status(ErrorCode::INTERNAL, std::string("exception: ") + ex.what()));
+  } catch (...) {
+    return finish(Status(ErrorCode::INTERNAL, "unknown exception"));
+  }
+}
+
+bool JobExecution::validate(Prompt& prompt) {
+  // Validated at submission; again here because models may have changed since (a restart).
+  PromptValidation v = prompt_validate(job_.prompt, *rt_.registry);
+  if (!v.ok) {
+    std::string node = v.error["node_errors"].empty() ? "" : v.error["node_errors"].begin().key();
+    std::string type = node.empty() ? "" : v.error["node_errors"][node].value("class_type", "");
+    fail(node, type, v.summary(), "prompt_outputs_failed_validation", JobOutcome::ERROR);
+    return false;
+  }
+  prompt = std::move(v.prompt);
+  for (const auto& [id, n] : prompt.nodes) {
+    if (n.class_type.find("Loader") == std::string::npos) continue;
+    std::string name = n.class_type;
+    for (const auto& [k, val] : n.inputs.items())
+      if (val.is_string()) name.append(" ").append(val.get_ref<const std::string&>());
+    loaders_.push_back(name);
+  }
+  if (!job_.outputs.empty()) {
+    std::vector<std::string> outs;
+    for (const std::string& o : prompt.outputs)
+      if (std::find(job_.outputs.begin(), job_.outputs.end(), o) != job_.outputs.end())
+        outs.push_back(o);
+    if (!outs.empty()) prompt.outputs = std::move(outs);
+  }
+  return true;
+}
+
+bool JobExecution::admit(const Prompt& prompt) {
+  WorkflowPlanOptions po = rt_.plan;
+  if (rt_.exec.allocator) po.budget = rt_.exec.allocator->budget();
+  Result<WorkflowPlan> plan = workflow_plan(prompt, po);
+  Admission a = admission_decide(plan);
+  if (!a.unplanned.empty()) stats_.unplanned_add();
+  if (plan.ok())
+    for (const NodePlan& n : plan->nodes) planned_peaks_[n.node_id] = n.peak;
+  if (a.admit) return true;
+  fail(a.node_id, a.class_type, a.message, "headroom.AdmissionError", JobOutcome::REJECTED);
+  return false;
+}
+
+void JobExecution::on_event(const ExecEvent& e) {
+  const std::string& id = job_.prompt_id;
+  switch (e.kind) {
+    case ExecEvent::Kind::CACHED:
+      emit("execution_cached", msg_execution_cached(id, e.cached), true);
+      cached_sent_ = true;
+      break;
+    case ExecEvent::Kind::EXECUTING:
+      if (!cached_sent_) emit("execution_cached", msg_execution_cached(id, {}), true);
+      cached_sent_ = true;
+      if (!node_.empty()) executed_.push_back(node_);
+      node_ = e.node_id;
+      node_type_ = e.class_type;
+      last_value_ = 0;
+      last_step_ = std::chrono::steady_clock::now();
+      meta_[node_] = {{"node_id", node_},
+                      {"display_node", node_},
+                      {"parent_node", nullptr},
+                      {"real_node_id", node_}};
+      if (rt_.telemetry) rt_.telemetry->node_begin(node_ + " " + node_type_, planned_peaks_[node_]);
+      emit("executing", msg_executing(id, e.node_id), false);
+      break;
+    case ExecEvent::Kind::PROGRESS: {
+      auto now = std::chrono::steady_clock::now();
+      if (e.value > last_value_)
+        stats_.step_add(std::chrono::duration<double>(now - last_step_).count());
+      last_value_ = e.value;
+      last_step_ = now;
+      emit("progress", msg_progress(id, e.node_id, e.value, e.max), false);
+      break;
+    }
+    case ExecEvent::Kind::EXECUTED:
+      outputs_[e.node_id] = e.output;
+      emit("executed", msg_executed(id, e.node_id, e.output), false);
+      break;
+    case ExecEvent::Kind::MEMORY:
+      // headroom's addition: why a node tiled, streamed or evicted (not a ComfyUI message).
+      emit("headroom_memory", {{"prompt_id", id}, {"node", e.node_id}, {"message", e.message}},
+           false);
+      break;
+  }
+}
+
+JobOutcome JobExecution::finish(const Result<ExecResult>& r) {
+  if (rt_.telemetry && !node_.empty()) rt_.telemetry->node_end();
+  if (!node_.empty() && r.ok()) executed_.push_back(node_);
+  if (r.ok()) {
+    for (const auto& [node, ui] : r->ui_outputs) outputs_[node] = ui;
+    emit("execution_success", msg_execution_success(job_.prompt_id), true);
+    outcome_ = JobOutcome::SUCCESS;
+    return outcome_;
+  }
+  const Status& st = r.status();
+  if (st.code() == ErrorCode::CANCELLED) {
+    JobFailure f{node_, node_type_, executed_, st.message(), "", {}};
+    emit("execution_interrupted", msg_execution_interrupted(job_.prompt_id, f), true, true);
+    outcome_ = JobOutcome::INTERRUPTED;
+    return outcome_;
+  }
+  oom_ = st.code() == ErrorCode::OUT_OF_MEMORY;
+  return fail(node_, node_type_, st.str(), std::string("headroom.") + error_code_name(st.code()),
+              JobOutcome::ERROR);
+}
+
+JobOutcome JobExecution::fail(const std::string& node_id, const std::string& node_type,
+                              const std::string& message, const std::string& type,
+                              JobOutcome outcome) {
+  JobFailure f{node_id, node_type, executed_, message, type, {}};
+  emit("execution_error", msg_execution_error(job_.prompt_id, f), true);
+  outcome_ = outcome;
+  return outcome_;
+}
+
+Json JobExecution::history_entry() const {
+  const bool ok = outcome_ == JobOutcome::SUCCESS;
+  return Json{
+      {"prompt", job_.queue_item()},
+      {"outputs", outputs_},
+      {"status",
+       {{"status_str", ok ? "success" : "error"}, {"completed", ok}, {"messages", messages_}}},
+      {"meta", meta_}};
+}
+
+}  // namespace hr

@@ -1,0 +1,99 @@
+// metrics_text: one gauge or counter per line, with # HELP and # TYPE.
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+#include "backend/allocator.h"
+#include "jobs/job_queue.h"
+#include "jobs/job_runner.h"
+#include "memory/telemetry.h"
+#include "server/ws_hub.h"
+
+namespace hr {
+namespace {
+
+class Exposition {
+ public:
+  void family(const char* name, const char* type, const char* help) {
+    out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  }
+  void value(const std::string& name, double v, const std::string& labels = "") {
+    out_ += labels.empty() ? fmt::format("{} {}\n", name, v)
+                           : fmt::format("{}{{{}}} {}\n", name, labels, v);
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+void vram_metrics(Exposition& e, ServerContext& ctx) {
+  const TelemetrySample s = ctx.telemetry.latest();
+  e.family("headroom_vram_bytes", "gauge",
+           "Device memory by lens (allocator, driver) and segment.");
+  const AllocatorSegments& a = s.allocator;
+  for (const auto& [seg, v] : {std::pair{"context", a.context},
+                               {"weights", a.weights},
+                               {"activations", a.activations},
+                               {"staging", a.staging},
+                               {"other", a.other},
+                               {"total", a.total}})
+    e.value("headroom_vram_bytes", double(v),
+            fmt::format("lens=\"allocator\",segment=\"{}\"", seg));
+  for (const auto& [seg, v] : {std::pair{"used", s.driver.used},
+                               {"total", s.driver.total},
+                               {"this_process", s.driver.this_process},
+                               {"other_processes", s.driver.other_processes}})
+    e.value("headroom_vram_bytes", double(v), fmt::format("lens=\"driver\",segment=\"{}\"", seg));
+  e.family("headroom_vram_budget_bytes", "gauge",
+           "Allocator-level budget (absent when unlimited).");
+  if (ctx.allocator.budget() != Allocator::kUnlimited)
+    e.value("headroom_vram_budget_bytes", double(ctx.allocator.budget()));
+  e.family("headroom_allocation_failures_total", "counter",
+           "Allocations refused by the budget or the device.");
+  e.value("headroom_allocation_failures_total", double(ctx.allocator.total().failures));
+  e.family("headroom_reclaimed_bytes_total", "counter", "Bytes freed by reclaiming idle weights.");
+  e.value("headroom_reclaimed_bytes_total", double(ctx.allocator.reclaimed()));
+}
+
+void step_histogram(Exposition& e, const StepHistogram& h) {
+  e.family("headroom_step_seconds", "histogram", "Sampler step latency.");
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < StepHistogram::kBounds.size(); ++i) {
+    cumulative += h.counts[i];
+    e.value("headroom_step_seconds_bucket", double(cumulative),
+            fmt::format("le=\"{}\"", StepHistogram::kBounds[i]));
+  }
+  e.value("headroom_step_seconds_bucket", double(h.count), "le=\"+Inf\"");
+  e.value("headroom_step_seconds_sum", h.sum);
+  e.value("headroom_step_seconds_count", double(h.count));
+}
+
+}  // namespace
+
+std::string metrics_text(ServerContext& ctx) {
+  Exposition e;
+  e.family("headroom_queue_pending", "gauge", "Jobs waiting to run.");
+  e.value("headroom_queue_pending", double(ctx.queue.pending_count()));
+  e.family("headroom_queue_running", "gauge", "Jobs running (0 or 1).");
+  e.value("headroom_queue_running", ctx.queue.running() ? 1 : 0);
+  e.family("headroom_history_entries", "gauge", "Finished jobs kept in history.");
+  e.value("headroom_history_entries", double(ctx.queue.history_count()));
+  const JobStatsSnapshot js = ctx.runner.stats();
+  e.family("headroom_jobs_total", "counter", "Finished jobs by outcome since the server started.");
+  for (size_t i = 0; i < js.outcomes.size(); ++i)
+    e.value("headroom_jobs_total", double(js.outcomes[i]),
+            fmt::format("outcome=\"{}\"", job_outcome_name(JobOutcome(i))));
+  e.family("headroom_oom_failures_total", "counter",
+           "Jobs that failed out of memory after recovery.");
+  e.value("headroom_oom_failures_total", double(js.oom_failures));
+  vram_metrics(e, ctx);
+  e.family("headroom_websocket_clients", "gauge", "Connected WebSocket clients.");
+  e.value("headroom_websocket_clients", double(ctx.hub.clients()));
+  e.family("headroom_websocket_dropped_total", "counter", "Clients dropped for a full send queue.");
+  e.value("headroom_websocket_dropped_total", double(ctx.hub.dropped()));
+  step_histogram(e, js.steps);
+  return e.take();
+}
+
+}  // namespace hr

@@ -1,0 +1,187 @@
+// ServeApp: construction in dependency order; stop in reverse (listener, feed, worker).
+#include "server/serve_app.h"
+
+#include <omp.h>
+
+#include <filesystem>
+
+#include "backend/allocator.h"
+#include "backend/backend.h"
+#include "core/bytes.h"
+#include "graph/executor.h"
+#include "jobs/job_queue.h"
+#include "jobs/job_runner.h"
+#include "jobs/sqlite_store.h"
+#include "memory/driver_lens.h"
+#include "memory/telemetry.h"
+#include "nodes/model_paths.h"
+#include "nodes/nodes.h"
+#include "server/http_listener.h"
+#include "server/routes.h"
+#include "server/vram_feed.h"
+#include "server/ws_hub.h"
+
+namespace hr {
+
+struct ServeApp::Parts {
+  ServeOptions opt;
+  std::shared_ptr<const ModelPaths> model_paths;
+  NodeRegistry registry;
+  std::unique_ptr<Backend> backend;
+  DType dtype = DType::F32;
+  MemoryPolicy policy;
+  std::unique_ptr<Allocator> allocator;
+  std::unique_ptr<Executor> executor;
+  std::unique_ptr<Telemetry> telemetry;
+  std::unique_ptr<JobQueue> queue;
+  WsHub hub;
+  std::unique_ptr<JobRunner> runner;
+  std::unique_ptr<ServerContext> ctx;
+  Router router;
+  std::unique_ptr<HttpListener> listener;
+  std::unique_ptr<VramFeed> feed;
+};
+
+namespace {
+
+Result<std::unique_ptr<Backend>> backend_pick(const std::string& device, int threads) {
+  if (device == "cuda" || device == "auto") {
+    Result<std::unique_ptr<Backend>> cuda = cuda_backend_create(0);
+    if (cuda.ok()) return cuda;
+    if (device == "cuda") return cuda.status().with_context("--device cuda");
+  }
+  return cpu_backend_create(threads);
+}
+
+Status compute_setup(ServeApp::Parts& p) {
+  HR_ASSIGN_OR_RETURN(p.backend, backend_pick(p.opt.device, p.opt.threads));
+  if (p.opt.dtype == "auto") {
+    p.dtype = p.backend->host_visible() ? DType::F32 : DType::F16;
+  } else {
+    std::optional<DType> d = dtype_from_name(p.opt.dtype);
+    if (!d) return make_error(ErrorCode::INVALID_ARGUMENT, "unknown --dtype {}", p.opt.dtype);
+    p.dtype = *d;
+  }
+  if (!p.backend->op_supported(OpKind::CONV2D, p.dtype))
+    return make_error(ErrorCode::UNSUPPORTED, "device {} does not compute in {}; use --dtype f32",
+                      p.backend->info().name, dtype_name(p.dtype));
+  HR_ASSIGN_OR_RETURN(p.policy, memory_policy_resolve(p.opt.memory, p.backend->info()));
+  p.allocator = std::make_unique<Allocator>(*p.backend, p.policy.budget);
+  p.allocator->set_weights_cap(p.policy.weights_cap);
+  p.executor = std::make_unique<Executor>(*p.backend, *p.allocator);
+  p.telemetry = std::make_unique<Telemetry>(*p.allocator, DriverLens::open(*p.backend));
+  return Status();
+}
+
+Status queue_setup(ServeApp::Parts& p) {
+  std::unique_ptr<JobStore> store;
+  if (p.opt.database == ":memory:") {
+    store = job_store_memory();
+  } else {
+    HR_ASSIGN_OR_RETURN(store, job_store_sqlite(p.opt.database));
+  }
+  p.queue = std::make_unique<JobQueue>(std::move(store));
+  HR_TRY(p.queue->open());
+  JobRuntime rt;
+  rt.registry = &p.registry;
+  rt.exec.models_dir = p.opt.models_dir;
+  rt.exec.model_paths = p.model_paths;
+  rt.exec.output_dir = p.opt.server.output_dir;
+  rt.exec.input_dir = p.opt.server.input_dir;
+  rt.exec.temp_dir = p.opt.server.temp_dir;
+  rt.exec.backend = p.backend.get();
+  rt.exec.compute_dtype = p.dtype;
+  rt.exec.allocator = p.allocator.get();
+  rt.exec.executor = p.executor.get();
+  rt.plan.backend = p.backend.get();
+  rt.plan.compute_dtype = p.dtype;
+  rt.plan.models_dir = p.opt.models_dir;
+  rt.plan.model_paths = p.model_paths;
+  rt.telemetry = p.telemetry.get();
+  // Note [worker thread settings]: the CPU backend sets OpenMP's thread count with
+  // omp_set_num_threads, which holds for the calling thread only; the worker thread that runs
+  // the ops would use every core (and, with --threads below the core count, OpenMP teams spin
+  // against each other on a shared machine). The worker applies --threads itself.
+  if (p.opt.threads > 0) rt.on_thread_start = [n = p.opt.threads] { omp_set_num_threads(n); };
+  WsHub& hub = p.hub;
+  p.runner = std::make_unique<JobRunner>(*p.queue, std::move(rt), [&hub](const JobMessage& m) {
+    hub.send(m.client_id, m.type, m.data);
+  });
+  JobQueue& q = *p.queue;
+  q.set_on_change([&hub, &q] { hub.send("", "status", msg_status(q.remaining())); });
+  return Status();
+}
+
+Status server_setup(ServeApp::Parts& p) {
+  WorkflowPlanOptions plan;
+  plan.backend = p.backend.get();
+  plan.compute_dtype = p.dtype;
+  plan.models_dir = p.opt.models_dir;
+  plan.model_paths = p.model_paths;
+  p.ctx.reset(new ServerContext{p.opt.server, *p.queue, *p.runner, p.registry, p.model_paths,
+                                *p.backend, *p.allocator, *p.telemetry, plan, p.hub});
+  routes_add_queue(p.router, *p.ctx);
+  routes_add_files(p.router, *p.ctx);
+  routes_add_info(p.router, *p.ctx);
+  routes_add_headroom(p.router, *p.ctx);
+  JobQueue& q = *p.queue;
+  p.listener =
+      std::make_unique<HttpListener>(p.opt.server, p.router, p.hub, [&q] { return q.remaining(); });
+  JobRunner& runner = *p.runner;
+  WsHub& hub = p.hub;
+  p.feed = std::make_unique<VramFeed>(
+      *p.telemetry, p.opt.server, [&runner] { return runner.busy(); },
+      [&hub](const Json& d) { hub.send("", "vram_update", d); });
+  return Status();
+}
+
+}  // namespace
+
+ServeApp::ServeApp(std::unique_ptr<Parts> parts) : p_(std::move(parts)) {}
+
+Result<std::unique_ptr<ServeApp>> ServeApp::start(const ServeOptions& options) {
+  auto p = std::make_unique<Parts>();
+  p->opt = options;
+  for (const std::string& d :
+       {options.server.output_dir, options.server.input_dir, options.server.temp_dir}) {
+    std::error_code ec;
+    std::filesystem::create_directories(d, ec);
+    if (ec) return make_error(ErrorCode::IO, "cannot create folder {}: {}", d, ec.message());
+  }
+  HR_ASSIGN_OR_RETURN(ModelPaths mp,
+                      ModelPaths::from_config(options.models_dir, options.extra_model_paths));
+  p->model_paths = std::make_shared<const ModelPaths>(std::move(mp));
+  nodes_register(p->registry,
+                 NodeEnv{options.models_dir, options.server.input_dir, p->model_paths});
+  HR_TRY(compute_setup(*p));
+  HR_TRY(queue_setup(*p));
+  HR_TRY(server_setup(*p));
+  HR_TRY(p->listener->start());
+  p->telemetry->start();
+  p->runner->start();
+  p->feed->start();
+  return std::unique_ptr<ServeApp>(new ServeApp(std::move(p)));
+}
+
+ServeApp::~ServeApp() { stop(); }
+
+uint16_t ServeApp::port() const { return p_->listener->port(); }
+
+std::string ServeApp::describe() const {
+  return fmt::format("listening on http://{}:{} ({} in {}; budget {} ({}), residency {}; queue {})",
+                     p_->opt.server.listen, port(), p_->backend->info().name, dtype_name(p_->dtype),
+                     bytes_format(p_->policy.budget), p_->policy.how,
+                     residency_mode_name(p_->policy.mode), p_->opt.database);
+}
+
+void ServeApp::stop() {
+  if (!p_) return;
+  p_->listener->stop();
+  p_->feed->stop();
+  p_->runner->stop();
+  p_->hub.clear();  // sessions die with their I/O context (destroyed with the listener)
+  p_->queue->close();
+  p_->telemetry->stop();
+}
+
+}  // namespace hr

@@ -1,0 +1,52 @@
+// The server's settings (`headroom serve` flags) and the state every route handler reads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "workflow/workflow_plan.h"
+
+namespace hr {
+
+class Allocator;
+class Backend;
+class JobQueue;
+class JobRunner;
+class ModelPaths;
+class NodeRegistry;
+class Telemetry;
+class WsHub;
+
+struct ServerConfig {
+  std::string listen = "127.0.0.1";  // ComfyUI's default: local clients only
+  uint16_t port = 8188;              // 0: any free port (tests)
+  std::string output_dir = "output";
+  std::string input_dir = "input";
+  std::string temp_dir = "temp";
+  size_t max_upload_bytes = 64ull << 20;  // /upload/* bodies
+  size_t max_body_bytes = 16ull << 20;    // every other body (JSON)
+  size_t ws_queue_frames = 1024;          // Note [bounded send queues]
+  int io_threads = 2;
+  int vram_busy_ms = 250;              // vram_update period while a job runs
+  int vram_idle_ms = 1000;             // check period when idle (sent only on change)
+  double warning = 0.8, danger = 0.9;  // fractions of the budget shown in vram_update
+  std::vector<std::string> argv;       // for /system_stats
+};
+
+// What route handlers use; everything outlives the server.
+struct ServerContext {
+  const ServerConfig& config;
+  JobQueue& queue;
+  JobRunner& runner;
+  const NodeRegistry& registry;
+  std::shared_ptr<const ModelPaths> model_paths;
+  Backend& backend;
+  Allocator& allocator;
+  Telemetry& telemetry;
+  WorkflowPlanOptions plan;  // as the worker plans (budget: the allocator's)
+  WsHub& hub;
+};
+
+}  // namespace hr
