@@ -376,4 +376,23 @@ Status safetensors_write(const std::string& path,
   return s;
 }
 
+// Note [page release]
+// load() copies (and converts) each tensor out of the read-only mapping, and the mapping stays
+// open for later loads (the text encoders after the UNet). Every page a load touched would stay
+// in the process's resident memory as well, doubling the host memory a model takes (a 6.9 GB
+// SDXL checkpoint held 14 GB). The mapping is private and never written, so MADV_DONTNEED
+// simply drops its pages; a later load reads them from the file again.
+// Releasing tensor by tensor keeps the peak low too: a loader that released only at its end
+// would hold the mapped pages and the copies of a whole UNet at once.
+void SafetensorsFile::pages_release() const {
+  if (map_ && map_size_) ::madvise(const_cast<std::byte*>(map_), map_size_, MADV_DONTNEED);
+}
+
+void SafetensorsFile::pages_release(const SafetensorsEntry& e) const {
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (uintptr_t(data_ + e.begin) + page - 1) / page * page;
+  const uintptr_t end = uintptr_t(data_ + e.end) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 }  // namespace hr

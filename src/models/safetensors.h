@@ -47,6 +47,11 @@ class SafetensorsFile {
   // A tensor converted to `dtype` (default: its stored dtype when that is a compute dtype,
   // else f32). NOT_FOUND names the file and the tensor.
   Result<HostTensor> load(std::string_view name, std::optional<DType> dtype = std::nullopt) const;
+  // Note [page release]: drops the mapping's pages from this process's memory (they are read
+  // again from the file if touched). Loaders call it once their copies are made.
+  void pages_release() const;
+  // The same for the whole pages inside one tensor's bytes (after loading it).
+  void pages_release(const SafetensorsEntry& e) const;
 
  private:
   SafetensorsFile() = default;

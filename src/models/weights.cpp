@@ -19,8 +19,10 @@ Status WeightSet::load_prefix(const SafetensorsFile& file, std::string_view pref
     if (e.name.compare(0, prefix.size(), prefix) != 0) continue;
     DType target = dtype_is_float(e.dtype) ? dtype : (e.dtype == DType::I32 ? DType::I32 : DType::I64);
     HR_ASSIGN_OR_RETURN(HostTensor t, file.load(e.name, target));
+    file.pages_release(e);  // Note [page release]
     put(e.name.substr(prefix.size()), std::move(t));
   }
+  file.pages_release();
   return Status();
 }
 
