@@ -275,6 +275,11 @@ uint64_t Executor::weights_room(const CompiledGraph& c, const WeightSource& w) {
   return room;
 }
 
+Result<uint64_t> Executor::min_device_bytes(const Graph& g) {
+  HR_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledGraph> c, compile(g));
+  return c->plan->arena_bytes + residency_min_room(c->weights, residency_options_);
+}
+
 std::string Executor::last_residency_text() const {
   return residency_describe(residency_, residency_uses_);
 }

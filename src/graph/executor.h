@@ -107,6 +107,10 @@ class Executor final : public Reclaimable {
   std::string last_residency_text() const;
   // Ring depth and small-weight threshold for streaming (tests use a ring of two slots).
   void set_residency_options(const ResidencyOptions& o) { residency_options_ = o; }
+  const ResidencyOptions& residency_options() const { return residency_options_; }
+  // The fewest device bytes one run of g can take: its arena plus the smallest room its weights
+  // stream through (residency_min_room).
+  Result<uint64_t> min_device_bytes(const Graph& g);
   // The bytes of weights (resident and ring) that a run of g may hold on the device now: the
   // budget less the arena and what others hold and cannot give back, capped by the allocator's
   // weights cap (--lowvram, --novram).

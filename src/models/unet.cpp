@@ -444,6 +444,13 @@ Result<std::shared_ptr<const Graph>> unet_graph_shared(const UNetConfig& cfg, in
 
 }  // namespace
 
+Result<uint64_t> unet_min_device_bytes(Executor& ex, const UNetConfig& cfg, int64_t batch,
+                                       int64_t height, int64_t width, int64_t tokens, DType dtype) {
+  HR_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> g,
+                      unet_graph_shared(cfg, batch, height, width, tokens, dtype));
+  return ex.min_device_bytes(*g);
+}
+
 Result<HostTensor> unet_run(Executor& ex, const UNetConfig& cfg, WeightSet& weights, DType dtype,
                             const HostTensor& x, const HostTensor& timesteps,
                             const HostTensor& context, const HostTensor* y) {

@@ -69,6 +69,10 @@ Result<UNetConfig> unet_config_detect(const SafetensorsFile& file, std::string_v
 Result<Graph> unet_graph(const UNetConfig& cfg, int64_t batch, int64_t height, int64_t width,
                          int64_t tokens, DType dtype);
 
+// Executor::min_device_bytes of the UNet graph for this shape (built once, as unet_run's).
+Result<uint64_t> unet_min_device_bytes(Executor& ex, const UNetConfig& cfg, int64_t batch,
+                                       int64_t height, int64_t width, int64_t tokens, DType dtype);
+
 // Runs unet_graph for the inputs' shapes (built graphs are kept per configuration and shape,
 // Note [graph reuse] in unet.cpp; their plans live in the executor's cache). Inputs of another float dtype are
 // converted to `dtype`; the output is f32. `y` is required exactly when adm_in_channels > 0.

@@ -129,6 +129,30 @@ ModelFn entries_fn(ExecContext& ctx, LoadedModel& m, const Conditioning& c) {
   };
 }
 
+// Note [cond/uncond split]
+// Batching cond and uncond (Note [batched cfg]) doubles the UNet's activations. When that call
+// cannot run within the room the budget leaves even with every weight streamed (its arena plus
+// the smallest staging room, Executor::min_device_bytes) but one entry's call can, the two run
+// one after the other. Returns why, or "" to keep them batched. workflow_plan decides the same.
+Result<std::string> cfg_split_reason(ExecContext& ctx, LoadedModel& m, const Shape& latent,
+                                     const Conditioning& pos, const Conditioning& neg) {
+  Executor& ex = *ctx.opts.executor;
+  const uint64_t room = ex.arena_room();
+  if (room == UINT64_MAX) return std::string();
+  const int64_t B = latent[0], h = latent[2], w = latent[3];
+  const int64_t tp = pos.entries[0].cond->shape()[1], tn = neg.entries[0].cond->shape()[1];
+  HR_ASSIGN_OR_RETURN(uint64_t both, unet_min_device_bytes(ex, m.unet, 2 * B, h, w,
+                                                           std::lcm(tp, tn), m.unet_dtype));
+  if (both <= room) return std::string();
+  HR_ASSIGN_OR_RETURN(uint64_t one_p, unet_min_device_bytes(ex, m.unet, B, h, w, tp, m.unet_dtype));
+  HR_ASSIGN_OR_RETURN(uint64_t one_n, unet_min_device_bytes(ex, m.unet, B, h, w, tn, m.unet_dtype));
+  const uint64_t one = std::max(one_p, one_n);
+  if (one > room) return std::string();  // neither fits: the batched call fails and says why
+  return fmt::format("UNet cond and uncond one after the other: batch {} needs at least {} "
+                     "> {} left; batch {} needs {}",
+                     2 * B, bytes_format(both), bytes_format(room), B, bytes_format(one));
+}
+
 Result<std::vector<std::any>> ksampler_run(ExecContext& ctx, const SamplerInputs& s) {
   if (!s.model || !s.positive || !s.negative || !s.latent)
     return make_error(ErrorCode::INVALID_ARGUMENT, "sampler inputs missing");
@@ -150,7 +174,15 @@ Result<std::vector<std::any>> ksampler_run(ExecContext& ctx, const SamplerInputs
   DenoiseFn denoise;
   const Conditioning& pos = *s.positive;
   const Conditioning& neg = *s.negative;
-  if (pos.entries.size() == 1 && neg.entries.size() == 1) {
+  bool batched = pos.entries.size() == 1 && neg.entries.size() == 1;
+  if (batched && !cfg_skips_uncond(float(s.cfg))) {
+    HR_ASSIGN_OR_RETURN(std::string split, cfg_split_reason(ctx, m, lat.shape(), pos, neg));
+    if (!split.empty()) {
+      batched = false;
+      ctx.memory_decision(split);
+    }
+  }
+  if (batched) {
     // Note [batched cfg]: positive and negative share one model call when both are single
     // entries, halving launches; cfg_denoiser_batched splits the output halves again.
     denoise = cfg_denoiser_batched(

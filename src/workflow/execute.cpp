@@ -6,10 +6,20 @@
 
 namespace hr {
 
+namespace {
+
+// The node's class, or "" for a context outside a prompt (a node run on its own in a test).
+std::string class_of(const Prompt& prompt, const std::string& node_id) {
+  auto it = prompt.nodes.find(node_id);
+  return it == prompt.nodes.end() ? std::string() : it->second.class_type;
+}
+
+}  // namespace
+
 void ExecContext::progress(int value, int max) const {
   if (opts.on_event) {
-    ExecEvent e{ExecEvent::Kind::PROGRESS, node_id, prompt.nodes.at(node_id).class_type, value,
-                max, Json(), {}};
+    ExecEvent e{ExecEvent::Kind::PROGRESS, node_id, class_of(prompt, node_id), value, max, Json(),
+                {}};
     opts.on_event(e);
   }
 }
@@ -17,8 +27,8 @@ void ExecContext::progress(int value, int max) const {
 void ExecContext::memory_decision(const std::string& message) const {
   if (!opts.on_event || message == last_decision) return;
   last_decision = message;
-  ExecEvent e{ExecEvent::Kind::MEMORY, node_id, prompt.nodes.at(node_id).class_type, 0, 0, Json(),
-              {}, message};
+  ExecEvent e{ExecEvent::Kind::MEMORY, node_id, class_of(prompt, node_id), 0, 0, Json(), {},
+              message};
   opts.on_event(e);
 }
 

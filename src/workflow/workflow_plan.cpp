@@ -101,6 +101,9 @@ struct PlanStep {
   std::vector<GraphRun> runs;
   std::optional<VAECall> vae;
   std::string decision;
+  // Note [cond/uncond split]: the runs when the batched call cannot fit but these can.
+  std::vector<GraphRun> split_runs;
+  std::string split_decision;
 };
 
 class Builder {
@@ -257,6 +260,14 @@ class Builder {
       HR_TRY(call(skip ? B : 2 * B, t));
       s.decision = fmt::format("UNet batch {}{} x {} steps", skip ? B : 2 * B,
                                skip ? "" : " (cond+uncond)", steps);
+      if (!skip) {  // Note [cond/uncond split] in nodes_sampling.cpp: the alternative
+        std::swap(s.runs, s.split_runs);
+        HR_TRY(call(B, pos.cond_tokens[0]));
+        HR_TRY(call(B, neg.cond_tokens[0]));
+        std::swap(s.runs, s.split_runs);
+        s.split_decision = fmt::format("UNet batch {} cond and uncond one after the other x {} "
+                                       "steps", B, steps);
+      }
     } else {
       for (int64_t t : pos.cond_tokens) HR_TRY(call(B, t));
       if (!skip)
@@ -403,11 +414,12 @@ class Replay {
       NodePlan np;
       np.node_id = s.node_id;
       np.class_type = s.class_type;
-      np.decision = s.decision;
+      const bool split = split_needed(s);
+      np.decision = split ? s.split_decision : s.decision;
       node_peak_ = total();
       node_weights_.clear();
       std::string why;
-      for (const GraphRun& r : s.runs)
+      for (const GraphRun& r : split ? s.split_runs : s.runs)
         if (!graph(r, np, why)) break;
       if (why.empty() && s.vae) HR_TRY(vae(*s.vae, np, why));
       // A node's models (SDXL's two text encoders) add up.
@@ -436,6 +448,17 @@ class Replay {
     uint64_t last_use = 0;
     std::map<std::string, Resident> tensors;
   };
+
+  // Note [cond/uncond split]: every other holder is idle, so the room is the budget.
+  bool split_needed(const PlanStep& s) const {
+    if (s.split_runs.empty() || budget_ == UINT64_MAX) return false;
+    auto need = [](const std::vector<GraphRun>& runs) {
+      uint64_t most = 0;
+      for (const GraphRun& r : runs) most = std::max(most, r.arena + residency_min_room(r.uses));
+      return most;
+    };
+    return need(s.runs) > budget_ && need(s.split_runs) <= budget_;
+  }
 
   uint64_t holder_bytes(const std::string& key) const {
     auto it = holders_.find(key);

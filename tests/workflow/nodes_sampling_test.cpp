@@ -11,6 +11,7 @@
 #include "models/checkpoint.h"
 #include "models/clip_tokenizer.h"
 #include "models/prompt_weights.h"
+#include "models/unet.h"
 #include "node_harness.h"
 #include "test_compare.h"
 
@@ -99,6 +100,48 @@ TEST_F(NodesSampling, KSamplerEqualsAdvancedFullRange) {
   HostTensor full = advanced(latent_, "enable", 7, 0, 10000, "disable");
   EXPECT_EQ(test::max_abs_diff(ks, full), 0.0f);
   EXPECT_EQ(test::max_abs_diff(advanced(latent_, "enable", 7, 0, 10000, "enable"), full), 0.0f);
+}
+
+// Note [cond/uncond split]: under a budget where the batched cond+uncond call cannot run even
+// with every weight streamed but one entry's call can, KSampler runs them one after the other,
+// says so, stays within the budget and gives the batched result (up to summation order).
+TEST_F(NodesSampling, CondAndUncondSplitUnderATightBudget) {
+  Json k = common(2, 7.5);
+  k["seed"] = 3;
+  k["denoise"] = 1.0;
+  HostTensor want = run("KSampler", k, latent_);
+  Executor& ex = *rt_.executor;
+  const LoadedModel& m = *model_->model;
+  auto need = [&](int64_t batch) {
+    auto r = unet_min_device_bytes(ex, m.unet, batch, 8, 8, 77, m.unet_dtype);
+    EXPECT_TRUE(r.ok()) << r.status().str();
+    return r.ok() ? *r : 0;
+  };
+  const uint64_t one = need(1), both = need(2);
+  ASSERT_LT(one, both);
+  const uint64_t budget = (one + both) / 2;
+  ex.release_arena();
+  model_->model->unet_weights.release_device();
+  rt_.allocator->set_budget(budget);
+  rt_.allocator->reset_peak();
+  std::vector<std::string> said;
+  opts_.on_event = [&](const ExecEvent& e) {
+    if (e.kind == ExecEvent::Kind::MEMORY) said.push_back(e.message);
+  };
+  HostTensor got = run("KSampler", k, latent_);
+  opts_.on_event = nullptr;
+  rt_.allocator->set_budget(Allocator::kUnlimited);
+  ASSERT_EQ(got.shape(), want.shape());
+  const double rel = test::rel_err(got, want);
+  std::printf("  split vs batched: rel L2 %.3g, max abs %.3g\n", rel, double(test::max_abs_diff(got, want)));
+  EXPECT_LE(rel, 3e-5);
+  EXPECT_LE(rt_.allocator->total().peak, budget);
+  bool split = false;
+  for (const std::string& s : said) {
+    std::printf("  %s\n", s.c_str());
+    split |= s.rfind("UNet cond and uncond one after the other: batch 2 needs at least", 0) == 0;
+  }
+  EXPECT_TRUE(split);
 }
 
 // ComfyUI's two-stage pattern: stop at step 2 keeping the noise, then continue from step 2
