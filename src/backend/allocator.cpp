@@ -237,4 +237,22 @@ void Allocator::reset_peak() {
   total_.peak = total_.current;
 }
 
+// Note [pinned budget]
+void* Allocator::pinned_alloc(size_t bytes) {
+  PinnedAccount& a = *pinned_;
+  uint64_t held = a.held.load();
+  do {
+    if (held + bytes > a.budget.load()) return nullptr;
+  } while (!a.held.compare_exchange_weak(held, held + bytes));
+  Result<void*> p = backend_.host_alloc_pinned(bytes);
+  if (!p.ok()) {
+    a.held -= bytes;
+    return nullptr;
+  }
+  uint64_t peak = a.peak.load();
+  while (held + bytes > peak && !a.peak.compare_exchange_weak(peak, held + bytes)) {
+  }
+  return *p;
+}
+
 }  // namespace hr

@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -131,6 +132,22 @@ class Allocator {
   uint64_t weights_cap() const { return weights_cap_; }
   uint64_t trim_weights();
   uint64_t reclaimed() const { return reclaimed_.load(); }  // bytes freed by reclaim, ever
+
+  // Note [pinned budget]: page-locked host memory (streamed weights' host copies, captured
+  // steps' input staging) is counted against its own budget (--pinned-budget): pinning too much
+  // of a machine's RAM starves everything else. pinned_alloc returns null when the budget or the
+  // backend refuses; callers then use pageable memory (slower, synchronous copies).
+  void set_pinned_budget(uint64_t bytes) { pinned_->budget = bytes; }
+  uint64_t pinned_budget() const { return pinned_->budget.load(); }
+  void* pinned_alloc(size_t bytes);
+  uint64_t pinned_held() const { return pinned_->held.load(); }
+  uint64_t pinned_peak() const { return pinned_->peak.load(); }
+  // The account pinned_alloc charges; a holder that may outlive the allocator keeps it to give
+  // the bytes back after freeing them with Backend::host_free_pinned.
+  struct PinnedAccount {
+    std::atomic<uint64_t> budget{UINT64_MAX}, held{0}, peak{0};
+  };
+  std::shared_ptr<PinnedAccount> pinned_account() const { return pinned_; }
   MemorySegments segments(uint64_t requested) const;
   // Returns the window since the previous call and starts a new one at the current bytes.
   PeakWindow peak_window_take();
@@ -150,6 +167,7 @@ class Allocator {
   std::atomic<uint64_t> ticks_{0};
   std::atomic<uint64_t> reclaimed_{0};
   std::atomic<uint64_t> weights_cap_{UINT64_MAX};
+  std::shared_ptr<PinnedAccount> pinned_ = std::make_shared<PinnedAccount>();
   mutable std::mutex mu_;
   std::array<PoolStats, size_t(Pool::COUNT_)> pools_{};
   PoolStats total_{};

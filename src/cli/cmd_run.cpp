@@ -142,6 +142,7 @@ int cmd_run(const RunArgs& args) {
   }
   Allocator allocator(*backend, policy->budget);
   allocator.set_weights_cap(policy->weights_cap);
+  allocator.set_pinned_budget(policy->pinned_budget);
   Executor executor(*backend, allocator);
   // Both lenses sampled through the run (issue: telemetry shared by CLI, server, dashboard).
   Telemetry telemetry(allocator, DriverLens::open(*backend));

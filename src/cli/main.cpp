@@ -22,6 +22,9 @@ void add_memory_options(CLI::App& cmd, MemoryArgs& m) {
   cmd.add_flag("--novram", m.novram, "no weight stays resident between uses");
   cmd.add_flag("--highvram", m.highvram, "keep models resident after their prompt");
   cmd.add_flag("--gpu-only", m.gpu_only, "keep every weight resident; never stream");
+  cmd.add_option("--pinned-budget", m.pinned_budget,
+                 "most page-locked host memory for streamed weights: 8GiB or 25% of RAM "
+                 "(default: half of RAM); beyond it copies come from pageable memory");
 }
 
 }  // namespace hr
@@ -108,6 +111,13 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--database", serve.database,
                         "SQLite file keeping the queue and history across restarts (:memory: for none)");
   serve_cmd->add_option("--max-upload-size", serve.max_upload_mb, "largest upload in MB (ComfyUI's flag)");
+  serve_cmd->add_option("--vram-warning", serve.vram_warning_pct,
+                        "percent of the budget above which a job's plan degrades (tiles, streams) "
+                        "pre-emptively (default 80)")
+      ->check(CLI::Range(1.0, 100.0));
+  serve_cmd->add_option("--vram-danger", serve.vram_danger_pct,
+                        "percent of the budget above which new jobs wait in the queue (default 90)")
+      ->check(CLI::Range(1.0, 100.0));
   hr::add_memory_options(*serve_cmd, serve.memory);
 
   CLI::App* probe_cmd = app.add_subcommand("probe", "list the devices headroom can use");

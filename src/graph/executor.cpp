@@ -74,10 +74,17 @@ uint64_t Executor::reclaim(uint64_t bytes) {
 }
 
 void Executor::captures_clear() {
-  for (auto& [k, c] : captures_)
-    for (auto& [p, n] : c.staging)
-      if (p) backend_.host_free_pinned(p);
+  for (auto& [k, c] : captures_) staging_free(c.staging);
   captures_.clear();
+}
+
+void Executor::staging_free(std::vector<std::pair<void*, size_t>>& staging) {
+  for (auto& [p, n] : staging)
+    if (p) {
+      backend_.host_free_pinned(p);
+      allocator_.pinned_account()->held -= n;  // Note [pinned budget]
+    }
+  staging.clear();
 }
 
 size_t Executor::plans_computed() const {
@@ -504,12 +511,16 @@ Result<std::vector<HostTensor>> Executor::run_captured(RunState& r) {
   std::vector<const void*> sig = r.signature();
   if (cap.work && (cap.arena != r.base || cap.weights != sig)) cap.work.reset();
   if (cap.staging.size() != vals.size()) {
-    for (auto& [p, n] : cap.staging)
-      if (p) backend_.host_free_pinned(p);
+    staging_free(cap.staging);
     cap.staging.assign(vals.size(), {nullptr, 0});
     for (size_t v = 0; v < vals.size(); ++v) {
       if (vals[v].kind != ValueKind::INPUT || vals[v].desc.bytes() == 0) continue;
-      HR_ASSIGN_OR_RETURN(void* p, backend_.host_alloc_pinned(vals[v].desc.bytes()));
+      void* p = allocator_.pinned_alloc(vals[v].desc.bytes());
+      if (!p) {  // over the pinned budget: plain runs (a capture needs page-locked inputs)
+        staging_free(cap.staging);
+        cap.failed = true;
+        return Status(ErrorCode::UNSUPPORTED, "no page-locked staging for the inputs");
+      }
       cap.staging[v] = {p, vals[v].desc.bytes()};
     }
   }

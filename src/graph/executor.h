@@ -195,6 +195,7 @@ class Executor final : public Reclaimable {
   std::unordered_map<const CompiledGraph*, Capture> captures_;
   bool capture_enabled_ = true;
   void captures_clear();
+  void staging_free(std::vector<std::pair<void*, size_t>>& staging);
 };
 
 // A graph as the executor runs it: after the passes, with its arena plan.

@@ -1,6 +1,8 @@
 // Budget and residency policy from the command-line flags.
 #include "memory/budget.h"
 
+#include <unistd.h>
+
 #include <cmath>
 
 #include "core/bytes.h"
@@ -32,7 +34,8 @@ const char* residency_mode_name(ResidencyMode m) {
 
 namespace {
 
-Result<uint64_t> budget_from_text(const std::string& text, uint64_t total) {
+Result<uint64_t> budget_from_text(const std::string& text, uint64_t total,
+                                  const char* flag = "--vram-budget") {
   if (!text.empty() && text.back() == '%') {
     double pct = 0;
     try {
@@ -44,12 +47,18 @@ Result<uint64_t> budget_from_text(const std::string& text, uint64_t total) {
     }
     if (!(pct > 0 && pct <= 100))
       return make_error(ErrorCode::INVALID_ARGUMENT,
-                        "--vram-budget '{}': a percentage must be in (0, 100]", text);
+                        "{} '{}': a percentage must be in (0, 100]", flag, text);
     return uint64_t(std::floor(double(total) * pct / 100.0));
   }
   Result<uint64_t> b = bytes_parse(text);
-  if (!b.ok()) return b.status().with_context("--vram-budget");
+  if (!b.ok()) return b.status().with_context(flag);
   return *b;
+}
+
+// Physical RAM (0 when unknown).
+uint64_t host_ram() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
 }
 
 }  // namespace
@@ -86,6 +95,14 @@ Result<MemoryPolicy> memory_policy_resolve(const MemoryArgs& args, const DeviceI
 
   if (p.mode == ResidencyMode::LOW) p.weights_cap = p.budget / 2;
   if (p.mode == ResidencyMode::NONE) p.weights_cap = 0;
+  // Note [pinned budget] in backend/allocator.cpp: half the RAM unless told.
+  const uint64_t ram = host_ram();
+  if (!args.pinned_budget.empty()) {
+    HR_ASSIGN_OR_RETURN(p.pinned_budget,
+                        budget_from_text(args.pinned_budget, ram, "--pinned-budget"));
+  } else if (ram > 0) {
+    p.pinned_budget = ram / 2;
+  }
   return p;
 }
 

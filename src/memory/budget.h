@@ -27,6 +27,7 @@ struct MemoryArgs {
   std::string vram_budget;             // "6GiB", "6144MiB", "40%", "" = default
   std::optional<double> reserve_vram;  // GiB kept free for others (ComfyUI's --reserve-vram)
   bool lowvram = false, novram = false, highvram = false, gpu_only = false;
+  std::string pinned_budget;  // page-locked host memory: "8GiB", "25%" of RAM, "" = half of RAM
 };
 
 struct MemoryPolicy {
@@ -36,6 +37,7 @@ struct MemoryPolicy {
   // The most bytes of weights that may stay resident (LOW: half the budget, NONE: 0).
   uint64_t weights_cap = UINT64_MAX;
   std::string how;  // one line: where the budget came from
+  uint64_t pinned_budget = UINT64_MAX;  // page-locked host bytes (Allocator::set_pinned_budget)
 };
 
 // Default reserve on a GPU when --reserve-vram is not given (ComfyUI's Linux default).

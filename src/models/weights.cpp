@@ -42,7 +42,7 @@ void WeightSet::put(const std::string& name, HostTensor t) {
   }
   for (auto it = pinned_.begin(); it != pinned_.end();) {
     if (it->first == name || it->first.rfind(name + "@", 0) == 0) {
-      if (backend_) backend_->host_free_pinned(it->second.first);
+      pinned_free(it->second);
       it = pinned_.erase(it);
     } else {
       ++it;
@@ -76,7 +76,11 @@ void WeightSet::bind(Backend* backend, Allocator* allocator) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (backend != backend_ || allocator != allocator_) device_.clear();
-  if (backend != backend_) pinned_clear();
+  if (!allocator || allocator->pinned_account() != pinned_account_) {
+    pinned_clear();
+    pinned_account_ = allocator ? allocator->pinned_account() : nullptr;
+    pinned_backend_ = backend;
+  }
   backend_ = backend;
   allocator_ = allocator;
 }
@@ -192,10 +196,10 @@ Result<TensorRef> WeightSet::weight_host(const std::string& name, const TensorDe
   if (!backend_ || backend_->host_visible()) return t->ref();
   auto it = pinned_.find(key);
   if (it == pinned_.end()) {
-    Result<void*> p = backend_->host_alloc_pinned(t->bytes());
-    if (!p.ok()) return t->ref();
-    std::memcpy(*p, t->data(), t->bytes());
-    it = pinned_.emplace(key, std::pair<void*, size_t>{*p, t->bytes()}).first;
+    void* p = allocator_ ? allocator_->pinned_alloc(t->bytes()) : nullptr;
+    if (!p) return t->ref();  // Note [pinned budget]: pageable, copied synchronously
+    std::memcpy(p, t->data(), t->bytes());
+    it = pinned_.emplace(key, std::pair<void*, size_t>{p, t->bytes()}).first;
     if (layout != WeightLayout::STORED) relaid_.erase(key);
   }
   return TensorRef{desc, it->second.first};
@@ -214,9 +218,13 @@ uint64_t WeightSet::pinned_bytes() const {
 }
 
 void WeightSet::pinned_clear() {
-  for (auto& [k, p] : pinned_)
-    if (backend_) backend_->host_free_pinned(p.first);
+  for (auto& [k, p] : pinned_) pinned_free(p);
   pinned_.clear();
+}
+
+void WeightSet::pinned_free(const std::pair<void*, size_t>& p) {
+  pinned_backend_->host_free_pinned(p.first);
+  pinned_account_->held -= p.second;
 }
 
 }  // namespace hr

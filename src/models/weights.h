@@ -77,8 +77,13 @@ class WeightSet final : public WeightSource, public Reclaimable {
   std::atomic<uint64_t> last_use_{0};
   // Rearranged host copies for host-visible backends (Note [weight layouts]).
   std::unordered_map<std::string, HostTensor> relaid_;
-  // Page-locked copies of streamed weights, by key, on backend_ (freed by pinned_clear).
+  // Page-locked copies of streamed weights, by key (Note [pinned budget]; freed by pinned_clear).
   std::unordered_map<std::string, std::pair<void*, size_t>> pinned_;
+  // Whose budget pinned_ counts against, and the backend that allocated it; both
+  // outlive the allocator if need be (the account is shared).
+  std::shared_ptr<Allocator::PinnedAccount> pinned_account_;
+  Backend* pinned_backend_ = nullptr;
+  void pinned_free(const std::pair<void*, size_t>& p);
   void pinned_clear();
   // The host tensor for `name` in `layout` (the stored one, or its rearranged copy, made once),
   // after checking it against `desc`; `key` gets the device-copy key. Called with mu_ held.

@@ -5,6 +5,8 @@
 
 #include "core/bytes.h"
 
+#include <unistd.h>
+
 namespace hr {
 namespace {
 
@@ -93,6 +95,34 @@ TEST(MemoryPolicy, ComfyUIFlags) {
   auto both = memory_policy_resolve(a, gpu(140 * GiB, 139 * GiB));
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.status().message().find("exclude"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hr
+
+namespace hr {
+namespace {
+
+// Note [pinned budget]: half the RAM by default, a size or a percentage of RAM when given.
+TEST(MemoryPolicy, PinnedBudgetDefaultsToHalfTheRam) {
+  const uint64_t GiB = 1ull << 30;
+  const uint64_t ram = uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGESIZE));
+  MemoryArgs a;
+  auto p = memory_policy_resolve(a, gpu(140 * GiB, 8 * GiB));
+  ASSERT_TRUE(p.ok()) << p.status().str();
+  EXPECT_EQ(p->pinned_budget, ram / 2);
+  a.pinned_budget = "3GiB";
+  p = memory_policy_resolve(a, gpu(140 * GiB, 8 * GiB));
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->pinned_budget, 3 * GiB);
+  a.pinned_budget = "25%";
+  p = memory_policy_resolve(a, gpu(140 * GiB, 8 * GiB));
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->pinned_budget, ram / 4);
+  a.pinned_budget = "lots";
+  p = memory_policy_resolve(a, gpu(140 * GiB, 8 * GiB));
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("--pinned-budget"), std::string::npos) << p.status().str();
 }
 
 }  // namespace

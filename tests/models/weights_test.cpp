@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "async_sim_backend.h"
+
 namespace hr {
 namespace {
 
@@ -313,6 +315,41 @@ TEST_F(WeightReclaimTest, ArenaRoomCountsIdleWeights) {
   a.run_begin();  // in use: nothing to give back
   EXPECT_EQ(ex.arena_room(), 2 * kBytes);
   a.run_end();
+}
+
+}  // namespace
+}  // namespace hr
+
+namespace hr {
+namespace {
+
+// Note [pinned budget]: a streamed weight's host copy is page-locked while the allocator's
+// pinned budget allows; beyond it the pageable tensor is served. Unbinding gives the bytes back.
+TEST(WeightSetPinned, StreamedCopiesArePinnedWithinThePinnedBudget) {
+  WeightSet ws;
+  HostTensor w(DType::F32, Shape{2, 3}), b(DType::F32, Shape{3});
+  for (int i = 0; i < 6; ++i) w.f32()[i] = float(i);
+  for (int i = 0; i < 3; ++i) b.f32()[i] = float(-i);
+  ws.put("w", std::move(w));
+  ws.put("b", std::move(b));
+  AsyncSimBackend sim(SimOrder::ROUND_ROBIN);
+  sim.set_host_visible(false);
+  Allocator alloc(sim);
+  alloc.set_pinned_budget(24 + 8);  // the 24-byte weight fits, then the 12-byte bias does not
+  ws.bind(&sim, &alloc);
+  auto pw = ws.weight_host("w", TensorDesc{DType::F32, Shape{2, 3}}, WeightLayout::STORED);
+  ASSERT_TRUE(pw.ok()) << pw.status().str();
+  EXPECT_NE(pw->data, ws.find("w")->data()) << "a page-locked copy";
+  EXPECT_EQ(std::memcmp(pw->data, ws.find("w")->data(), 24), 0);
+  EXPECT_EQ(alloc.pinned_held(), 24u);
+  auto pb = ws.weight_host("b", TensorDesc{DType::F32, Shape{3}}, WeightLayout::STORED);
+  ASSERT_TRUE(pb.ok());
+  EXPECT_EQ(pb->data, ws.find("b")->data()) << "over the pinned budget: pageable";
+  EXPECT_EQ(alloc.pinned_held(), 24u);
+  EXPECT_EQ(ws.pinned_bytes(), 24u);
+  ws.bind(nullptr, nullptr);
+  EXPECT_EQ(alloc.pinned_held(), 0u);
+  EXPECT_EQ(alloc.pinned_peak(), 24u);
 }
 
 }  // namespace
