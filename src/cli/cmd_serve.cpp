@@ -17,6 +17,8 @@ int cmd_serve(const ServeArgs& a) {
   o.server.input_dir = a.input_dir;
   o.server.temp_dir = a.temp_dir;
   o.server.max_upload_bytes = size_t(a.max_upload_mb * 1024 * 1024);
+  o.server.warning = a.vram_warning_pct / 100.0;
+  o.server.danger = a.vram_danger_pct / 100.0;
   o.server.argv = a.argv;
   o.models_dir = a.models_dir;
   o.extra_model_paths = a.extra_model_paths;

@@ -78,6 +78,7 @@ struct ServeArgs {
   std::string database = "headroom-jobs.sqlite";  // ":memory:" keeps nothing across restarts
   int threads = 0;
   double max_upload_mb = 64;
+  double vram_warning_pct = 80, vram_danger_pct = 90;  // of the budget (Note [warning level])
   MemoryArgs memory;
   std::vector<std::string> argv;  // for /system_stats
 };

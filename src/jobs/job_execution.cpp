@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "backend/allocator.h"
+#include "core/bytes.h"
 #include "memory/telemetry.h"
 
 namespace hr {
@@ -18,6 +19,8 @@ JobExecution::JobExecution(const Job& job, JobRuntime& runtime, PromptExecutor& 
       interrupt_(interrupt),
       sink_(sink),
       stats_(stats) {}
+
+JobExecution::~JobExecution() { budget_restore(); }
 
 void JobExecution::emit(const std::string& type, Json data, bool keep, bool broadcast) {
   if (keep) messages_.push_back(Json::array({type, data}));
@@ -33,14 +36,15 @@ JobOutcome JobExecution::run(std::map<std::string, std::shared_ptr<void>>& resou
   opts.resources = &resources;
   opts.on_event = [this](const ExecEvent& e) { on_event(e); };
   // Note [worker never throws]: a node that throws (bad_alloc, a bug) fails only its job.
+  Result<ExecResult> r = Status(ErrorCode::INTERNAL, "unknown exception");
   try {
-    Result<ExecResult> r = executor_.execute(prompt, opts);
-    return finish(r);
+    r = executor_.execute(prompt, opts);
   } catch (const std::exception& ex) {
-    return finish(Status(ErrorCode::INTERNAL, std::string("exception: ") + ex.what()));
+    r = Status(ErrorCode::INTERNAL, std::string("exception: ") + ex.what());
   } catch (...) {
-    return finish(Status(ErrorCode::INTERNAL, "unknown exception"));
   }
+  budget_restore();
+  return finish(r);
 }
 
 bool JobExecution::validate(Prompt& prompt) {
@@ -73,14 +77,75 @@ bool JobExecution::validate(Prompt& prompt) {
 bool JobExecution::admit(const Prompt& prompt) {
   WorkflowPlanOptions po = rt_.plan;
   if (rt_.exec.allocator) po.budget = rt_.exec.allocator->budget();
-  Result<WorkflowPlan> plan = workflow_plan(prompt, po);
+  Result<WorkflowPlan> plan = plan_of(prompt, po);
   Admission a = admission_decide(plan);
   if (!a.unplanned.empty()) stats_.unplanned_add();
   if (plan.ok())
     for (const NodePlan& n : plan->nodes) planned_peaks_[n.node_id] = n.peak;
-  if (a.admit) return true;
+  if (a.admit) {
+    if (plan.ok()) degrade_to_warning(prompt, *plan);
+    return true;
+  }
   fail(a.node_id, a.class_type, a.message, "headroom.AdmissionError", JobOutcome::REJECTED);
   return false;
+}
+
+// Note [warning level]: a job whose plan would take the allocator above the warning level runs
+// with the budget lowered to that level, so that its nodes tile, split batches and stream weights
+// as on a smaller device and the room between warning and budget stays free (for the driver,
+// other processes, fragmentation). Only when its plan fits at the lowered budget: otherwise it
+// runs at the full budget, which its plan fits, and says that too. One job runs at a time, so
+// the lowered budget is this job's alone; it comes back when the job ends (budget_restore).
+void JobExecution::degrade_to_warning(const Prompt& prompt, const WorkflowPlan& plan) {
+  Allocator* alloc = rt_.exec.allocator;
+  if (!alloc || !rt_.levels) return;
+  const uint64_t budget = alloc->budget();
+  const double fraction = rt_.levels->warning();
+  const uint64_t warning = MemoryLevels::level_bytes(budget, fraction);
+  if (warning == UINT64_MAX || plan.peak <= warning) return;
+  WorkflowPlanOptions po = rt_.plan;
+  po.budget = warning;
+  Result<WorkflowPlan> low = plan_of(prompt, po);
+  Json data = {{"prompt_id", job_.prompt_id},     {"node", nullptr},
+               {"level", "warning"},              {"budget", budget},
+               {"warning", warning},              {"planned_peak", plan.peak},
+               {"degraded", low.ok() && low->fits}};
+  if (!low.ok() || !low->fits) {
+    data["message"] = fmt::format(
+        "the plan peaks at {}, above the warning level {} ({:.0f} % of {}), and no plan fits "
+        "below it: running at the full budget",
+        bytes_format(plan.peak), bytes_format(warning), fraction * 100, bytes_format(budget));
+    emit("headroom_memory", std::move(data), true);
+    return;
+  }
+  std::string changes;
+  for (size_t i = 0; i < low->nodes.size() && i < plan.nodes.size(); ++i) {
+    const NodePlan &n = low->nodes[i], &was = plan.nodes[i];
+    if (n.decision == was.decision && n.streamed_bytes == was.streamed_bytes) continue;
+    changes += fmt::format("; node {} ({}): {}", n.node_id, n.class_type, n.decision);
+    if (n.streamed_bytes > 0) changes += fmt::format(", streams {}", bytes_format(n.streamed_bytes));
+  }
+  budget_before_ = budget;
+  alloc->set_budget(warning);
+  for (const NodePlan& n : low->nodes) planned_peaks_[n.node_id] = n.peak;
+  data["planned_peak_degraded"] = low->peak;
+  data["message"] = fmt::format(
+      "the plan peaks at {}, above the warning level {} ({:.0f} % of {}): running with a budget "
+      "of {} (planned peak {}){}",
+      bytes_format(plan.peak), bytes_format(warning), fraction * 100, bytes_format(budget),
+      bytes_format(warning), bytes_format(low->peak), changes);
+  emit("headroom_memory", std::move(data), true);
+}
+
+Result<WorkflowPlan> JobExecution::plan_of(const Prompt& prompt,
+                                           const WorkflowPlanOptions& options) {
+  return rt_.plans ? rt_.plans->plan(prompt, options) : workflow_plan(prompt, options);
+}
+
+void JobExecution::budget_restore() {
+  if (!budget_before_) return;
+  rt_.exec.allocator->set_budget(*budget_before_);
+  budget_before_.reset();
 }
 
 void JobExecution::on_event(const ExecEvent& e) {

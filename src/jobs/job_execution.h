@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,8 @@
 #include "jobs/job.h"
 #include "jobs/job_messages.h"
 #include "jobs/job_stats.h"
+#include "jobs/memory_levels.h"
+#include "jobs/plan_cache.h"
 #include "workflow/execute.h"
 #include "workflow/workflow_plan.h"
 
@@ -27,6 +30,10 @@ struct JobRuntime {
   ExecOptions exec;          // backend, allocator, executor, folders (on_event etc. set per job)
   WorkflowPlanOptions plan;  // backend, dtype, folders; the budget is the allocator's at admission
   Telemetry* telemetry = nullptr;  // node boundaries with their planned peaks (optional)
+  // Warning and danger levels (Note [warning level], Note [danger hold]); null: none apply.
+  const MemoryLevels* levels = nullptr;
+  // Plans of earlier jobs (Note [plan cache]); the runner sets its own. Null: plan every job.
+  PlanCache* plans = nullptr;
   // Called first on the worker thread: per-thread settings of the backend's libraries (Note
   // [worker thread settings] in server/serve_app.cpp).
   std::function<void()> on_thread_start;
@@ -38,6 +45,7 @@ class JobExecution {
                const std::atomic<bool>& interrupt, const JobMessageSink& sink, JobStats& stats);
   JobExecution(const JobExecution&) = delete;
   JobExecution& operator=(const JobExecution&) = delete;
+  ~JobExecution();  // gives back a budget lowered by Note [warning level]
 
   // Runs the job to its end (never throws); `resources` are the loaded models shared by jobs.
   JobOutcome run(std::map<std::string, std::shared_ptr<void>>& resources);
@@ -53,6 +61,11 @@ class JobExecution {
   void emit(const std::string& type, Json data, bool keep, bool broadcast = false);
   bool validate(Prompt& prompt);
   bool admit(const Prompt& prompt);
+  // Note [warning level]: lowers the allocator's budget for this job when its plan would peak
+  // above the warning level and a plan fits there. `plan` is the plan at the full budget.
+  void degrade_to_warning(const Prompt& prompt, const WorkflowPlan& plan);
+  void budget_restore();
+  Result<WorkflowPlan> plan_of(const Prompt& prompt, const WorkflowPlanOptions& options);
   void on_event(const ExecEvent& e);
   JobOutcome finish(const Result<ExecResult>& r);
   JobOutcome fail(const std::string& node_id, const std::string& node_type,
@@ -75,6 +88,7 @@ class JobExecution {
   std::vector<std::string> executed_;
   std::vector<std::string> loaders_;
   std::map<std::string, uint64_t> planned_peaks_;  // node id -> planned allocator-level peak
+  std::optional<uint64_t> budget_before_;          // set while the budget is lowered
   std::chrono::steady_clock::time_point last_step_{};
   int last_value_ = 0;
 };

@@ -35,6 +35,9 @@ class JobRunner {
   void request_free(bool unload_models, bool free_memory);
 
   bool busy() const { return busy_.load(); }
+  // True while pending jobs wait because memory in use is above the danger level (Note
+  // [danger hold] in job_runner.cpp).
+  bool held() const { return held_.load(); }
   JobStatsSnapshot stats() const { return stats_.snapshot(); }
   // Models the output cache holds (the loader nodes of the last job), as "class file".
   std::vector<std::string> loaded_models() const;
@@ -43,6 +46,10 @@ class JobRunner {
   void loop();
   void run_one(const Job& job);
   void apply_free();
+  bool danger_hold();
+  uint64_t danger_bytes() const;  // UINT64_MAX: no level applies
+  bool above_danger() const;
+  void held_set(bool held, uint64_t in_use, uint64_t danger);
   void loaded_set(std::vector<std::string> names);
 
   JobQueue& queue_;
@@ -50,11 +57,13 @@ class JobRunner {
   JobMessageSink sink_;
   JobStats stats_;
   PromptExecutor executor_;
+  PlanCache plans_;  // worker thread only (rt_.plans points here)
   std::map<std::string, std::shared_ptr<void>> resources_;  // worker thread only
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> interrupt_{false};
   std::atomic<bool> busy_{false};
+  std::atomic<bool> held_{false};
   std::atomic<bool> unload_models_{false}, free_memory_{false};
   mutable std::mutex mu_;  // running_id_, loaded_
   std::string running_id_;

@@ -77,6 +77,9 @@ std::string metrics_text(ServerContext& ctx) {
   e.value("headroom_queue_pending", double(ctx.queue.pending_count()));
   e.family("headroom_queue_running", "gauge", "Jobs running (0 or 1).");
   e.value("headroom_queue_running", ctx.queue.running() ? 1 : 0);
+  e.family("headroom_queue_held", "gauge",
+           "1 while pending jobs wait for memory in use to fall below the danger level.");
+  e.value("headroom_queue_held", ctx.runner.held() ? 1 : 0);
   e.family("headroom_history_entries", "gauge", "Finished jobs kept in history.");
   e.value("headroom_history_entries", double(ctx.queue.history_count()));
   const JobStatsSnapshot js = ctx.runner.stats();

@@ -12,12 +12,12 @@ namespace hr {
 
 // POST/GET /prompt, GET/POST /queue, GET/POST /history, GET /history/{id}, POST /interrupt, /free.
 void routes_add_queue(Router& r, ServerContext& ctx);
-// GET /view, POST /upload/image.
+// GET /view, POST /upload/image, POST /upload/mask.
 void routes_add_files(Router& r, ServerContext& ctx);
 // GET /object_info(/{class}), /system_stats, /models(/{folder}), /embeddings, /extensions,
 // /features.
 void routes_add_info(Router& r, ServerContext& ctx);
-// GET /metrics, GET /headroom/memory, POST /headroom/plan.
+// GET /metrics, GET /headroom/memory, POST /headroom/plan, GET/POST /headroom/levels.
 void routes_add_headroom(Router& r, ServerContext& ctx);
 
 // The request body as JSON; an empty body is `empty_as` when given, else an error.

@@ -1,6 +1,8 @@
-// headroom's own routes: GET /metrics, GET /headroom/memory, POST /headroom/plan.
+// headroom's own routes: GET /metrics, GET /headroom/memory, POST /headroom/plan, GET and
+// POST /headroom/levels.
 #include "backend/allocator.h"
 #include "jobs/job_runner.h"
+#include "jobs/memory_levels.h"
 #include "memory/telemetry.h"
 #include "server/metrics.h"
 #include "server/routes.h"
@@ -17,6 +19,33 @@ Json pool_json(const PoolStats& p) {
               {"allocations", p.allocations}, {"failures", p.failures}};
 }
 
+// The warning and danger levels as fractions and, with a budget, in bytes.
+Json levels_json(const ServerContext& ctx) {
+  const double w = ctx.levels.warning(), d = ctx.levels.danger();
+  const bool limited = ctx.budget != Allocator::kUnlimited;
+  return Json{{"warning", w},
+              {"danger", d},
+              {"warning_bytes", limited ? Json(MemoryLevels::level_bytes(ctx.budget, w)) : Json()},
+              {"danger_bytes", limited ? Json(MemoryLevels::level_bytes(ctx.budget, d)) : Json()}};
+}
+
+// {"warning": 0.8, "danger": 0.9}; either may be left out (it keeps its value).
+HttpResponse post_levels(ServerContext& ctx, const HttpRequest& req) {
+  Result<Json> body = request_json(req);
+  if (!body.ok() || !body->is_object())
+    return HttpResponse::error(400, "expected a JSON object {\"warning\": 0.8, \"danger\": 0.9}");
+  double w = ctx.levels.warning(), d = ctx.levels.danger();
+  for (auto [key, value] : {std::pair{"warning", &w}, std::pair{"danger", &d}}) {
+    if (!body->contains(key)) continue;
+    const Json& v = (*body)[key];
+    if (!v.is_number()) return HttpResponse::error(400, std::string(key) + " must be a number");
+    *value = v.get<double>();
+  }
+  Status st = ctx.levels.set(w, d);
+  if (!st.ok()) return HttpResponse::error(400, st.message());
+  return HttpResponse::json(200, levels_json(ctx));
+}
+
 // Accounting per pool (allocator level), the driver lens, the run's peaks, loaded models.
 HttpResponse get_memory(ServerContext& ctx) {
   Json pools = Json::object();
@@ -31,7 +60,9 @@ HttpResponse get_memory(ServerContext& ctx) {
         {"budget", a.budget() == Allocator::kUnlimited ? Json(nullptr) : Json(a.budget())},
         {"weights_cap", a.weights_cap() == UINT64_MAX ? Json(nullptr) : Json(a.weights_cap())},
         {"reclaimed", a.reclaimed()}}},
-      {"now", vram_json(ctx.telemetry.latest(), ctx.config)},
+      {"now", vram_json(ctx.telemetry.latest(), ctx.levels, ctx.budget)},
+      {"levels", levels_json(ctx)},
+      {"queue_held", ctx.runner.held()},
       {"peaks", {{"allocator_total", peaks.allocator.total}, {"driver_used", peaks.driver.used}}},
       {"context_overhead", ctx.telemetry.context_overhead()},
       {"loaded_models", ctx.runner.loaded_models()}};
@@ -61,6 +92,10 @@ void routes_add_headroom(Router& r, ServerContext& ctx) {
     return HttpResponse::text(200, metrics_text(ctx), "text/plain; version=0.0.4; charset=utf-8");
   });
   r.add("GET", "/headroom/memory", [&ctx](const HttpRequest&, auto&) { return get_memory(ctx); });
+  r.add("GET", "/headroom/levels",
+        [&ctx](const HttpRequest&, auto&) { return HttpResponse::json(200, levels_json(ctx)); });
+  r.add("POST", "/headroom/levels",
+        [&ctx](const HttpRequest& req, auto&) { return post_levels(ctx, req); });
   r.add("POST", "/headroom/plan",
         [&ctx](const HttpRequest& req, auto&) { return post_plan(ctx, req); });
 }

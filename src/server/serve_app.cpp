@@ -33,6 +33,7 @@ struct ServeApp::Parts {
   std::unique_ptr<Allocator> allocator;
   std::unique_ptr<Executor> executor;
   std::unique_ptr<Telemetry> telemetry;
+  MemoryLevels levels;
   std::unique_ptr<JobQueue> queue;
   WsHub hub;
   std::unique_ptr<JobRunner> runner;
@@ -99,6 +100,7 @@ Status queue_setup(ServeApp::Parts& p) {
   rt.plan.models_dir = p.opt.models_dir;
   rt.plan.model_paths = p.model_paths;
   rt.telemetry = p.telemetry.get();
+  rt.levels = &p.levels;
   // Note [worker thread settings]: the CPU backend sets OpenMP's thread count with
   // omp_set_num_threads, which holds for the calling thread only; the worker thread that runs
   // the ops would use every core (and, with --threads below the core count, OpenMP teams spin
@@ -120,7 +122,8 @@ Status server_setup(ServeApp::Parts& p) {
   plan.models_dir = p.opt.models_dir;
   plan.model_paths = p.model_paths;
   p.ctx.reset(new ServerContext{p.opt.server, *p.queue, *p.runner, p.registry, p.model_paths,
-                                *p.backend, *p.allocator, *p.telemetry, plan, p.hub});
+                                *p.backend, *p.allocator, *p.telemetry, plan, p.hub, p.levels,
+                                p.policy.budget});
   routes_add_queue(p.router, *p.ctx);
   routes_add_files(p.router, *p.ctx);
   routes_add_info(p.router, *p.ctx);
@@ -131,7 +134,7 @@ Status server_setup(ServeApp::Parts& p) {
   JobRunner& runner = *p.runner;
   WsHub& hub = p.hub;
   p.feed = std::make_unique<VramFeed>(
-      *p.telemetry, p.opt.server, [&runner] { return runner.busy(); },
+      *p.telemetry, p.opt.server, p.levels, p.policy.budget, [&runner] { return runner.busy(); },
       [&hub](const Json& d) { hub.send("", "vram_update", d); });
   return Status();
 }
@@ -154,6 +157,8 @@ Result<std::unique_ptr<ServeApp>> ServeApp::start(const ServeOptions& options) {
   p->model_paths = std::make_shared<const ModelPaths>(std::move(mp));
   nodes_register(p->registry,
                  NodeEnv{options.models_dir, options.server.input_dir, p->model_paths});
+  HR_TRY(p->levels.set(options.server.warning, options.server.danger)
+             .with_context("--vram-warning/--vram-danger"));
   HR_TRY(compute_setup(*p));
   HR_TRY(queue_setup(*p));
   HR_TRY(server_setup(*p));
@@ -167,6 +172,8 @@ Result<std::unique_ptr<ServeApp>> ServeApp::start(const ServeOptions& options) {
 ServeApp::~ServeApp() { stop(); }
 
 uint16_t ServeApp::port() const { return p_->listener->port(); }
+
+Allocator& ServeApp::allocator() { return *p_->allocator; }
 
 std::string ServeApp::describe() const {
   return fmt::format("listening on http://{}:{} ({} in {}; budget {} ({}), residency {}; queue {})",

@@ -13,6 +13,8 @@
 
 namespace hr {
 
+class Allocator;
+
 struct ServeOptions {
   ServerConfig server;
   std::string models_dir = "models";
@@ -35,6 +37,8 @@ class ServeApp {
   ~ServeApp();
 
   uint16_t port() const;
+  // The allocator the jobs use (tests hold memory in it to see the danger level act).
+  Allocator& allocator();
   // One line for the log: address, device, dtype, budget and where it came from.
   std::string describe() const;
   void stop();

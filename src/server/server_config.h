@@ -14,6 +14,7 @@ class Allocator;
 class Backend;
 class JobQueue;
 class JobRunner;
+class MemoryLevels;
 class ModelPaths;
 class NodeRegistry;
 class Telemetry;
@@ -31,7 +32,9 @@ struct ServerConfig {
   int io_threads = 2;
   int vram_busy_ms = 250;              // vram_update period while a job runs
   int vram_idle_ms = 1000;             // check period when idle (sent only on change)
-  double warning = 0.8, danger = 0.9;  // fractions of the budget shown in vram_update
+  // The warning and danger levels at start, fractions of the budget (--vram-warning,
+  // --vram-danger); POST /headroom/levels changes the live ones (ServerContext::levels).
+  double warning = 0.8, danger = 0.9;
   std::vector<std::string> argv;       // for /system_stats
 };
 
@@ -47,6 +50,8 @@ struct ServerContext {
   Telemetry& telemetry;
   WorkflowPlanOptions plan;  // as the worker plans (budget: the allocator's)
   WsHub& hub;
+  MemoryLevels& levels;
+  uint64_t budget;  // the server's budget (a job may run with a lower one: Note [warning level])
 };
 
 }  // namespace hr

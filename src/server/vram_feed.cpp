@@ -19,10 +19,10 @@ uint64_t diff(uint64_t a, uint64_t b) { return a > b ? a - b : b - a; }
 
 }  // namespace
 
-Json vram_json(const TelemetrySample& s, const ServerConfig& c) {
-  const bool limited = s.allocator.budget != Allocator::kUnlimited;
+Json vram_json(const TelemetrySample& s, const MemoryLevels& levels, uint64_t budget) {
+  const bool limited = budget != Allocator::kUnlimited;
   auto level = [&](double f) {
-    return limited ? Json(uint64_t(double(s.allocator.budget) * f)) : Json(nullptr);
+    return limited ? Json(MemoryLevels::level_bytes(budget, f)) : Json(nullptr);
   };
   return Json{{"time_ms", s.time_ms},
               {"allocator", segments_json(s.allocator)},
@@ -33,17 +33,26 @@ Json vram_json(const TelemetrySample& s, const ServerConfig& c) {
                 {"other_processes", s.driver.other_processes},
                 {"per_process", s.driver.per_process},
                 {"source", s.driver.source}}},
-              {"budget", limited ? Json(s.allocator.budget) : Json(nullptr)},
-              {"warning", level(c.warning)},
-              {"danger", level(c.danger)},
+              {"budget", limited ? Json(budget) : Json(nullptr)},
+              {"job_budget", s.allocator.budget != budget ? Json(s.allocator.budget) : Json(nullptr)},
+              {"warning", level(levels.warning())},
+              {"danger", level(levels.danger())},
+              {"warning_fraction", levels.warning()},
+              {"danger_fraction", levels.danger()},
               {"node", s.node.empty() ? Json(nullptr) : Json(s.node)},
               {"node_planned_peak", s.node_planned_peak},
               {"node_measured_peak", s.node_measured_peak}};
 }
 
-VramFeed::VramFeed(Telemetry& telemetry, const ServerConfig& config, std::function<bool()> busy,
+VramFeed::VramFeed(Telemetry& telemetry, const ServerConfig& config, const MemoryLevels& levels,
+                   uint64_t budget, std::function<bool()> busy,
                    std::function<void(const Json&)> send)
-    : telemetry_(telemetry), config_(config), busy_(std::move(busy)), send_(std::move(send)) {}
+    : telemetry_(telemetry),
+      config_(config),
+      levels_(levels),
+      budget_(budget),
+      busy_(std::move(busy)),
+      send_(std::move(send)) {}
 
 VramFeed::~VramFeed() { stop(); }
 
@@ -73,7 +82,7 @@ void VramFeed::loop() {
     const bool moved = !sent || diff(s.allocator.total, last.allocator.total) > kIdleChange ||
                        diff(s.driver.used, last.driver.used) > kIdleChange || s.node != last.node;
     if (s.seq != 0 && s.seq != last.seq && (busy || moved)) {
-      send_(vram_json(s, config_));
+      send_(vram_json(s, levels_, budget_));
       last = s;
       sent = true;
     }
