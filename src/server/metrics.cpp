@@ -1,6 +1,8 @@
 // metrics_text: one gauge or counter per line, with # HELP and # TYPE.
 #include "server/metrics.h"
 
+#include "graph/executor.h"
+
 #include <fmt/format.h>
 
 #include "backend/allocator.h"
@@ -90,6 +92,14 @@ std::string metrics_text(ServerContext& ctx) {
   e.family("headroom_oom_failures_total", "counter",
            "Jobs that failed out of memory after recovery.");
   e.value("headroom_oom_failures_total", double(js.oom_failures));
+  if (ctx.executor) {  // Note [streamed execution], Note [OOM recovery] in graph/executor.cpp
+    e.family("headroom_streamed_bytes_total", "counter",
+             "Weight bytes copied into the staging ring (weight streaming).");
+    e.value("headroom_streamed_bytes_total", double(ctx.executor->streamed_total()));
+    e.family("headroom_oom_recoveries_total", "counter",
+             "Model calls that recovered from a refused allocation by planning again.");
+    e.value("headroom_oom_recoveries_total", double(ctx.executor->recoveries()));
+  }
   vram_metrics(e, ctx);
   e.family("headroom_websocket_clients", "gauge", "Connected WebSocket clients.");
   e.value("headroom_websocket_clients", double(ctx.hub.clients()));

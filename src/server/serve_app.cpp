@@ -123,7 +123,7 @@ Status server_setup(ServeApp::Parts& p) {
   plan.model_paths = p.model_paths;
   p.ctx.reset(new ServerContext{p.opt.server, *p.queue, *p.runner, p.registry, p.model_paths,
                                 *p.backend, *p.allocator, *p.telemetry, plan, p.hub, p.levels,
-                                p.policy.budget});
+                                p.policy.budget, p.executor.get()});
   routes_add_queue(p.router, *p.ctx);
   routes_add_files(p.router, *p.ctx);
   routes_add_info(p.router, *p.ctx);

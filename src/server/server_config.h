@@ -10,6 +10,8 @@
 
 namespace hr {
 
+class Executor;
+
 class Allocator;
 class Backend;
 class JobQueue;
@@ -52,6 +54,7 @@ struct ServerContext {
   WsHub& hub;
   MemoryLevels& levels;
   uint64_t budget;  // the server's budget (a job may run with a lower one: Note [warning level])
+  const Executor* executor = nullptr;  // the worker's: bytes streamed, OOM recoveries
 };
 
 }  // namespace hr

@@ -133,6 +133,8 @@ TEST_F(ServerTest, HeadroomExtras) {
   EXPECT_NE(metrics.body.find("headroom_vram_bytes{lens=\"allocator\",segment=\"activations\"}"),
             std::string::npos);
   EXPECT_NE(metrics.body.find("headroom_queue_pending 0"), std::string::npos);
+  for (const char* m : {"headroom_streamed_bytes_total ", "headroom_oom_recoveries_total 0"})
+    EXPECT_NE(metrics.body.find(m), std::string::npos) << m << " not in:\n" << metrics.body;
 
   Json mem = http_call(port_, "GET", "/headroom/memory").json();
   EXPECT_TRUE(mem["allocator"]["pools"].contains("activations"));
