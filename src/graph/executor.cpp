@@ -108,12 +108,16 @@ void Executor::release_arena() {
   ring_.reset();
 }
 
+uint64_t Executor::others_held(const Reclaimable* keep, uint64_t also_mine) {
+  const uint64_t held = allocator_.total().current;
+  const uint64_t mine = arena_.size() + ring_.size() + also_mine;
+  return held - std::min(held, mine + allocator_.reclaimable_bytes(keep, this));
+}
+
 uint64_t Executor::arena_room(const Reclaimable* keep) {
   const uint64_t budget = allocator_.budget();
   if (budget == Allocator::kUnlimited) return UINT64_MAX;
-  const uint64_t held = allocator_.total().current - arena_.size() - ring_.size();
-  const uint64_t idle = std::min(held, allocator_.reclaimable_bytes(keep, this));
-  const uint64_t others = held - idle;
+  const uint64_t others = others_held(keep, 0);
   return budget > others ? budget - others : 0;
 }
 
@@ -265,10 +269,7 @@ uint64_t Executor::weights_room(const CompiledGraph& c, const WeightSource& w) {
   const uint64_t budget = allocator_.budget();
   uint64_t room = UINT64_MAX;
   if (budget != Allocator::kUnlimited) {
-    const uint64_t held = allocator_.total().current;
-    const uint64_t mine = arena_.size() + ring_.size() + w.resident_bytes();
-    const uint64_t idle = allocator_.reclaimable_bytes(w.holder(), this);
-    const uint64_t others = held - std::min(held, mine + idle);
+    const uint64_t others = others_held(w.holder(), w.resident_bytes());
     room = budget > others ? budget - others : 0;
     room -= std::min(room, c.plan->arena_bytes);
   }

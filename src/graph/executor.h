@@ -160,6 +160,10 @@ class Executor final : public Reclaimable {
   std::vector<WeightUse> residency_uses_;
   std::atomic<uint64_t> streamed_total_{0};
 
+  // What the allocator holds that no run of this executor can use: everything but its arena,
+  // ring, `also_mine` (the run's resident weights) and what idle holders other than `keep`
+  // would give back.
+  uint64_t others_held(const Reclaimable* keep, uint64_t also_mine);
   struct RunState;  // one run's bindings (executor.cpp)
   Result<ResidencyPlan> residency_decide(const CompiledGraph& c, WeightSource& w);
   Status buffers_prepare(RunState& r, WeightSource& w);
