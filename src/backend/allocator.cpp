@@ -68,30 +68,24 @@ MemorySegments Allocator::segments(uint64_t requested) const {
 // held (they free through DeviceBuffer::reset, which takes mu_), and a holder in use by a run
 // is never asked, so a run's own weights stay put while it executes.
 Result<DeviceBuffer> Allocator::allocate(size_t bytes, Pool pool, const std::string& what) {
-  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded == 0) rounded = kAlignment;
-  Result<DeviceBuffer> r = allocate_once(rounded, pool, what);
-  if (r.ok() || r.status().code() != ErrorCode::OUT_OF_MEMORY) return r;
-  uint64_t missing = rounded;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (budget_ != kUnlimited && total_.current < budget_ && budget_ - total_.current < rounded)
-      missing = rounded - (budget_ - total_.current);
-  }
-  if (reclaim(missing) == 0) return r;
-  return allocate_once(rounded, pool, what);
+  return allocate_reclaiming(bytes, pool, what, nullptr);
 }
 
 // Note [adopted bytes]
 // The CPU backend computes on the host copies of weights directly; copying them into allocator
 // memory would double the host memory of a model just to count it. adopt() counts those bytes
 // instead, so a budget on the CPU behaves as on a GPU (weights resident, reclaimed, streamed)
-// while the memory stays where it is. No reclaim is tried: the caller decides what to do
-// when its weights do not fit.
+// while the memory stays where it is. Like allocate(), it asks idle holders for room first.
 Result<DeviceBuffer> Allocator::adopt(void* p, size_t bytes, Pool pool, const std::string& what) {
+  return allocate_reclaiming(bytes, pool, what, p);
+}
+
+// allocate_once, and once more after reclaiming the shortfall (Note [reclaim]).
+Result<DeviceBuffer> Allocator::allocate_reclaiming(size_t bytes, Pool pool,
+                                                    const std::string& what, void* external) {
   size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded == 0) rounded = kAlignment;
-  Result<DeviceBuffer> r = allocate_once(rounded, pool, what, p);
+  Result<DeviceBuffer> r = allocate_once(rounded, pool, what, external);
   if (r.ok() || r.status().code() != ErrorCode::OUT_OF_MEMORY) return r;
   uint64_t missing = rounded;
   {
@@ -100,7 +94,7 @@ Result<DeviceBuffer> Allocator::adopt(void* p, size_t bytes, Pool pool, const st
       missing = rounded - (budget_ - total_.current);
   }
   if (reclaim(missing) == 0) return r;
-  return allocate_once(rounded, pool, what, p);
+  return allocate_once(rounded, pool, what, external);
 }
 
 void Allocator::reclaimable_add(Reclaimable* r) {

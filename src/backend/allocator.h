@@ -157,6 +157,8 @@ class Allocator {
   void release(void* p, size_t bytes, Pool pool, bool owned);
 
   // external: adopt()'s memory (no device call) or null.
+  Result<DeviceBuffer> allocate_reclaiming(size_t bytes, Pool pool, const std::string& what,
+                                           void* external);
   Result<DeviceBuffer> allocate_once(size_t rounded, Pool pool, const std::string& what,
                                      void* external = nullptr);
 
