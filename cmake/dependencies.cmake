@@ -18,3 +18,11 @@ if(NOT HR_BLAS_INCLUDE OR NOT HR_BLAS_LIB)
 endif()
 set(HR_BLAS_LIBS ${HR_BLAS_LIB})
 message(STATUS "OpenBLAS: ${HR_BLAS_LIB} (${HR_BLAS_INCLUDE})")
+
+# /view's preview=webp;90 and preview=jpeg;90 (ComfyUI's thumbnails): libwebp-dev and
+# libjpeg-dev when present (.ci/install-deps installs both); without them previews are PNG.
+find_package(JPEG)
+find_package(PkgConfig)
+if(PkgConfig_FOUND)
+  pkg_check_modules(HR_WEBP IMPORTED_TARGET libwebp)
+endif()

@@ -48,6 +48,7 @@ class ProgressBar {
         break;
       case ExecEvent::Kind::EXECUTED:
       case ExecEvent::Kind::MEMORY:  // printed by cmd_run whether or not the bar is drawn
+      case ExecEvent::Kind::PREVIEW:
         break;
     }
   }

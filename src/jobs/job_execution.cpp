@@ -183,6 +183,10 @@ void JobExecution::on_event(const ExecEvent& e) {
       outputs_[e.node_id] = e.output;
       emit("executed", msg_executed(id, e.node_id, e.output), false);
       break;
+    case ExecEvent::Kind::PREVIEW:
+      if (sink_ && e.image)
+        sink_(JobMessage{"preview", Json(), job_.client_id(), msg_preview_frame(*e.image)});
+      break;
     case ExecEvent::Kind::MEMORY:
       // headroom's addition: why a node tiled, streamed or evicted (not a ComfyUI message).
       emit("headroom_memory", {{"prompt_id", id}, {"node", e.node_id}, {"message", e.message}},

@@ -10,6 +10,15 @@ Json node_or_null(const std::string& node) { return node.empty() ? Json(nullptr)
 
 }  // namespace
 
+std::shared_ptr<const std::string> msg_preview_frame(const std::string& png) {
+  auto frame = std::make_shared<std::string>();
+  frame->reserve(8 + png.size());
+  for (uint32_t word : {uint32_t(1), uint32_t(2)})  // PREVIEW_IMAGE, PNG
+    for (int shift = 24; shift >= 0; shift -= 8) frame->push_back(char((word >> shift) & 0xFF));
+  frame->append(png);
+  return frame;
+}
+
 int64_t message_timestamp_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())

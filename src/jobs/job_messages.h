@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,10 +18,17 @@ struct JobMessage {
   // The client it is for (extra_data.client_id); empty: every connected client (ComfyUI's
   // send_sync with sid None).
   std::string client_id;
+  // A binary WebSocket frame to send instead of `data` (ComfyUI's preview frames).
+  std::shared_ptr<const std::string> binary;
 };
 using JobMessageSink = std::function<void(const JobMessage&)>;
 
 int64_t message_timestamp_ms();  // wall clock, ms since the epoch (ComfyUI: time.time() * 1000)
+
+// Note [preview frames]: ComfyUI's binary WebSocket frame for a preview picture: a big-endian
+// uint32 event type (1, PREVIEW_IMAGE), a big-endian uint32 image type (1 JPEG, 2 PNG), then the
+// image file's bytes. headroom's previews are PNG.
+std::shared_ptr<const std::string> msg_preview_frame(const std::string& png);
 
 Json msg_status(size_t queue_remaining);  // data of `status` (sid added by the server)
 Json msg_execution_start(const std::string& prompt_id);

@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "core/bytes.h"
+#include "nodes/latent_preview.h"
 #include "nodes/nodes.h"
 #include "models/sdxl_adm.h"
 #include "nodes/values.h"
@@ -83,6 +84,15 @@ void residency_report(ExecContext& ctx, Executor& ex, uint64_t recoveries_before
 }
 
 // The model call for one conditioning entry (or the batched positive+negative pair).
+// A step's denoised estimate as a latent2rgb PNG for the preview stream; a preview that cannot
+// be made is skipped (it never fails the sampler).
+void preview_send(const ExecContext& ctx, const HostTensor& x0, ModelFamily family) {
+  Result<Image8> img = latent_preview(x0, family);
+  if (!img.ok()) return;
+  Result<std::string> png = png_encode(*img);
+  if (png.ok()) ctx.preview(std::make_shared<const std::string>(std::move(png).value()));
+}
+
 Result<HostTensor> model_call(ExecContext& ctx, LoadedModel& m, const HostTensor& x_in, float t,
                               const std::vector<const CondEntry*>& entries) {
   int64_t n = x_in.shape()[0];
@@ -203,8 +213,10 @@ Result<std::vector<std::any>> ksampler_run(ExecContext& ctx, const SamplerInputs
   p.noise_device = ctx.opts.backend && !ctx.opts.backend->host_visible() ? NoiseDevice::CUDA
                                                                          : NoiseDevice::CPU;
   int total = int(sigmas.size()) - 1;
-  p.callback = [&ctx, total](int step, int, const HostTensor&, const HostTensor&) {
+  ModelFamily family = m.family();
+  p.callback = [&ctx, total, family](int step, int, const HostTensor&, const HostTensor& x0) {
     ctx.progress(step + 1, total);
+    if (ctx.opts.preview) preview_send(ctx, x0, family);
   };
   p.interrupted = [&ctx] { return ctx.interrupted(); };
   HR_ASSIGN_OR_RETURN(HostTensor x, sample(ms, denoise, noise, latent_in, p));

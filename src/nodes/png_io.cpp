@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 namespace hr {
@@ -19,52 +20,79 @@ struct FileCloser {
 };
 using FilePtr = std::unique_ptr<FILE, FileCloser>;
 
-}  // namespace
+// The libpng calls of one encode; false when libpng failed (it reports errors by longjmp, so
+// this function creates nothing with a destructor).
+bool png_emit_rows(const Image8& img, std::vector<png_text>& texts,
+                   const std::function<void(png_structp)>& setup) {
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png ? png_create_info_struct(png) : nullptr;
+  if (!png || !info || setjmp(png_jmpbuf(png))) {
+    png_destroy_write_struct(&png, &info);
+    return false;
+  }
+  setup(png);
+  png_set_IHDR(png, info, png_uint_32(img.width), png_uint_32(img.height), 8,
+               img.channels == 4 ? PNG_COLOR_TYPE_RGBA : PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_set_compression_level(png, img.compress_level);
+  if (!texts.empty()) png_set_text(png, info, texts.data(), int(texts.size()));
+  png_write_info(png, info);
+  size_t stride = size_t(img.width) * size_t(img.channels);
+  for (int y = 0; y < img.height; ++y)
+    png_write_row(png, const_cast<png_bytep>(img.pixels.data() + size_t(y) * stride));
+  png_write_end(png, info);
+  png_destroy_write_struct(&png, &info);
+  return true;
+}
 
-Status png_write(const std::string& path, const Image8& img) {
+// Encodes `img` through libpng with its output set by `setup` (a file or a memory buffer).
+Status png_emit(const Image8& img, const std::string& what,
+                const std::function<void(png_structp)>& setup) {
   if (img.width <= 0 || img.height <= 0 || (img.channels != 3 && img.channels != 4) ||
       img.pixels.size() != size_t(img.width) * size_t(img.height) * size_t(img.channels))
-    return make_error(ErrorCode::INVALID_ARGUMENT, "png_write {}: bad image {}x{}x{}", path,
-                      img.width, img.height, img.channels);
+    return make_error(ErrorCode::INVALID_ARGUMENT, "png {}: bad image {}x{}x{}", what, img.width,
+                      img.height, img.channels);
+  std::vector<png_text> texts(img.text.size());
+  for (size_t i = 0; i < img.text.size(); ++i) {
+    texts[i].compression = PNG_TEXT_COMPRESSION_NONE;
+    texts[i].key = const_cast<char*>(img.text[i].first.c_str());
+    texts[i].text = const_cast<char*>(img.text[i].second.c_str());
+    texts[i].text_length = img.text[i].second.size();
+  }
+  if (!png_emit_rows(img, texts, setup))
+    return make_error(ErrorCode::IO, "libpng failed writing {}", what);
+  return Status();
+}
+
+void png_append(png_structp png, png_bytep data, png_size_t n) {
+  static_cast<std::string*>(png_get_io_ptr(png))->append(reinterpret_cast<const char*>(data), n);
+}
+
+void png_no_flush(png_structp) {}
+
+}  // namespace
+
+Result<std::string> png_encode(const Image8& img) {
+  std::string out;
+  HR_TRY(png_emit(img, "image in memory", [&out](png_structp png) {
+    png_set_write_fn(png, &out, png_append, png_no_flush);
+  }));
+  return out;
+}
+
+Status png_write(const std::string& path, const Image8& img) {
   std::string tmp = path + ".tmp-" + std::to_string(getpid());
   {
     FilePtr f(std::fopen(tmp.c_str(), "wb"));
     if (!f) return make_error(ErrorCode::IO, "cannot create {}: {}", tmp, std::strerror(errno));
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
-    png_infop info = png ? png_create_info_struct(png) : nullptr;
-    if (!png || !info) {
-      png_destroy_write_struct(&png, &info);
-      return make_error(ErrorCode::INTERNAL, "libpng init failed");
-    }
-    // libpng reports errors by longjmp; nothing with a destructor is live between here and
-    // the end of the block except `f`, which is closed below on both paths.
-    if (setjmp(png_jmpbuf(png))) {
-      png_destroy_write_struct(&png, &info);
+    Status st = png_emit(img, path, [&f](png_structp png) { png_init_io(png, f.get()); });
+    if (st.ok() && std::fflush(f.get()) != 0)
+      st = make_error(ErrorCode::IO, "cannot write {}: {}", tmp, std::strerror(errno));
+    if (!st.ok()) {
       f.reset();
       std::remove(tmp.c_str());
-      return make_error(ErrorCode::IO, "libpng failed writing {}", path);
+      return st;
     }
-    png_init_io(png, f.get());
-    png_set_IHDR(png, info, png_uint_32(img.width), png_uint_32(img.height), 8,
-                 img.channels == 4 ? PNG_COLOR_TYPE_RGBA : PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
-                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-    png_set_compression_level(png, img.compress_level);
-    std::vector<png_text> texts(img.text.size());
-    for (size_t i = 0; i < img.text.size(); ++i) {
-      texts[i].compression = PNG_TEXT_COMPRESSION_NONE;
-      texts[i].key = const_cast<char*>(img.text[i].first.c_str());
-      texts[i].text = const_cast<char*>(img.text[i].second.c_str());
-      texts[i].text_length = img.text[i].second.size();
-    }
-    if (!texts.empty()) png_set_text(png, info, texts.data(), int(texts.size()));
-    png_write_info(png, info);
-    size_t stride = size_t(img.width) * size_t(img.channels);
-    for (int y = 0; y < img.height; ++y)
-      png_write_row(png, const_cast<png_bytep>(img.pixels.data() + size_t(y) * stride));
-    png_write_end(png, info);
-    png_destroy_write_struct(&png, &info);
-    if (std::fflush(f.get()) != 0)
-      return make_error(ErrorCode::IO, "cannot write {}: {}", tmp, std::strerror(errno));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());

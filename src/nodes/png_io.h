@@ -19,6 +19,7 @@ struct Image8 {
 };
 
 Status png_write(const std::string& path, const Image8& img);
+Result<std::string> png_encode(const Image8& img);  // the PNG file's bytes
 Result<Image8> png_read(const std::string& path);
 
 // ComfyUI's output naming: "<prefix>_<counter:05>_.png" with the counter one past the largest

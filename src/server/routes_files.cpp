@@ -12,6 +12,7 @@
 #include "server/multipart.h"
 #include "server/routes.h"
 #include "server/safe_path.h"
+#include "server/view_transform.h"
 
 namespace hr {
 namespace {
@@ -42,8 +43,7 @@ std::string query_or(const HttpRequest& req, const std::string& key, const std::
   return it == req.query.end() ? def : it->second;
 }
 
-// Note [view previews]: ComfyUI's preview=webp;90 and channel= re-encode the image; headroom
-// has no WebP/JPEG encoder and serves the stored file, which every client can show.
+// preview= and channel= re-encode the stored picture as ComfyUI does (server/view_transform.h).
 HttpResponse get_view(const ServerContext& ctx, const HttpRequest& req) {
   const std::string filename = query_or(req, "filename", "");
   if (filename.empty()) return HttpResponse::error(400, "filename is required");
@@ -55,6 +55,16 @@ HttpResponse get_view(const ServerContext& ctx, const HttpRequest& req) {
                                p.status().message());
   std::error_code ec;
   if (!fs::is_regular_file(*p, ec)) return HttpResponse::error(404, "no such file: " + filename);
+  auto q = req.query.find("preview");
+  std::optional<std::string> preview;
+  if (q != req.query.end()) preview = q->second;
+  Result<std::optional<ViewBody>> t = view_transform(p->string(), preview, query_or(req, "channel", ""));
+  if (!t.ok()) return HttpResponse::error(400, t.status().message());
+  if (t->has_value()) {
+    HttpResponse r = HttpResponse::text(200, std::move((*t)->bytes), (*t)->mime);
+    r.headers.push_back({"Content-Disposition", "filename=\"" + p->filename().string() + "\""});
+    return r;
+  }
   Result<std::string> data = file_read(*p);
   if (!data.ok()) return HttpResponse::error(404, data.status().message());
   HttpResponse r = HttpResponse::text(200, std::move(data).value(), mime_of(*p));

@@ -14,6 +14,7 @@
 #include "jobs/sqlite_store.h"
 #include "memory/driver_lens.h"
 #include "memory/telemetry.h"
+#include "nodes/latent_preview.h"
 #include "nodes/model_paths.h"
 #include "nodes/nodes.h"
 #include "server/http_listener.h"
@@ -29,6 +30,7 @@ struct ServeApp::Parts {
   NodeRegistry registry;
   std::unique_ptr<Backend> backend;
   DType dtype = DType::F32;
+  PreviewMethod preview = PreviewMethod::NONE;
   MemoryPolicy policy;
   std::unique_ptr<Allocator> allocator;
   std::unique_ptr<Executor> executor;
@@ -66,6 +68,7 @@ Status compute_setup(ServeApp::Parts& p) {
   if (!p.backend->op_supported(OpKind::CONV2D, p.dtype))
     return make_error(ErrorCode::UNSUPPORTED, "device {} does not compute in {}; use --dtype f32",
                       p.backend->info().name, dtype_name(p.dtype));
+  HR_ASSIGN_OR_RETURN(p.preview, preview_method_parse(p.opt.preview_method));
   HR_ASSIGN_OR_RETURN(p.policy, memory_policy_resolve(p.opt.memory, p.backend->info()));
   p.allocator = std::make_unique<Allocator>(*p.backend, p.policy.budget);
   p.allocator->set_weights_cap(p.policy.weights_cap);
@@ -95,6 +98,7 @@ Status queue_setup(ServeApp::Parts& p) {
   rt.exec.compute_dtype = p.dtype;
   rt.exec.allocator = p.allocator.get();
   rt.exec.executor = p.executor.get();
+  rt.exec.preview = p.preview == PreviewMethod::LATENT2RGB;
   rt.plan.backend = p.backend.get();
   rt.plan.compute_dtype = p.dtype;
   rt.plan.models_dir = p.opt.models_dir;
@@ -108,7 +112,10 @@ Status queue_setup(ServeApp::Parts& p) {
   if (p.opt.threads > 0) rt.on_thread_start = [n = p.opt.threads] { omp_set_num_threads(n); };
   WsHub& hub = p.hub;
   p.runner = std::make_unique<JobRunner>(*p.queue, std::move(rt), [&hub](const JobMessage& m) {
-    hub.send(m.client_id, m.type, m.data);
+    if (m.binary)
+      hub.send_binary(m.client_id, m.binary);
+    else
+      hub.send(m.client_id, m.type, m.data);
   });
   JobQueue& q = *p.queue;
   q.set_on_change([&hub, &q] { hub.send("", "status", msg_status(q.remaining())); });

@@ -25,6 +25,8 @@ struct ServeOptions {
   MemoryArgs memory;
   // The SQLite file of the queue and history; ":memory:" keeps them in memory only.
   std::string database = "headroom-jobs.sqlite";
+  // ComfyUI's --preview-method: none, auto or latent2rgb (binary preview frames per step).
+  std::string preview_method = "none";
 };
 
 class ServeApp {

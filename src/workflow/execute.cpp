@@ -24,6 +24,13 @@ void ExecContext::progress(int value, int max) const {
   }
 }
 
+void ExecContext::preview(std::shared_ptr<const std::string> png) const {
+  if (!opts.on_event) return;
+  ExecEvent e{ExecEvent::Kind::PREVIEW, node_id, class_of(prompt, node_id), 0, 0, Json(), {}, {},
+              std::move(png)};
+  opts.on_event(e);
+}
+
 void ExecContext::memory_decision(const std::string& message) const {
   if (!opts.on_event || message == last_decision) return;
   last_decision = message;

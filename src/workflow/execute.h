@@ -26,13 +26,15 @@ class ModelPaths;
 struct ExecEvent {
   // MEMORY: a memory decision a node took (tiling, streaming, eviction, OOM recovery), with
   // its reason in `message`, e.g. "VAE decode tiled 4x4 at 256 px: arena 1.3 GiB > 0.9 GiB left".
-  enum class Kind { EXECUTING, PROGRESS, EXECUTED, CACHED, MEMORY } kind;
+  // PREVIEW: a sampler step's preview picture (PNG bytes in `image`; ExecOptions::preview).
+  enum class Kind { EXECUTING, PROGRESS, EXECUTED, CACHED, MEMORY, PREVIEW } kind;
   std::string node_id;
   std::string class_type;
   int value = 0, max = 0;  // PROGRESS
   Json output;             // EXECUTED: the node's UI output
   std::vector<std::string> cached;  // CACHED
   std::string message;              // MEMORY
+  std::shared_ptr<const std::string> image;  // PREVIEW
 };
 
 struct ExecOptions {
@@ -48,6 +50,8 @@ struct ExecOptions {
   Allocator* allocator = nullptr;
   Executor* executor = nullptr;
   std::function<void(const ExecEvent&)> on_event;
+  // Samplers send a PREVIEW event per step when true (ComfyUI's --preview-method latent2rgb).
+  bool preview = false;
   const std::atomic<bool>* interrupt = nullptr;
   // Shared state that outlives one prompt (loaded models), keyed by the nodes that own it.
   std::map<std::string, std::shared_ptr<void>>* resources = nullptr;
@@ -60,6 +64,8 @@ struct ExecContext {
   Json ui = Json::object();  // the node's UI output ({"images": [...]})
 
   void progress(int value, int max) const;
+  // Reports a preview picture (ExecEvent::Kind::PREVIEW) for this node.
+  void preview(std::shared_ptr<const std::string> png) const;
   // Reports a memory decision (ExecEvent::Kind::MEMORY) for this node; a message equal to the
   // previous one of this node is not repeated (a sampler's steps decide the same each time).
   void memory_decision(const std::string& message) const;
@@ -82,6 +88,9 @@ class PromptExecutor {
   // Order in which the nodes needed by the outputs run (dependencies first).
   static std::vector<std::string> execution_order(const Prompt& prompt);
   void cache_clear() { cache_.clear(); }
+  // Forgets one node's cached outputs, so that the next prompt runs it again (`headroom bench`
+  // re-runs every node but the loaders for each image).
+  void cache_erase(const std::string& node_id) { cache_.erase(node_id); }
   // What a node produced in the last prompt that ran or reused it (its output values in
   // ComfyUI's output order), or null; for tests and the server's inspection of a stage.
   const std::vector<std::any>* node_outputs(const std::string& node_id) const {

@@ -95,7 +95,10 @@ class WsReader {
       while (!done && ioc_.run_one()) {
       }
       if (ec) return std::nullopt;
-      if (!ws_.got_text()) continue;  // binary preview frames
+      if (!ws_.got_text()) {  // binary preview frames
+        binaries.push_back(beast::buffers_to_string(buf.data()));
+        continue;
+      }
       Json j = Json::parse(beast::buffers_to_string(buf.data()), nullptr, false);
       if (!j.is_discarded()) return j;
     }
@@ -129,6 +132,7 @@ class WsReader {
     return std::nullopt;
   }
   websocket::stream<beast::tcp_stream>& stream() { return ws_; }
+  std::vector<std::string> binaries;  // binary frames read so far, in order
 
  private:
   net::io_context ioc_;

@@ -74,6 +74,44 @@ TEST_F(ServerTest, ComfyClientFlow) {
   EXPECT_EQ(http_call(port_, "GET", "/api/queue").json(),
             (Json{{"queue_running", Json::array()}, {"queue_pending", Json::array()}}));
   EXPECT_EQ(http_call(port_, "GET", "/prompt").json()["exec_info"]["queue_remaining"], 0);
+  EXPECT_TRUE(ws.binaries.empty()) << "previews are off by default, as in ComfyUI";
+}
+
+class PreviewTest : public ServerTest {
+  void configure(ServeOptions& o) override { o.preview_method = "latent2rgb"; }
+};
+
+// --preview-method latent2rgb: one binary frame per sampler step, in ComfyUI's layout
+// (Note [preview frames]), holding a PNG at the latent's size, to the client that queued.
+TEST_F(PreviewTest, BinaryPreviewFramesInComfyUisFormat) {
+  WsReader ws, other;
+  ASSERT_TRUE(ws.connect(port_, "preview-client"));
+  ASSERT_TRUE(other.connect(port_, "someone-else"));
+  const std::string id = queue_prompt(tiny_workflow(), "preview-client");
+  ASSERT_TRUE(ws.until_done(id));
+  ASSERT_EQ(ws.binaries.size(), 2u);  // steps: 2
+  for (const std::string& f : ws.binaries) {
+    ASSERT_GT(f.size(), 16u);
+    EXPECT_EQ(f.substr(0, 8), std::string("\0\0\0\1\0\0\0\2", 8));  // PREVIEW_IMAGE, PNG
+    EXPECT_EQ(f.substr(8, 4), "\x89PNG");
+    // IHDR width and height (big-endian, bytes 16-23 of the PNG): 64 px / 8 = 8.
+    EXPECT_EQ(uint8_t(f[8 + 19]), 8);
+    EXPECT_EQ(uint8_t(f[8 + 23]), 8);
+  }
+  EXPECT_TRUE(other.until("status", "", nullptr, std::chrono::milliseconds(300)) ||
+              other.binaries.empty());
+  EXPECT_TRUE(other.binaries.empty()) << "previews go to the client that queued the prompt";
+}
+
+TEST(ServeOptionsTest, UnknownPreviewMethodIsRefusedByName) {
+  ServeOptions o;
+  o.device = "cpu";
+  o.server.port = 0;
+  o.database = ":memory:";
+  o.preview_method = "taesd";
+  Result<std::unique_ptr<ServeApp>> app = ServeApp::start(o);
+  ASSERT_FALSE(app.ok());
+  EXPECT_NE(app.status().message().find("taesd"), std::string::npos);
 }
 
 TEST_F(ServerTest, ValidationErrorsAreComfyUis400) {
