@@ -26,6 +26,7 @@ Executor::Executor(Backend& backend, Allocator& allocator)
   const char* passes = std::getenv("HEADROOM_GRAPH_PASSES");
   passes_ = !(passes && std::string(passes) == "0");
   allocator_.reclaimable_add(this);
+  residency_options_ = residency_options_for(backend_.host_visible());
   // The copy stream and its fixed events exist before they are needed: the moment a run first
   // streams may be the moment the device has no memory left for them (Note [OOM recovery]).
   if (!backend_.host_visible()) (void)streams_prepare(0, 0);

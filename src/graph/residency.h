@@ -25,6 +25,10 @@ struct WeightUse {
   // convolution or a linear layer): how many FLOPs each weight byte pays for, roughly. Low
   // reuse means its copy cannot hide behind the compute that uses it.
   double reuse = 0;
+  // FLOPs of the graph's nodes before the first reader, and through the last reader: where in
+  // the call's compute the weight is needed and released (Note [ring choice]).
+  double flops_first = 0;
+  double flops_last = 0;
 };
 
 // The weights of g in first-use order, with the node range reading each.
@@ -37,7 +41,18 @@ struct ResidencyOptions {
   // Weights smaller than this stay resident while anything can (a copy this small costs more
   // in launch latency than its bytes).
   uint64_t small_bytes = 256 * 1024;
+  // False: every weight stays resident and a graph whose weights do not fit fails with
+  // OUT_OF_MEMORY instead of streaming (--gpu-only; `headroom bench`'s resident mode).
+  bool stream = true;
+  // The device's compute rate over its host-to-device copy rate (FLOP per byte copied), with
+  // which the planner estimates how long compute waits for copies and picks the ring size that
+  // waits least (Note [ring choice]); 0: the smallest ring that fits (the most resident bytes).
+  double flops_per_byte = 0;
 };
+
+// The estimate for a backend: a GPU computes thousands of FLOPs in the time PCIe moves a byte,
+// a CPU "copies" at memory speed.
+ResidencyOptions residency_options_for(bool host_visible);
 
 struct ResidencyPlan {
   // Per WeightUse: -1 resident, else its byte offset in the staging ring.
@@ -52,6 +67,9 @@ struct ResidencyPlan {
   uint64_t largest_streamed = 0;
   uint64_t room = 0;  // bytes it was planned within (weights + ring)
   size_t streamed_count = 0;
+  // Estimated time compute waits for copies per call, in seconds of copy at the planned rate
+  // (stall FLOPs / flops_per_byte / bytes per second are not known here: in bytes-copy units).
+  double stall_bytes = 0;
 
   bool streams() const { return ring_bytes > 0; }
   bool streamed(size_t k) const { return !offset.empty() && offset[k] >= 0; }

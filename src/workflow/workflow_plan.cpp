@@ -529,7 +529,8 @@ class Replay {
   // its weights is the budget less its arena (Note [streamed execution]).
   bool residency(const GraphRun& r, ResidencyPlan& res, std::string& why) {
     if (budget_ == UINT64_MAX || r.weight_bytes + r.arena <= budget_) return true;
-    Result<ResidencyPlan> p = residency_plan(r.uses, budget_ > r.arena ? budget_ - r.arena : 0);
+    Result<ResidencyPlan> p = residency_plan(r.uses, budget_ > r.arena ? budget_ - r.arena : 0,
+                                            ex_.residency_options());
     if (!p.ok()) {
       why = fmt::format("activation arena {} and {} of weights: {}", bytes_format(r.arena),
                         bytes_format(r.weight_bytes), p.status().message());
