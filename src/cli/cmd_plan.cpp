@@ -7,8 +7,10 @@
 
 #include "backend/backend.h"
 #include "cli/commands.h"
+#include "diagnose/plan_explain.h"
 #include "graph/passes.h"
 #include "graph/planner.h"
+#include "memory/driver_lens.h"
 #include "models/clip_text.h"
 #include "models/make_model.h"
 #include "models/unet.h"
@@ -36,6 +38,28 @@ CLIPTextConfig clip_bigg() {
   c.has_projection = true;
   c.projection_dim = 1280;
   return c;
+}
+
+// `--explain`: the segments per node, and the context outside the allocator where the driver
+// level measures it per process (the CUDA context this process holds; none on the CPU).
+void explain_print(const PlanArgs& a, const WorkflowPlan& plan, const Backend& backend) {
+  std::vector<NodeExplanation> nodes = plan_explain(plan);
+  uint64_t context = 0;
+  std::string source;
+  if (!backend.host_visible()) {
+    std::unique_ptr<DriverLens> lens = DriverLens::open(backend);
+    DriverSample d = lens->sample();
+    if (d.per_process) context = d.this_process;
+    source = d.source;
+  }
+  if (a.json) {
+    Json j = workflow_plan_json(plan);
+    j["explain"] = plan_explain_json(nodes);
+    j["context_bytes"] = context ? Json(context) : Json(nullptr);
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("%s", plan_explain_format(plan, nodes, context, source).c_str());
+  }
 }
 
 // Exit codes of `headroom plan WORKFLOW`.
@@ -81,7 +105,9 @@ int plan_workflow(const PlanArgs& a) {
   o.model_paths = model_paths;
   Result<WorkflowPlan> plan = workflow_plan(v.prompt, o);
   if (!plan.ok()) return fail(plan.status().str());
-  if (a.json) {
+  if (a.explain) {
+    explain_print(a, *plan, *backend);
+  } else if (a.json) {
     std::printf("%s\n", workflow_plan_json(*plan).dump(2).c_str());
   } else {
     std::printf("%s", workflow_plan_format(*plan).c_str());

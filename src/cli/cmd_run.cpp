@@ -3,20 +3,15 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <iostream>
-#include <sstream>
 
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "core/bytes.h"
 #include "cli/commands.h"
+#include "cli/run_setup.h"
 #include "graph/executor.h"
 #include "memory/driver_lens.h"
 #include "memory/telemetry.h"
-#include "nodes/model_paths.h"
-#include "nodes/nodes.h"
 #include "workflow/execute.h"
 #include "workflow/prompt.h"
 
@@ -80,62 +75,26 @@ class ProgressBar {
   std::chrono::steady_clock::time_point start_;
 };
 
-Result<std::string> read_workflow(const std::string& path) {
-  std::stringstream ss;
-  if (path == "-") {
-    ss << std::cin.rdbuf();
-  } else {
-    std::ifstream f(path);
-    if (!f) return make_error(ErrorCode::NOT_FOUND, "cannot open workflow file '{}'", path);
-    ss << f.rdbuf();
-  }
-  return ss.str();
-}
-
 }  // namespace
 
 int cmd_run(const RunArgs& args) {
-  Result<std::string> text = read_workflow(args.workflow);
-  if (!text.ok()) {
-    std::fprintf(stderr, "headroom: %s\n", text.status().message().c_str());
+  Result<RunInputs> in = run_inputs_load(args);
+  if (!in.ok()) {
+    std::fprintf(stderr, "headroom: %s\n", in.status().message().c_str());
     return kExitInvalid;
   }
-  if (!args.clip_tokenizer.empty()) setenv("HEADROOM_CLIP_TOKENIZER", args.clip_tokenizer.c_str(), 1);
-
-  Result<ModelPaths> paths = ModelPaths::from_config(args.models_dir, args.extra_model_paths);
-  if (!paths.ok()) {
-    std::fprintf(stderr, "headroom: %s\n", paths.status().message().c_str());
-    return kExitInvalid;
-  }
-  auto model_paths = std::make_shared<const ModelPaths>(std::move(paths).value());
-
-  NodeRegistry registry;
-  nodes_register(registry, NodeEnv{args.models_dir, args.input_dir, model_paths});
-  PromptValidation v = prompt_validate_text(*text, registry);
-  if (!v.ok) {
-    std::fprintf(stderr, "headroom: the workflow is invalid\n%s", v.summary().c_str());
-    return kExitInvalid;
-  }
-
-  std::unique_ptr<Backend> backend;
-  if (args.device == "cuda" || args.device == "auto") {
-    Result<std::unique_ptr<Backend>> cuda = cuda_backend_create(0);
-    if (cuda.ok()) {
-      backend = std::move(cuda).value();
-    } else if (args.device == "cuda") {
-      std::fprintf(stderr, "headroom: --device cuda: %s\n", cuda.status().message().c_str());
-      return kExitFailed;
-    }
-  }
-  if (!backend) backend = cpu_backend_create(args.threads);
-  DType dtype = DType::F32;
-  if (args.dtype == "auto") dtype = backend->host_visible() ? DType::F32 : DType::F16;
-  else dtype = *dtype_from_name(args.dtype);
-  if (!backend->op_supported(OpKind::CONV2D, dtype)) {
-    std::fprintf(stderr, "headroom: device %s does not compute in %s; use --dtype f32\n",
-                 backend->info().name.c_str(), dtype_name(dtype));
+  Result<std::unique_ptr<Backend>> opened = run_backend_open(args.device, args.threads);
+  if (!opened.ok()) {
+    std::fprintf(stderr, "headroom: %s\n", opened.status().message().c_str());
     return kExitFailed;
   }
+  std::unique_ptr<Backend> backend = std::move(opened).value();
+  Result<DType> picked = run_dtype_pick(args.dtype, *backend);
+  if (!picked.ok()) {
+    std::fprintf(stderr, "headroom: %s\n", picked.status().message().c_str());
+    return kExitFailed;
+  }
+  const DType dtype = *picked;
   Result<MemoryPolicy> policy = memory_policy_resolve(args.memory, backend->info());
   if (!policy.ok()) {
     std::fprintf(stderr, "headroom: %s\n", policy.status().message().c_str());
@@ -145,22 +104,19 @@ int cmd_run(const RunArgs& args) {
   allocator.set_weights_cap(policy->weights_cap);
   allocator.set_pinned_budget(policy->pinned_budget);
   Executor executor(*backend, allocator);
+  if (policy->mode == ResidencyMode::GPU_ONLY) {  // --gpu-only: never stream
+    ResidencyOptions ro = executor.residency_options();
+    ro.stream = false;
+    executor.set_residency_options(ro);
+  }
   // Both lenses sampled through the run (issue: telemetry shared by CLI, server, dashboard).
   Telemetry telemetry(allocator, DriverLens::open(*backend));
   telemetry.start();
   bool node_open = false;
 
-  ExecOptions opts;
-  opts.models_dir = args.models_dir;
-  opts.model_paths = model_paths;
-  opts.output_dir = args.output_dir;
-  opts.input_dir = args.input_dir;
-  opts.temp_dir = args.temp_dir;
-  opts.backend = backend.get();
-  opts.allocator = &allocator;
-  opts.executor = &executor;
-  opts.compute_dtype = dtype;
-  ProgressBar bar(!args.quiet && isatty(STDERR_FILENO), PromptExecutor::execution_order(v.prompt).size());
+  ExecOptions opts = run_exec_options(args, *in, *backend, allocator, executor, dtype);
+  const Prompt& prompt = in->prompt;
+  ProgressBar bar(!args.quiet && isatty(STDERR_FILENO), PromptExecutor::execution_order(prompt).size());
   opts.on_event = [&bar, &args, &telemetry, &node_open](const ExecEvent& e) {
     bar.on_event(e);
     if (e.kind == ExecEvent::Kind::EXECUTING) {
@@ -179,7 +135,7 @@ int cmd_run(const RunArgs& args) {
                  policy->how.c_str(), residency_mode_name(policy->mode));
   auto t0 = std::chrono::steady_clock::now();
   PromptExecutor pe;
-  Result<ExecResult> r = pe.execute(v.prompt, opts);
+  Result<ExecResult> r = pe.execute(prompt, opts);
   bar.finish();
   if (node_open) telemetry.node_end();
   telemetry.stop();
@@ -203,23 +159,6 @@ int cmd_run(const RunArgs& args) {
       std::fprintf(stderr, "headroom: %s\n", line.c_str());
   }
   return kExitOk;
-}
-
-int cmd_probe() {
-  auto cpu = cpu_backend_create();
-  DeviceInfo ci = cpu->info();
-  std::printf("device cpu: %s, %.1f GiB RAM (%.1f GiB free)\n", ci.name.c_str(),
-              double(ci.memory_total) / double(1ull << 30), double(ci.memory_free) / double(1ull << 30));
-  auto cuda = cuda_backend_create(0);
-  if (cuda.ok()) {
-    DeviceInfo gi = (*cuda)->info();
-    std::printf("device cuda:%d: %s, %.1f GiB VRAM (%.1f GiB free, driver level)\n", gi.index,
-                gi.name.c_str(), double(gi.memory_total) / double(1ull << 30),
-                double(gi.memory_free) / double(1ull << 30));
-  } else {
-    std::printf("device cuda: none (%s)\n", cuda.status().message().c_str());
-  }
-  return 0;
 }
 
 }  // namespace hr

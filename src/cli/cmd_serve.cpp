@@ -2,11 +2,27 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <string>
 
 #include "cli/commands.h"
 #include "server/serve_app.h"
+#include "server/web_root.h"
 
 namespace hr {
+namespace {
+
+// Where the dashboard is, or why it is not there (Note [dashboard at the root]).
+std::string dashboard_line(const ServerConfig& c, uint16_t port) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(std::filesystem::path(c.web_root) / "index.html", ec))
+    return "dashboard not built (no index.html in " + c.web_root +
+           "): run `npm ci && npm run build` in web/";
+  return "dashboard at http://" + c.listen + ":" + std::to_string(port) +
+         "/headroom/ (files from " + c.web_root + ")";
+}
+
+}  // namespace
 
 int cmd_serve(const ServeArgs& a) {
   if (!a.clip_tokenizer.empty()) setenv("HEADROOM_CLIP_TOKENIZER", a.clip_tokenizer.c_str(), 1);
@@ -27,6 +43,8 @@ int cmd_serve(const ServeArgs& a) {
   o.threads = a.threads;
   o.memory = a.memory;
   o.database = a.database;
+  o.server.web_root = a.web_root.empty() ? web_root_find() : a.web_root;
+  o.preview_method = a.preview_method;
 
   // Note [signals before threads]: SIGINT/SIGTERM are blocked before any thread starts (threads
   // inherit the mask), so only sigwait below receives them and shutdown runs on this thread.
@@ -43,6 +61,7 @@ int cmd_serve(const ServeArgs& a) {
     return kExitFailed;
   }
   std::fprintf(stderr, "headroom serve: %s\n", (*app)->describe().c_str());
+  std::fprintf(stderr, "headroom serve: %s\n", dashboard_line(o.server, (*app)->port()).c_str());
   int sig = 0;
   sigwait(&set, &sig);
   std::fprintf(stderr, "headroom serve: stopping (signal %d)\n", sig);

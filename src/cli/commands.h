@@ -45,7 +45,27 @@ struct MakeModelArgs {
   std::string dtype = "f16";
 };
 int cmd_make_model(const MakeModelArgs& args);
-int cmd_probe();
+
+struct ProbeArgs {
+  int device = 0;
+  int block_mib = 512;
+  double fraction = 0.5;  // of the blocks moved to page-locked host memory and back
+  int bandwidth_mib = 256;
+  std::string pinned_budget;  // as --pinned-budget; "" = half of RAM
+  bool json = false;
+  std::string plot;  // SVG file
+};
+int cmd_probe(const ProbeArgs& args);
+
+// `headroom bench`: the workflow run `runs` times in each memory mode (Note [bench modes]).
+struct BenchArgs {
+  RunArgs run;  // workflow, folders, device, dtype, --vram-budget (the mode flags are not taken)
+  int runs = 3;
+  std::string modes = "resident,stream,auto";
+  bool json = false;
+  std::string plot;  // SVG file
+};
+int cmd_bench(const BenchArgs& args);
 
 struct PlanArgs {
   // A workflow file plans that workflow (exit 0 fits, 1 cannot fit, 2 invalid); empty: the
@@ -61,6 +81,7 @@ struct PlanArgs {
   std::string dtype = "auto";  // workflow: as run (f16 on cuda, f32 on cpu); --arch: f16
   std::string device = "cpu";  // whose op workspaces to plan for
   bool verbose = false;
+  bool explain = false;  // per node: the three segments, the dominant one and its remedy
 };
 int cmd_plan(const PlanArgs& args);
 
@@ -76,6 +97,8 @@ struct ServeArgs {
   std::string dtype = "auto";
   std::string clip_tokenizer;
   std::string database = "headroom-jobs.sqlite";  // ":memory:" keeps nothing across restarts
+  std::string web_root;  // the dashboard's built files; empty: found (server/web_root.h)
+  std::string preview_method = "none";
   int threads = 0;
   double max_upload_mb = 64;
   double vram_warning_pct = 80, vram_danger_pct = 90;  // of the budget (Note [warning level])

@@ -1,4 +1,4 @@
-// headroom command line: run, serve, plan, models, make-model, probe.
+// headroom command line: run, serve, plan, models, make-model, probe, bench.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -89,6 +89,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "f16", "bf16", "f32"}));
   plan_cmd->add_option("--device", plan.device, "cpu or cuda (op workspaces)")->check(CLI::IsMember({"cpu", "cuda"}));
   plan_cmd->add_flag("--verbose", plan.verbose, "print every node");
+  plan_cmd->add_flag("--explain", plan.explain,
+                     "per node: context and overhead, resident weights and activations, the one "
+                     "that dominates the peak and the remedy that lowers it (workflow plans)");
 
   hr::ServeArgs serve;
   serve.argv.assign(argv, argv + argc);
@@ -108,8 +111,16 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--threads", serve.threads, "CPU threads (0: all)");
   serve_cmd->add_option("--clip-tokenizer", serve.clip_tokenizer,
                         "folder with the CLIP vocab.json and merges.txt");
+  serve_cmd
+      ->add_option("--preview-method", serve.preview_method,
+                   "sampler previews sent to the WebSocket client: none, auto or latent2rgb "
+                   "(ComfyUI's flag; default none)")
+      ->check(CLI::IsMember({"none", "auto", "latent2rgb"}));
   serve_cmd->add_option("--database", serve.database,
                         "SQLite file keeping the queue and history across restarts (:memory: for none)");
+  serve_cmd->add_option("--web-root", serve.web_root,
+                        "the dashboard's built files (web/dist; default: found next to the "
+                        "executable or in the source tree)");
   serve_cmd->add_option("--max-upload-size", serve.max_upload_mb, "largest upload in MB (ComfyUI's flag)");
   serve_cmd->add_option("--vram-warning", serve.vram_warning_pct,
                         "percent of the budget above which a job's plan degrades (tiles, streams) "
@@ -120,13 +131,57 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1.0, 100.0));
   hr::add_memory_options(*serve_cmd, serve.memory);
 
-  CLI::App* probe_cmd = app.add_subcommand("probe", "list the devices headroom can use");
+  hr::ProbeArgs probe;
+  CLI::App* probe_cmd = app.add_subcommand(
+      "probe", "measure the GPU: fill it until allocation fails, move a fraction to host memory "
+               "and back, copy bandwidths (host memory bandwidth without a GPU)");
+  probe_cmd->add_option("--device", probe.device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  probe_cmd->add_option("--block-mib", probe.block_mib, "size of each block the fill allocates (MiB)")
+      ->check(CLI::PositiveNumber);
+  probe_cmd->add_option("--fraction", probe.fraction, "fraction of the blocks moved to pinned host memory and back")
+      ->check(CLI::Range(0.0, 1.0));
+  probe_cmd->add_option("--bandwidth-mib", probe.bandwidth_mib, "buffer of each bandwidth measurement (MiB)")
+      ->check(CLI::PositiveNumber);
+  probe_cmd->add_option("--pinned-budget", probe.pinned_budget,
+                        "most page-locked host memory the move may take: 8GiB or 25% of RAM (default: half of RAM)");
+  probe_cmd->add_flag("--json", probe.json, "machine-readable output");
+  probe_cmd->add_option("--plot", probe.plot, "write a chart (SVG) of memory over time and the bandwidths");
+
+  hr::BenchArgs bench;
+  CLI::App* bench_cmd = app.add_subcommand(
+      "bench", "run a workflow N times per memory mode (resident, stream, auto) and judge each mode");
+  bench_cmd->add_option("workflow", bench.run.workflow, "workflow JSON file, or - for stdin")->required();
+  bench_cmd->add_option("--runs", bench.runs, "images per mode")->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--modes", bench.modes, "comma-separated: resident, stream, auto");
+  bench_cmd->add_flag("--json", bench.json, "machine-readable output");
+  bench_cmd->add_option("--plot", bench.plot, "write a chart (SVG) of memory over time and time per image");
+  bench_cmd->add_option("--models-dir", bench.run.models_dir, "models folder (ComfyUI layout)");
+  bench_cmd->add_option("--extra-model-paths-config", bench.run.extra_model_paths, kExtraPathsHelp)
+      ->allow_extra_args(false);
+  bench_cmd->add_option("--output-dir", bench.run.output_dir, "where SaveImage writes");
+  bench_cmd->add_option("--input-dir", bench.run.input_dir, "where LoadImage reads");
+  bench_cmd->add_option("--temp-dir", bench.run.temp_dir, "where PreviewImage writes");
+  bench_cmd->add_option("--device", bench.run.device, "auto, cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  bench_cmd->add_option("--dtype", bench.run.dtype, "compute dtype: auto, f32, f16, bf16")
+      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
+  bench_cmd->add_option("--threads", bench.run.threads, "CPU threads (0: all)");
+  bench_cmd->add_option("--clip-tokenizer", bench.run.clip_tokenizer,
+                        "folder with the CLIP vocab.json and merges.txt");
+  // The modes set the residency flags; only the budget flags are the user's.
+  bench_cmd->add_option("--vram-budget", bench.run.memory.vram_budget,
+                        "most device memory headroom may hold (allocator level), the same in every mode");
+  bench_cmd->add_option("--reserve-vram", bench.run.memory.reserve_vram,
+                        "GiB left for other programs when the budget is derived");
+  bench_cmd->add_option("--pinned-budget", bench.run.memory.pinned_budget,
+                        "most page-locked host memory for streamed weights");
 
   CLI11_PARSE(app, argc, argv);
   if (run_cmd->parsed()) return hr::cmd_run(run);
   if (models_cmd->parsed()) return hr::cmd_models(models);
   if (mm_cmd->parsed()) return hr::cmd_make_model(mm);
-  if (probe_cmd->parsed()) return hr::cmd_probe();
+  if (probe_cmd->parsed()) return hr::cmd_probe(probe);
+  if (bench_cmd->parsed()) return hr::cmd_bench(bench);
   if (plan_cmd->parsed()) return hr::cmd_plan(plan);
   if (serve_cmd->parsed()) return hr::cmd_serve(serve);
   std::fputs(app.help().c_str(), stdout);

@@ -80,8 +80,10 @@ bool JobExecution::admit(const Prompt& prompt) {
   Result<WorkflowPlan> plan = plan_of(prompt, po);
   Admission a = admission_decide(plan);
   if (!a.unplanned.empty()) stats_.unplanned_add();
-  if (plan.ok())
+  if (plan.ok()) {
     for (const NodePlan& n : plan->nodes) planned_peaks_[n.node_id] = n.peak;
+    planned_peak_ = plan->peak;
+  }
   if (a.admit) {
     if (plan.ok()) degrade_to_warning(prompt, *plan);
     return true;
@@ -128,6 +130,7 @@ void JobExecution::degrade_to_warning(const Prompt& prompt, const WorkflowPlan& 
   budget_before_ = budget;
   alloc->set_budget(warning);
   for (const NodePlan& n : low->nodes) planned_peaks_[n.node_id] = n.peak;
+  planned_peak_ = low->peak;
   data["planned_peak_degraded"] = low->peak;
   data["message"] = fmt::format(
       "the plan peaks at {}, above the warning level {} ({:.0f} % of {}): running with a budget "
@@ -159,6 +162,7 @@ void JobExecution::on_event(const ExecEvent& e) {
       if (!cached_sent_) emit("execution_cached", msg_execution_cached(id, {}), true);
       cached_sent_ = true;
       if (!node_.empty()) executed_.push_back(node_);
+      if (rt_.telemetry && !node_.empty()) node_peak_keep(rt_.telemetry->node_end());
       node_ = e.node_id;
       node_type_ = e.class_type;
       last_value_ = 0;
@@ -196,7 +200,7 @@ void JobExecution::on_event(const ExecEvent& e) {
 }
 
 JobOutcome JobExecution::finish(const Result<ExecResult>& r) {
-  if (rt_.telemetry && !node_.empty()) rt_.telemetry->node_end();
+  if (rt_.telemetry && !node_.empty()) node_peak_keep(rt_.telemetry->node_end());
   if (!node_.empty() && r.ok()) executed_.push_back(node_);
   if (r.ok()) {
     for (const auto& [node, ui] : r->ui_outputs) outputs_[node] = ui;
@@ -232,7 +236,33 @@ Json JobExecution::history_entry() const {
       {"outputs", outputs_},
       {"status",
        {{"status_str", ok ? "success" : "error"}, {"completed", ok}, {"messages", messages_}}},
-      {"meta", meta_}};
+      {"meta", meta_},
+      {"headroom", memory_json()}};
+}
+
+// Note [history peaks]: headroom's addition to ComfyUI's history entry: the job's planned and
+// measured allocator-level peak and each executed node's (Telemetry::node_end, exact per Note
+// [node peak]), so that a finished job can be compared with its plan after the fact.
+//
+// Each node's record also goes to the job's client as it ends (`headroom_node`), so that a
+// dashboard shows exact per-node peaks live, not only those vram_update happened to sample.
+void JobExecution::node_peak_keep(const NodePeak& p) {
+  if (p.node.empty()) return;
+  Json record = {{"class_type", node_type_},
+                 {"planned_peak", p.planned},
+                 {"measured_peak", p.measured},
+                 {"duration_ms", p.end_ms - p.begin_ms}};
+  node_peaks_[node_] = record;
+  measured_peak_ = std::max(measured_peak_, p.measured);
+  record["prompt_id"] = job_.prompt_id;
+  record["node"] = node_;
+  emit("headroom_node", std::move(record), false);
+}
+
+Json JobExecution::memory_json() const {
+  return Json{{"planned_peak", planned_peak_ ? Json(*planned_peak_) : Json(nullptr)},
+              {"measured_peak", node_peaks_.empty() ? Json(nullptr) : Json(measured_peak_)},
+              {"nodes", node_peaks_}};
 }
 
 }  // namespace hr

@@ -23,6 +23,7 @@
 namespace hr {
 
 class Telemetry;
+struct NodePeak;
 
 // What the worker runs prompts with; owned by whoever starts the worker and outliving it.
 struct JobRuntime {
@@ -49,7 +50,8 @@ class JobExecution {
 
   // Runs the job to its end (never throws); `resources` are the loaded models shared by jobs.
   JobOutcome run(std::map<std::string, std::shared_ptr<void>>& resources);
-  // ComfyUI's history entry {prompt, outputs, status, meta}.
+  // ComfyUI's history entry {prompt, outputs, status, meta}, and headroom's peaks (Note
+  // [history peaks] in job_execution.cpp).
   Json history_entry() const;
   bool failed_oom() const { return oom_; }
   // The loader nodes of the prompt ("CheckpointLoaderSimple tiny-sd1.safetensors"): their
@@ -67,6 +69,8 @@ class JobExecution {
   void budget_restore();
   Result<WorkflowPlan> plan_of(const Prompt& prompt, const WorkflowPlanOptions& options);
   void on_event(const ExecEvent& e);
+  void node_peak_keep(const NodePeak& p);  // the node that just ended (node_)
+  Json memory_json() const;
   JobOutcome finish(const Result<ExecResult>& r);
   JobOutcome fail(const std::string& node_id, const std::string& node_type,
                   const std::string& message, const std::string& type, JobOutcome outcome);
@@ -88,6 +92,9 @@ class JobExecution {
   std::vector<std::string> executed_;
   std::vector<std::string> loaders_;
   std::map<std::string, uint64_t> planned_peaks_;  // node id -> planned allocator-level peak
+  std::optional<uint64_t> planned_peak_;           // the whole job's, as admitted
+  Json node_peaks_ = Json::object();               // node id -> Note [history peaks]
+  uint64_t measured_peak_ = 0;
   std::optional<uint64_t> budget_before_;          // set while the budget is lowered
   std::chrono::steady_clock::time_point last_step_{};
   int last_value_ = 0;

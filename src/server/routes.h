@@ -19,6 +19,9 @@ void routes_add_files(Router& r, ServerContext& ctx);
 void routes_add_info(Router& r, ServerContext& ctx);
 // GET /metrics, GET /headroom/memory, POST /headroom/plan, GET/POST /headroom/levels.
 void routes_add_headroom(Router& r, ServerContext& ctx);
+// GET / and /headroom/ (the dashboard's index.html) and /headroom/assets/{file}, from
+// ServerConfig::web_root (Note [dashboard at the root] in routes_static.cpp). Add it last.
+void routes_add_static(Router& r, ServerContext& ctx);
 
 // The request body as JSON; an empty body is `empty_as` when given, else an error.
 Result<Json> request_json(const HttpRequest& req, std::optional<Json> empty_as = std::nullopt);

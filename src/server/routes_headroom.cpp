@@ -1,6 +1,7 @@
 // headroom's own routes: GET /metrics, GET /headroom/memory, POST /headroom/plan, GET and
 // POST /headroom/levels.
 #include "backend/allocator.h"
+#include "core/bytes.h"
 #include "jobs/job_runner.h"
 #include "jobs/memory_levels.h"
 #include "memory/telemetry.h"
@@ -69,17 +70,31 @@ HttpResponse get_memory(ServerContext& ctx) {
   return HttpResponse::json(200, out);
 }
 
-// The workflow plan of a prompt ({"prompt": {...}} as POST /prompt takes, or the bare
-// workflow), without queueing it.
+// The optional "budget" of a plan request: bytes as a number or a size such as "6GiB"; null or
+// absent: the server's budget (not a job's lowered one, Note [warning level]).
+Result<uint64_t> plan_budget(const ServerContext& ctx, const Json& body) {
+  if (!body.contains("budget") || body["budget"].is_null()) return ctx.budget;
+  const Json& b = body["budget"];
+  if (b.is_number() && b.get<double>() > 0) return uint64_t(b.get<double>());
+  if (b.is_string()) return bytes_parse(b.get<std::string>());
+  return make_error(ErrorCode::INVALID_ARGUMENT,
+                    "budget must be a positive number of bytes or a size such as \"6GiB\"");
+}
+
+// The workflow plan of a prompt ({"prompt": {...}} as POST /prompt takes, optionally with a
+// "budget", or the bare workflow), without queueing it.
 HttpResponse post_plan(ServerContext& ctx, const HttpRequest& req) {
   Result<Json> body = request_json(req);
   if (!body.ok() || !body->is_object())
     return prompt_error("invalid_prompt", "Invalid prompt: the body is not a JSON object");
-  const Json& wf = body->contains("prompt") ? (*body)["prompt"] : *body;
+  const bool wrapped = body->contains("prompt");
+  const Json& wf = wrapped ? (*body)["prompt"] : *body;
+  Result<uint64_t> budget = wrapped ? plan_budget(ctx, *body) : Result<uint64_t>(ctx.budget);
+  if (!budget.ok()) return HttpResponse::error(400, budget.status().message());
   PromptValidation v = prompt_validate(wf, ctx.registry);
   if (!v.ok) return HttpResponse::json(400, v.error);
   WorkflowPlanOptions o = ctx.plan;
-  o.budget = ctx.allocator.budget();
+  o.budget = *budget;
   Result<WorkflowPlan> plan = workflow_plan(v.prompt, o);
   if (!plan.ok()) return HttpResponse::error(422, plan.status().str());
   return HttpResponse::json(200, workflow_plan_json(*plan));

@@ -135,6 +135,7 @@ Status server_setup(ServeApp::Parts& p) {
   routes_add_files(p.router, *p.ctx);
   routes_add_info(p.router, *p.ctx);
   routes_add_headroom(p.router, *p.ctx);
+  routes_add_static(p.router, *p.ctx);  // last: Note [dashboard at the root]
   JobQueue& q = *p.queue;
   p.listener =
       std::make_unique<HttpListener>(p.opt.server, p.router, p.hub, [&q] { return q.remaining(); });
@@ -143,6 +144,7 @@ Status server_setup(ServeApp::Parts& p) {
   p.feed = std::make_unique<VramFeed>(
       *p.telemetry, p.opt.server, p.levels, p.policy.budget, [&runner] { return runner.busy(); },
       [&hub](const Json& d) { hub.send("", "vram_update", d); });
+  hub.set_on_join([feed = p.feed.get()] { feed->resend(); });
   return Status();
 }
 

@@ -38,6 +38,8 @@ struct ServerConfig {
   // --vram-danger); POST /headroom/levels changes the live ones (ServerContext::levels).
   double warning = 0.8, danger = 0.9;
   std::vector<std::string> argv;       // for /system_stats
+  // The dashboard's built files (web/dist, --web-root); empty: web_root_find() (web_root.h).
+  std::string web_root;
 };
 
 // What route handlers use; everything outlives the server.

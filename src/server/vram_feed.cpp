@@ -71,17 +71,32 @@ void VramFeed::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void VramFeed::resend() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    resend_ = true;
+  }
+  cv_.notify_all();
+}
+
 void VramFeed::loop() {
   TelemetrySample last;
   bool sent = false;
+  double warning = 0, danger = 0;  // the levels last sent
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     const bool busy = busy_();
+    const bool again = resend_;
+    resend_ = false;
     lock.unlock();
     TelemetrySample s = telemetry_.latest();
+    // New levels (POST /headroom/levels) are news too: clients draw them and colour by them.
+    const bool levels_moved = levels_.warning() != warning || levels_.danger() != danger;
     const bool moved = !sent || diff(s.allocator.total, last.allocator.total) > kIdleChange ||
                        diff(s.driver.used, last.driver.used) > kIdleChange || s.node != last.node;
-    if (s.seq != 0 && s.seq != last.seq && (busy || moved)) {
+    if (s.seq != 0 && (again || ((s.seq != last.seq || levels_moved) && (busy || moved || levels_moved)))) {
+      warning = levels_.warning();
+      danger = levels_.danger();
       send_(vram_json(s, levels_, budget_));
       last = s;
       sent = true;
@@ -89,7 +104,7 @@ void VramFeed::loop() {
     lock.lock();
     cv_.wait_for(lock,
                  std::chrono::milliseconds(busy ? config_.vram_busy_ms : config_.vram_idle_ms),
-                 [this] { return stop_; });
+                 [this] { return stop_ || resend_; });
   }
 }
 

@@ -29,6 +29,8 @@ class VramFeed {
   ~VramFeed();
   void start();
   void stop();
+  // Sends the latest sample again soon, changed or not (a client joined).
+  void resend();
 
  private:
   void loop();
@@ -41,6 +43,7 @@ class VramFeed {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  bool resend_ = false;
   std::thread thread_;
 };
 

@@ -40,7 +40,7 @@ function workflow(steps, text, size = 64) {
 // Starts the server on a free port; resolves with {proc, port} once it listens.
 function serverStart() {
   const args = [
-    "serve", "--port", "0", "--device", "cpu", "--threads", "2",
+    "serve", "--port", "0", "--device", process.env.HEADROOM_CLIENT_DEVICE || "cpu", "--threads", "2",
     "--models-dir", path.join(dir, "models"), "--output-dir", path.join(dir, "output"),
     "--input-dir", path.join(dir, "input"), "--temp-dir", path.join(dir, "temp"),
     "--database", ":memory:", "--preview-method", "latent2rgb",

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
@@ -33,7 +34,10 @@ class ServerTest : public ::testing::Test {
     o.server.vram_busy_ms = 20;
     o.server.vram_idle_ms = 50;
     o.models_dir = models_folder_make(dir_).string();
-    o.device = "cpu";
+    // CPU unless HEADROOM_SERVER_TEST_DEVICE says otherwise (cuda: the GPU run of the server
+    // tests, scripts/device-server.sh).
+    const char* device = std::getenv("HEADROOM_SERVER_TEST_DEVICE");
+    o.device = device && *device ? device : "cpu";
     o.threads = 1;  // OpenMP teams spin when tests share the cores (ctest -j)
     o.database = (dir_ / "jobs.sqlite").string();
     configure(o);
