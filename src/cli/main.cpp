@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/crash_report.h"
 
 // Both `run` and `models` read ComfyUI's extra_model_paths.yaml; the option repeats.
 constexpr const char* kExtraPathsHelp =
@@ -30,6 +31,7 @@ void add_memory_options(CLI::App& cmd, MemoryArgs& m) {
 }  // namespace hr
 
 int main(int argc, char** argv) {
+  hr::crash_report_install();
   CLI::App app{"headroom: Stable Diffusion workflows (ComfyUI API format) that never die of "
                "out-of-memory"};
   app.set_version_flag("--version", std::string("headroom ") + HEADROOM_VERSION);
