@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "backend/allocator.h"
+#include "backend/backend_open.h"
 #include "cli/bench_progress.h"
 #include "cli/commands.h"
 #include "cli/run_setup.h"
@@ -257,9 +258,9 @@ int cmd_bench(const BenchArgs& a) {
     return fail(kExitBenchInvalid, Status(ErrorCode::INVALID_ARGUMENT, "--runs must be >= 1"));
   Result<RunInputs> in = run_inputs_load(a.run);
   if (!in.ok()) return fail(kExitBenchInvalid, in.status());
-  Result<std::unique_ptr<Backend>> backend = run_backend_open(a.run.device, a.run.threads);
+  Result<std::unique_ptr<Backend>> backend = backend_open(a.run.device, a.run.threads);
   if (!backend.ok()) return fail(kExitBenchFailed, backend.status());
-  Result<DType> dtype = run_dtype_pick(a.run.dtype, **backend);
+  Result<DType> dtype = compute_dtype_pick(a.run.dtype, **backend);
   if (!dtype.ok()) return fail(kExitBenchFailed, dtype.status());
 
   BenchProgress progress(isatty(STDERR_FILENO), a.runs * int(modes->size()));

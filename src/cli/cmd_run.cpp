@@ -6,6 +6,7 @@
 
 #include "backend/allocator.h"
 #include "backend/backend.h"
+#include "backend/backend_open.h"
 #include "core/bytes.h"
 #include "cli/commands.h"
 #include "cli/run_setup.h"
@@ -83,13 +84,13 @@ int cmd_run(const RunArgs& args) {
     std::fprintf(stderr, "headroom: %s\n", in.status().message().c_str());
     return kExitInvalid;
   }
-  Result<std::unique_ptr<Backend>> opened = run_backend_open(args.device, args.threads);
+  Result<std::unique_ptr<Backend>> opened = backend_open(args.device, args.threads);
   if (!opened.ok()) {
     std::fprintf(stderr, "headroom: %s\n", opened.status().message().c_str());
     return kExitFailed;
   }
   std::unique_ptr<Backend> backend = std::move(opened).value();
-  Result<DType> picked = run_dtype_pick(args.dtype, *backend);
+  Result<DType> picked = compute_dtype_pick(args.dtype, *backend);
   if (!picked.ok()) {
     std::fprintf(stderr, "headroom: %s\n", picked.status().message().c_str());
     return kExitFailed;

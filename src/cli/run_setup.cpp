@@ -42,27 +42,6 @@ Result<RunInputs> run_inputs_load(const RunArgs& args) {
   return in;
 }
 
-Result<std::unique_ptr<Backend>> run_backend_open(const std::string& device, int threads) {
-  if (device == "cuda" || device == "auto") {
-    Result<std::unique_ptr<Backend>> cuda = cuda_backend_create(0);
-    if (cuda.ok()) return cuda;
-    if (device == "cuda") return cuda.status().with_context("--device cuda");
-  }
-  return cpu_backend_create(threads);
-}
-
-Result<DType> run_dtype_pick(const std::string& name, const Backend& backend) {
-  DType dtype = DType::F32;
-  if (name == "auto")
-    dtype = backend.host_visible() ? DType::F32 : DType::F16;
-  else
-    dtype = *dtype_from_name(name);
-  if (!backend.op_supported(OpKind::CONV2D, dtype))
-    return make_error(ErrorCode::UNSUPPORTED, "device {} does not compute in {}; use --dtype f32",
-                      backend.info().name, dtype_name(dtype));
-  return dtype;
-}
-
 ExecOptions run_exec_options(const RunArgs& args, const RunInputs& inputs, Backend& backend,
                              Allocator& allocator, Executor& executor, DType dtype) {
   ExecOptions opts;

@@ -7,6 +7,7 @@
 
 #include "backend/allocator.h"
 #include "backend/backend.h"
+#include "backend/backend_open.h"
 #include "core/bytes.h"
 #include "graph/executor.h"
 #include "jobs/job_queue.h"
@@ -47,27 +48,9 @@ struct ServeApp::Parts {
 
 namespace {
 
-Result<std::unique_ptr<Backend>> backend_pick(const std::string& device, int threads) {
-  if (device == "cuda" || device == "auto") {
-    Result<std::unique_ptr<Backend>> cuda = cuda_backend_create(0);
-    if (cuda.ok()) return cuda;
-    if (device == "cuda") return cuda.status().with_context("--device cuda");
-  }
-  return cpu_backend_create(threads);
-}
-
 Status compute_setup(ServeApp::Parts& p) {
-  HR_ASSIGN_OR_RETURN(p.backend, backend_pick(p.opt.device, p.opt.threads));
-  if (p.opt.dtype == "auto") {
-    p.dtype = p.backend->host_visible() ? DType::F32 : DType::F16;
-  } else {
-    std::optional<DType> d = dtype_from_name(p.opt.dtype);
-    if (!d) return make_error(ErrorCode::INVALID_ARGUMENT, "unknown --dtype {}", p.opt.dtype);
-    p.dtype = *d;
-  }
-  if (!p.backend->op_supported(OpKind::CONV2D, p.dtype))
-    return make_error(ErrorCode::UNSUPPORTED, "device {} does not compute in {}; use --dtype f32",
-                      p.backend->info().name, dtype_name(p.dtype));
+  HR_ASSIGN_OR_RETURN(p.backend, backend_open(p.opt.device, p.opt.threads));
+  HR_ASSIGN_OR_RETURN(p.dtype, compute_dtype_pick(p.opt.dtype, *p.backend));
   HR_ASSIGN_OR_RETURN(p.preview, preview_method_parse(p.opt.preview_method));
   HR_ASSIGN_OR_RETURN(p.policy, memory_policy_resolve(p.opt.memory, p.backend->info()));
   p.allocator = std::make_unique<Allocator>(*p.backend, p.policy.budget);
