@@ -289,12 +289,16 @@ bool plan_into(const std::vector<WeightUse>& uses, uint64_t room, const Residenc
 uint64_t residency_min_room(const std::vector<WeightUse>& uses, const ResidencyOptions& options) {
   // Weights are multiples of 256 bytes, so a plan within r bytes is the plan within r rounded
   // down to 256: search in those units.
+  // Whether a plan exists does not depend on the rate (Note [ring choice] only picks among
+  // plans that fit), so the search skips the stall estimates.
+  ResidencyOptions fit_only = options;
+  fit_only.flops_per_byte = 0;
   uint64_t lo = 0, hi = 0;
   for (const WeightUse& u : uses) hi += u.bytes / 256;
   while (lo < hi) {
     const uint64_t mid = lo + (hi - lo) / 2;
     ResidencyPlan p;
-    if (plan_into(uses, mid * 256, options, p))
+    if (plan_into(uses, mid * 256, fit_only, p))
       hi = mid;
     else
       lo = mid + 1;

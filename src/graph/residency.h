@@ -67,8 +67,8 @@ struct ResidencyPlan {
   uint64_t largest_streamed = 0;
   uint64_t room = 0;  // bytes it was planned within (weights + ring)
   size_t streamed_count = 0;
-  // Estimated time compute waits for copies per call, in seconds of copy at the planned rate
-  // (stall FLOPs / flops_per_byte / bytes per second are not known here: in bytes-copy units).
+  // Estimated time compute waits for copies per call, as the bytes one could copy in that time
+  // (Note [ring choice]; 0 when ResidencyOptions::flops_per_byte is 0).
   double stall_bytes = 0;
 
   bool streams() const { return ring_bytes > 0; }

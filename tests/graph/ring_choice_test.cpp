@@ -8,32 +8,34 @@ namespace hr {
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
+constexpr double kRate = 5000;  // FLOP per byte copied, the GPU's estimate
+
+ResidencyOptions timed() {
+  ResidencyOptions o;
+  o.flops_per_byte = kRate;
+  return o;
+}
+
+// The weight read by node `node` only, needed at `first` FLOPs into the call and released at
+// `last`.
+WeightUse weight_at(int node, uint64_t bytes, double reuse, double first, double last) {
+  WeightUse u;
+  u.value = ValueId(node);
+  u.bytes = bytes;
+  u.first = u.last = node;
+  u.reuse = reuse;
+  u.flops_first = first;
+  u.flops_last = last;
+  return u;
+}
 
 // A UNet-like call: one large low-reuse weight read through a long middle section of compute,
 // then `late` streamable weights of 1 MiB whose readers each compute `tail_flops`.
 std::vector<WeightUse> unet_like(int late, double mid_flops, double tail_flops) {
-  std::vector<WeightUse> uses;
-  WeightUse mid;
-  mid.value = 0;
-  mid.bytes = 4 * kMiB;
-  mid.first = 0;
-  mid.last = 0;
-  mid.reuse = 1;
-  mid.flops_first = 0;
-  mid.flops_last = mid_flops;
-  uses.push_back(mid);
+  std::vector<WeightUse> uses{weight_at(0, 4 * kMiB, 1, 0, mid_flops)};
   double at = mid_flops;
-  for (int k = 0; k < late; ++k) {
-    WeightUse u;
-    u.value = ValueId(k + 1);
-    u.bytes = kMiB;
-    u.first = u.last = k + 1;
-    u.reuse = 1000;
-    u.flops_first = at;
-    at += tail_flops;
-    u.flops_last = at;
-    uses.push_back(u);
-  }
+  for (int k = 0; k < late; ++k, at += tail_flops)
+    uses.push_back(weight_at(k + 1, kMiB, 1000, at, at + tail_flops));
   return uses;
 }
 
@@ -50,11 +52,8 @@ TEST(RingChoice, WithoutARateTheSmallestRingKeepsTheMostResident) {
 TEST(RingChoice, OneGapCannotPayForALargerRing) {
   // Long middle, then a copy-bound tail: whatever the ring, the tail copies total minus room
   // bytes after the middle, so a larger ring only streams more. The smallest ring stays.
-  const double rate = 5000;  // FLOP per byte
-  std::vector<WeightUse> uses = unet_like(16, 1e13, 0.5 * rate * double(kMiB));
-  ResidencyOptions timed;
-  timed.flops_per_byte = rate;
-  Result<ResidencyPlan> p = residency_plan(uses, 12 * kMiB, timed);
+  std::vector<WeightUse> uses = unet_like(16, 1e13, 0.5 * kRate * double(kMiB));
+  Result<ResidencyPlan> p = residency_plan(uses, 12 * kMiB, timed());
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->ring_bytes, 4 * kMiB);
   EXPECT_EQ(p->resident_bytes, 8 * kMiB);
@@ -66,18 +65,9 @@ TEST(RingChoice, OneGapCannotPayForALargerRing) {
 std::vector<WeightUse> bursts(int gaps) {
   std::vector<WeightUse> uses;
   double at = 0;
-  int node = 0;
   for (int g = 0; g < gaps; ++g) {
     at += 1e13;
-    for (int k = 0; k < 8; ++k, ++node) {
-      WeightUse u;
-      u.value = ValueId(node);
-      u.bytes = kMiB;
-      u.first = u.last = node;
-      u.reuse = 1000;
-      u.flops_first = u.flops_last = at;
-      uses.push_back(u);
-    }
+    for (int k = 0; k < 8; ++k) uses.push_back(weight_at(int(uses.size()), kMiB, 1000, at, at));
   }
   return uses;
 }
@@ -86,10 +76,8 @@ TEST(RingChoice, ManyGapsGetALargerRing) {
   // Smallest ring (4 MiB): 12 MiB resident, and bursts 2 and 3 each copy 4 MiB while compute
   // waits (8 MiB of stall). A ring of 8 MiB streams 4 MiB more but prefetches each whole burst
   // during the stretch before it: no stall. Its score (0 + 4) beats the smallest ring's (8).
-  ResidencyOptions timed;
-  timed.flops_per_byte = 5000;
   std::vector<WeightUse> uses = bursts(4);
-  Result<ResidencyPlan> p = residency_plan(uses, 16 * kMiB, timed);
+  Result<ResidencyPlan> p = residency_plan(uses, 16 * kMiB, timed());
   ASSERT_TRUE(p.ok()) << p.status().str();
   EXPECT_EQ(p->ring_bytes, 8 * kMiB);
   EXPECT_EQ(p->resident_bytes, 8 * kMiB);
@@ -98,16 +86,13 @@ TEST(RingChoice, ManyGapsGetALargerRing) {
   ASSERT_TRUE(fixed.ok());
   EXPECT_EQ(fixed->ring_bytes, 4 * kMiB);
   // Feasibility never changes with the rate: the same smallest room.
-  EXPECT_EQ(residency_min_room(uses, ResidencyOptions()), residency_min_room(uses, timed));
+  EXPECT_EQ(residency_min_room(uses, ResidencyOptions()), residency_min_room(uses, timed()));
 }
 
 TEST(RingChoice, ComputeBoundTailKeepsTheSmallestRing) {
   // Each tail reader computes ten times its copy: the small ring already hides every copy.
-  const double rate = 5000;
-  std::vector<WeightUse> uses = unet_like(16, 1e13, 10 * rate * double(kMiB));
-  ResidencyOptions timed;
-  timed.flops_per_byte = rate;
-  Result<ResidencyPlan> p = residency_plan(uses, 12 * kMiB, timed);
+  std::vector<WeightUse> uses = unet_like(16, 1e13, 10 * kRate * double(kMiB));
+  Result<ResidencyPlan> p = residency_plan(uses, 12 * kMiB, timed());
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->ring_bytes, 4 * kMiB);
   EXPECT_EQ(p->resident_bytes, 8 * kMiB);
