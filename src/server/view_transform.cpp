@@ -111,8 +111,8 @@ std::pair<std::string, int> preview_parse(const std::string& preview, const std:
   if ((format != "webp" && format != "jpeg") || channel.find('a') != std::string::npos)
     format = "webp";
   int quality = 90;
-  std::string last = preview.substr(preview.rfind(';') == std::string::npos ? preview.size()
-                                                                             : preview.rfind(';') + 1);
+  const size_t semi = preview.rfind(';');
+  const std::string last = semi == std::string::npos ? "" : preview.substr(semi + 1);
   if (!last.empty() && last.size() <= 3 &&
       last.find_first_not_of("0123456789") == std::string::npos)
     quality = std::stoi(last);

@@ -10,11 +10,19 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <string>
 
 #include "server/serve_app.h"
 #include "server_client.h"
 
 namespace hr::test {
+
+// The device the server tests run the worker on: HEADROOM_SERVER_TEST_DEVICE (cuda for the GPU
+// run of the server tests, scripts/device-server.sh), else cpu.
+inline std::string server_test_device() {
+  const char* device = std::getenv("HEADROOM_SERVER_TEST_DEVICE");
+  return device && *device ? device : "cpu";
+}
 
 class ServerTest : public ::testing::Test {
  protected:
@@ -34,10 +42,7 @@ class ServerTest : public ::testing::Test {
     o.server.vram_busy_ms = 20;
     o.server.vram_idle_ms = 50;
     o.models_dir = models_folder_make(dir_).string();
-    // CPU unless HEADROOM_SERVER_TEST_DEVICE says otherwise (cuda: the GPU run of the server
-    // tests, scripts/device-server.sh).
-    const char* device = std::getenv("HEADROOM_SERVER_TEST_DEVICE");
-    o.device = device && *device ? device : "cpu";
+    o.device = server_test_device();
     o.threads = 1;  // OpenMP teams spin when tests share the cores (ctest -j)
     o.database = (dir_ / "jobs.sqlite").string();
     configure(o);

@@ -184,8 +184,7 @@ TEST_F(ServerTest, HeadroomExtras) {
   EXPECT_GT(plan.json()["peak"].get<uint64_t>(), 0u);
 
   Json stats = http_call(port_, "GET", "/system_stats").json();
-  const char* device = std::getenv("HEADROOM_SERVER_TEST_DEVICE");
-  EXPECT_EQ(stats["devices"][0]["type"], device && *device ? device : "cpu");
+  EXPECT_EQ(stats["devices"][0]["type"], server_test_device());
   EXPECT_TRUE(stats["devices"][0].contains("torch_vram_free"));
   EXPECT_TRUE(http_call(port_, "GET", "/object_info").json().contains("KSampler"));
   EXPECT_EQ(http_call(port_, "GET", "/object_info/KSampler").json()["KSampler"]["output"][0],
@@ -211,8 +210,7 @@ TEST_F(TinyBudgetTest, JobThatCannotFitFailsAloneAndTheNextRuns) {
   ASSERT_TRUE(err);
   // On the CPU (f32) the UNet is the first node that cannot fit; on CUDA (f16, half the weight
   // bytes) the sampler fits and the 512x512 VAE decode does not.
-  const char* device = std::getenv("HEADROOM_SERVER_TEST_DEVICE");
-  const bool gpu = device && std::string(device) == "cuda";
+  const bool gpu = server_test_device() == "cuda";
   EXPECT_EQ((*err)["data"]["node_id"], gpu ? "8" : "3");
   EXPECT_EQ((*err)["data"]["node_type"], gpu ? "VAEDecode" : "KSampler");
   const std::string msg = (*err)["data"]["exception_message"];
