@@ -8,10 +8,8 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-device-logs}
 mkdir -p "$OUT"
 source scripts/device-env.sh
-archs=${HEADROOM_CUDA_ARCHS:-90}
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; nproc; } > "$OUT/machine.log" 2>&1
-cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEADROOM_CUDA=ON \
-  -DHEADROOM_CUDA_ARCHS="$archs" $HR_CMAKE_EXTRA > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+device_configure
 ninja -C build-dev -k 0 -j"$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 echo "build ok"
 ctest --test-dir build-dev -j4 --output-on-failure --timeout 600 > "$OUT/ctest.log" 2>&1

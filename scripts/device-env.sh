@@ -12,3 +12,11 @@ if { ! [ -f /usr/include/yaml-cpp/yaml.h ] || ! [ -f /usr/include/sqlite3.h ]; }
   HR_CMAKE_EXTRA="-DCMAKE_PREFIX_PATH=$PWD/.debs/prefix/usr"
   export LD_LIBRARY_PATH="$PWD/.debs/prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
+
+# Configures build-dev with CUDA for $HEADROOM_CUDA_ARCHS (default 90, the H200), logging to
+# $OUT/configure.log; exits the script with the log's tail when configuring fails.
+device_configure() {
+  cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEADROOM_CUDA=ON \
+    -DHEADROOM_CUDA_ARCHS="${HEADROOM_CUDA_ARCHS:-90}" $HR_CMAKE_EXTRA > "$OUT/configure.log" 2>&1 ||
+    { tail -30 "$OUT/configure.log"; exit 1; }
+}

@@ -8,9 +8,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-device-logs}
 mkdir -p "$OUT" /tmp/hr/models/checkpoints /tmp/hr/out
 source scripts/device-env.sh
-archs=${HEADROOM_CUDA_ARCHS:-90}
-cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEADROOM_CUDA=ON \
-  -DHEADROOM_CUDA_ARCHS="$archs" $HR_CMAKE_EXTRA > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+device_configure
 ninja -C build-dev -j"$(nproc)" headroom hr_tests_memory hr_tests_models hr_tests_graph bench_streaming \
   > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 echo "build ok"

@@ -7,9 +7,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-device-logs}
 mkdir -p "$OUT"
 source scripts/device-env.sh
-archs=${HEADROOM_CUDA_ARCHS:-90}
-cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEADROOM_CUDA=ON \
-  -DHEADROOM_CUDA_ARCHS="$archs" $HR_CMAKE_EXTRA > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+device_configure
 ninja -C build-dev -j"$(nproc)" headroom hr_tests_server > "$OUT/build_server.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build_server.log" | head -40; exit 1; }
 echo "== server tests with the worker on cuda"
