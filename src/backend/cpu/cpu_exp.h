@@ -3,7 +3,6 @@
 // cpu_norm.cpp): every includer does, so the inline definition is compiled the same everywhere.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 
 namespace hr::cpu {
@@ -23,7 +22,10 @@ inline float exp_approx(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  return p * std::bit_cast<float>((int32_t(fn) + 127) << 23);
+  // __builtin_bit_cast, not std::bit_cast: <bit> is compiled outside the no-trapping-math region,
+  // and GCC does not inline a function whose optimize options differ from its caller's, so
+  // std::bit_cast became one call per element and the loop stopped vectorising.
+  return p * __builtin_bit_cast(float, (int32_t(fn) + 127) << 23);
 }
 
 }  // namespace hr::cpu
