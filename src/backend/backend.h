@@ -69,6 +69,8 @@ class Backend {
   // Host memory usable for async copies (page-locked on CUDA).
   virtual Result<void*> host_alloc_pinned(size_t bytes) = 0;
   virtual void host_free_pinned(void* p) = 0;
+  // Whether `p` lies in page-locked host memory (a capture may record copies only from such).
+  virtual bool host_pinned(const void* p) const { return true; }
 
   // The stream ops run on when a caller passes nullptr.
   virtual Stream* default_stream() = 0;

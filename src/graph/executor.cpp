@@ -505,13 +505,31 @@ Result<std::vector<HostTensor>> Executor::run_timed(RunState& r) {
 }
 
 // Replay or record (Note [captured steps]); UNSUPPORTED sends the caller to a plain run.
+// HEADROOM_DEBUG_CAPTURE=1 traces capture decisions on stderr (for reports of replay crashes).
+void Executor::capture_trace(const char* what, const RunState& r) const {
+  static const bool on = [] {
+    const char* e = std::getenv("HEADROOM_DEBUG_CAPTURE");
+    return e && std::string(e) == "1";
+  }();
+  if (!on) return;
+  size_t streamed = 0;
+  for (const void* h : r.host) streamed += h != nullptr;
+  fmt::print(stderr, "capture: plan {} ({} nodes): {}; arena {}, ring {} ({} B), {} streamed\n",
+             static_cast<const void*>(r.compiled.get()), r.g.nodes().size(), what,
+             static_cast<const void*>(r.base), static_cast<const void*>(r.ring), ring_.size(),
+             streamed);
+}
+
 Result<std::vector<HostTensor>> Executor::run_captured(RunState& r) {
   Capture& cap = captures_[r.compiled.get()];
   cap.plan = r.compiled;
   if (cap.failed || cap.runs++ < 1) return Status(ErrorCode::UNSUPPORTED, "not captured yet");
   const std::vector<Value>& vals = r.g.values();
   std::vector<const void*> sig = r.signature();
-  if (cap.work && (cap.arena != r.base || cap.weights != sig)) cap.work.reset();
+  if (cap.work && (cap.arena != r.base || cap.weights != sig)) {
+    capture_trace("bindings changed: captured again", r);
+    cap.work.reset();
+  }
   if (cap.staging.size() != vals.size()) {
     staging_free(cap.staging);
     cap.staging.assign(vals.size(), {nullptr, 0});
@@ -531,6 +549,14 @@ Result<std::vector<HostTensor>> Executor::run_captured(RunState& r) {
       std::memcpy(cap.staging[v].first, r.bound[v]->data(), cap.staging[v].second);
   r.staging = &cap.staging;
   if (!cap.work) {
+    // Note [pageable sources]: a weight beyond the pinned budget streams from pageable memory;
+    // a recorded copy from it would be replayed by the CPU from wherever that memory has gone.
+    for (const void* h : r.host)
+      if (h && !backend_.host_pinned(h)) {
+        r.staging = nullptr;
+        capture_trace("not captured: a streamed weight is in pageable host memory", r);
+        return Status(ErrorCode::UNSUPPORTED, "a streamed weight is in pageable host memory");
+      }
     HR_TRY(backend_.stream_sync(r.stream));
     if (r.res.streams()) HR_TRY(backend_.stream_sync(copy_stream_.get()));
     if (backend_.capture_begin(r.stream).ok()) {
@@ -540,6 +566,7 @@ Result<std::vector<HostTensor>> Executor::run_captured(RunState& r) {
         cap.work = std::move(w).value();
         cap.arena = r.base;
         cap.weights = std::move(sig);
+        capture_trace("captured", r);
       }
     }
     if (!cap.work) {
@@ -548,6 +575,7 @@ Result<std::vector<HostTensor>> Executor::run_captured(RunState& r) {
       return Status(ErrorCode::UNSUPPORTED, "capture failed");
     }
   }
+  capture_trace("replay", r);
   HR_TRY(backend_.captured_launch(cap.work.get(), r.stream));
   if (r.res.streams()) streamed_total_ += r.res.streamed_bytes;
   return outputs_collect(r);

@@ -199,6 +199,7 @@ class Executor final : public Reclaimable {
   std::unordered_map<const CompiledGraph*, Capture> captures_;
   bool capture_enabled_ = true;
   void captures_clear();
+  void capture_trace(const char* what, const RunState& r) const;
   void staging_free(std::vector<std::pair<void*, size_t>>& staging);
 };
 

@@ -147,6 +147,14 @@ class CudaBackend final : public Backend {
   void host_free_pinned(void* p) override {
     if (p) cudaFreeHost(p);
   }
+  bool host_pinned(const void* p) const override {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return a.type == cudaMemoryTypeHost;
+  }
 
   Stream* default_stream() override { return default_stream_.get(); }
   Result<std::unique_ptr<Stream>> stream_create() override {
