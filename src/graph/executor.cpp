@@ -84,6 +84,7 @@ void Executor::staging_free(std::vector<std::pair<void*, size_t>>& staging) {
     if (p) {
       backend_.host_free_pinned(p);
       allocator_.pinned_account()->held -= n;  // Note [pinned budget]
+      ++allocator_.pinned_account()->frees;
     }
   staging.clear();
 }
@@ -345,10 +346,12 @@ Status Executor::buffers_prepare(RunState& r, WeightSource& w) {
     arena_.reset();  // free first: the old and the new arena never count together
     HR_ASSIGN_OR_RETURN(arena_, allocator_.allocate(r.plan.arena_bytes, Pool::ACTIVATIONS,
                                                     "graph arena"));
+    ++buffers_gen_;
   }
   if (r.res.streams() && !ring_) {
     HR_ASSIGN_OR_RETURN(ring_, allocator_.allocate(r.res.ring_bytes, Pool::STAGING,
                                                    "weight staging ring"));
+    ++buffers_gen_;
   }
   if (r.res.streams()) HR_TRY(streams_prepare(r.uses.size(), r.g.nodes().size()));
   r.base = static_cast<char*>(arena_.data());
@@ -485,8 +488,7 @@ Result<std::vector<HostTensor>> Executor::outputs_collect(RunState& r) {
 Result<std::vector<HostTensor>> Executor::run_timed(RunState& r) {
   const size_t n = r.g.nodes().size();
   auto it = captures_.find(r.compiled.get());
-  if (it != captures_.end() && it->second.work && it->second.arena == r.base &&
-      it->second.weights == r.signature())
+  if (it != captures_.end() && it->second.work && capture_current(it->second, r, r.signature()))
     for (int k = 0; k < 3; ++k) HR_TRY(backend_.captured_launch(it->second.work.get(), r.stream));
   while (timing_events_.size() < n + 1) {
     HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> e, backend_.timing_event_create());
@@ -504,7 +506,6 @@ Result<std::vector<HostTensor>> Executor::run_timed(RunState& r) {
   return out;
 }
 
-// Replay or record (Note [captured steps]); UNSUPPORTED sends the caller to a plain run.
 // HEADROOM_DEBUG_CAPTURE=1 traces capture decisions on stderr (for reports of replay crashes).
 void Executor::capture_trace(const char* what, const RunState& r) const {
   static const bool on = [] {
@@ -520,13 +521,28 @@ void Executor::capture_trace(const char* what, const RunState& r) const {
              streamed);
 }
 
+// Note [captures and freed memory]
+// A recorded kernel holds raw addresses, but a recorded copy holds what the driver resolved
+// the addresses to when the graph was instantiated. If the arena, the ring or a page-locked
+// source is freed and a new block lands at the same address, comparing addresses says the
+// capture is still good, and its replay makes the driver read the freed block's records
+// (seen on the H200: a segfault inside cudaGraphLaunch when SDXL's bigG encoder ran again
+// after the CLIP-L encoder had freed the ring). So a capture also remembers the generation of
+// the executor's buffers and, when it streams, the count of page-locked blocks freed.
+bool Executor::capture_current(const Capture& cap, const RunState& r,
+                               const std::vector<const void*>& sig) const {
+  if (cap.arena != r.base || cap.weights != sig || cap.buffers_gen != buffers_gen_) return false;
+  return !r.res.streams() || cap.pinned_frees == allocator_.pinned_account()->frees.load();
+}
+
+// Replay or record (Note [captured steps]); UNSUPPORTED sends the caller to a plain run.
 Result<std::vector<HostTensor>> Executor::run_captured(RunState& r) {
   Capture& cap = captures_[r.compiled.get()];
   cap.plan = r.compiled;
   if (cap.failed || cap.runs++ < 1) return Status(ErrorCode::UNSUPPORTED, "not captured yet");
   const std::vector<Value>& vals = r.g.values();
   std::vector<const void*> sig = r.signature();
-  if (cap.work && (cap.arena != r.base || cap.weights != sig)) {
+  if (cap.work && !capture_current(cap, r, sig)) {
     capture_trace("bindings changed: captured again", r);
     cap.work.reset();
   }
@@ -566,6 +582,8 @@ Result<std::vector<HostTensor>> Executor::run_captured(RunState& r) {
         cap.work = std::move(w).value();
         cap.arena = r.base;
         cap.weights = std::move(sig);
+        cap.buffers_gen = buffers_gen_;
+        cap.pinned_frees = allocator_.pinned_account()->frees.load();
         capture_trace("captured", r);
       }
     }

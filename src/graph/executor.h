@@ -193,12 +193,17 @@ class Executor final : public Reclaimable {
     bool failed = false;
     void* arena = nullptr;
     std::vector<const void*> weights;  // the run's weight bindings (RunState::signature)
+    uint64_t buffers_gen = 0;   // Note [captures and freed memory] in executor.cpp
+    uint64_t pinned_frees = 0;
     std::vector<std::pair<void*, size_t>> staging;  // per INPUT value (pinned host), by ValueId
     std::unique_ptr<CapturedWork> work;
   };
   std::unordered_map<const CompiledGraph*, Capture> captures_;
+  uint64_t buffers_gen_ = 0;  // +1 whenever the arena or the ring is allocated
   bool capture_enabled_ = true;
   void captures_clear();
+  bool capture_current(const Capture& cap, const RunState& r,
+                       const std::vector<const void*>& sig) const;
   void capture_trace(const char* what, const RunState& r) const;
   void staging_free(std::vector<std::pair<void*, size_t>>& staging);
 };

@@ -225,6 +225,7 @@ void WeightSet::pinned_clear() {
 void WeightSet::pinned_free(const std::pair<void*, size_t>& p) {
   pinned_backend_->host_free_pinned(p.first);
   pinned_account_->held -= p.second;
+  ++pinned_account_->frees;
 }
 
 }  // namespace hr

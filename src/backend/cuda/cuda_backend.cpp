@@ -207,7 +207,7 @@ class CudaBackend final : public Backend {
     return Status();
   }
   Status copy_d2d(void* d, const void* src, size_t n, Stream* s) override {
-    if (n && d != src) HR_CUDA_CHECK("copy_d2d", cudaMemcpyAsync(d, src, n, cudaMemcpyDeviceToDevice, get(s)));
+    if (n && d != src) HR_CUDA_CHECK("copy_d2d", cuda::copy_2d(d, n, src, n, n, 1, get(s)));
     return Status();
   }
   Status memset_zero(void* d, size_t n, Stream* s) override {
@@ -486,12 +486,12 @@ Status CudaBackend::run_layout(const OpCall& c, const OpParams& p, cudaStream_t 
     case OpKind::RESHAPE:
     case OpKind::COPY:
       if (y.data != x.data && y.desc.bytes())
-        HR_CUDA_CHECK(opn, cudaMemcpyAsync(y.data, x.data, y.desc.bytes(), cudaMemcpyDeviceToDevice, s));
+        HR_CUDA_CHECK(opn, cuda::copy_2d(y.data, y.desc.bytes(), x.data, y.desc.bytes(), y.desc.bytes(), 1, s));
       return Status();
     case OpKind::CAST:
       if (x.desc.dtype == y.desc.dtype) {
         if (y.data != x.data && y.desc.bytes())
-          HR_CUDA_CHECK(opn, cudaMemcpyAsync(y.data, x.data, y.desc.bytes(), cudaMemcpyDeviceToDevice, s));
+          HR_CUDA_CHECK(opn, cuda::copy_2d(y.data, y.desc.bytes(), x.data, y.desc.bytes(), y.desc.bytes(), 1, s));
         return Status();
       }
       HR_CUDA_CHECK(opn, cuda::cast(x.desc.dtype, x.data, y.desc.dtype, y.data, x.desc.numel(), s));
@@ -506,8 +506,8 @@ Status CudaBackend::run_layout(const OpCall& c, const OpParams& p, cudaStream_t 
       for (const TensorRef& in : c.inputs) {
         const size_t in_row = size_t(in.desc.shape.dims[axis] * inner) * es;
         if (in_row && outer)
-          HR_CUDA_CHECK(opn, cudaMemcpy2DAsync(static_cast<uint8_t*>(y.data) + offset, out_row, in.data,
-                                               in_row, in_row, size_t(outer), cudaMemcpyDeviceToDevice, s));
+          HR_CUDA_CHECK(opn, cuda::copy_2d(static_cast<uint8_t*>(y.data) + offset, out_row, in.data,
+                                           in_row, in_row, size_t(outer), s));
         offset += in_row;
       }
       return Status();
@@ -520,10 +520,9 @@ Status CudaBackend::run_layout(const OpCall& c, const OpParams& p, cudaStream_t 
       if (out_dim == 0 || outer == 0 || inner == 0) return Status();
       if (p.step == 1) {
         const size_t row = size_t(out_dim * inner) * es;
-        HR_CUDA_CHECK(opn, cudaMemcpy2DAsync(y.data, row,
-                                             static_cast<const uint8_t*>(x.data) + size_t(p.start * inner) * es,
-                                             size_t(in_dim * inner) * es, row, size_t(outer),
-                                             cudaMemcpyDeviceToDevice, s));
+        HR_CUDA_CHECK(opn, cuda::copy_2d(y.data, row,
+                                         static_cast<const uint8_t*>(x.data) + size_t(p.start * inner) * es,
+                                         size_t(in_dim * inner) * es, row, size_t(outer), s));
         return Status();
       }
       HR_CUDA_CHECK(opn, cuda::slice_strided(es, x.data, outer, in_dim, inner, p.start, p.step, out_dim,

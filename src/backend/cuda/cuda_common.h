@@ -82,6 +82,9 @@ cudaError_t attention_tc(const AttentionArgs& a, cudaStream_t s);
 cudaError_t permute(size_t esize, const void* x, const Shape& in, const int* perm, void* y,
                     cudaStream_t s);
 // y[outer, out_dim, inner] = x[outer, start + i*step, inner] with x's axis of size in_dim.
+// dst/src rows of `width` bytes, `rows` of them, pitches in bytes (cuda_copy.cu).
+cudaError_t copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                    size_t rows, cudaStream_t s);
 cudaError_t slice_strided(size_t esize, const void* x, int64_t outer, int64_t in_dim,
                           int64_t inner, int64_t start, int64_t step, int64_t out_dim, void* y,
                           cudaStream_t s);

@@ -222,8 +222,8 @@ Status linear(CudaContext& ctx, const OpCall& c, cudaStream_t s) {
   g.addend = add ? c.inputs.back().data : nullptr;
   if (g.k == 0) {  // an empty sum: zeros (plus the bias and the added input)
     if (g.addend)
-      HR_CUDA_CHECK("linear", cudaMemcpyAsync(c.output.data, g.addend, c.output.desc.bytes(),
-                                              cudaMemcpyDeviceToDevice, s));
+      HR_CUDA_CHECK("linear", copy_2d(c.output.data, c.output.desc.bytes(), g.addend,
+                                      c.output.desc.bytes(), c.output.desc.bytes(), 1, s));
     else
       HR_CUDA_CHECK("linear", cudaMemsetAsync(c.output.data, 0, c.output.desc.bytes(), s));
     if (g.bias)

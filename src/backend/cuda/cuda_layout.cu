@@ -1,5 +1,5 @@
 // Data movement on the GPU: PERMUTE (rank <= 6), strided SLICE, UPSAMPLE_NEAREST and CAST.
-// CONCAT, unit-step SLICE, RESHAPE and COPY are 1-D/2-D memcpys issued by the backend.
+// CONCAT, unit-step SLICE, RESHAPE and COPY are copy_2d kernels issued by the backend (cuda_copy.cu).
 #include <type_traits>
 
 #include "backend/cuda/cuda_common.h"
