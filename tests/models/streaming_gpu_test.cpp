@@ -90,6 +90,38 @@ TEST_F(CudaStreaming, ManyStepsThroughTwoSlotsEqualTheResidentRunBitwise) {
               (unsigned long long)(e2.streamed_total() >> 10));
 }
 
+// Note [captures and freed memory]: between captured streamed steps the ring and the arena are
+// freed (another graph ran, or the allocator reclaimed them) and the weights are uploaded again;
+// the new blocks usually land at the old addresses. The replays must still read the new blocks
+// (before the fix the second image of SDXL in --novram crashed inside cudaGraphLaunch).
+TEST_F(CudaStreaming, CapturedStepsSurviveBuffersFreedAndReallocated) {
+  auto resident_model = load(), streamed_model = load();
+  ASSERT_TRUE(resident_model && streamed_model);
+  Allocator a1(*backend_);
+  Executor e1(*backend_, a1);
+  resident_model->unet_weights.bind(backend_.get(), &a1);
+  auto want = unet_run(e1, *resident_model, x_, t_, c_);
+  ASSERT_TRUE(want.ok()) << want.status().str();
+  const uint64_t budget = e1.arena_held() + resident_model->unet_weights.device_bytes() / 4;
+  Allocator a2(*backend_, budget);
+  Executor e2(*backend_, a2);
+  ResidencyOptions o;
+  o.depth = 2;
+  o.small_bytes = 0;
+  e2.set_residency_options(o);
+  streamed_model->unet_weights.bind(backend_.get(), &a2);
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < 3; ++i) {  // plain, captured, replayed
+      auto out = unet_run(e2, *streamed_model, x_, t_, c_);
+      ASSERT_TRUE(out.ok()) << out.status().str();
+      EXPECT_TRUE(bit_equal(*out, *want)) << "round " << round << " step " << i;
+    }
+    ASSERT_TRUE(e2.last_residency().streams()) << e2.last_residency_text();
+    e2.release_arena();
+    streamed_model->unet_weights.release_device();
+  }
+}
+
 // Another allocation (standing for another process) takes all but a little of the device
 // between two steps; the next step's weight upload is refused by the device, and the executor
 // frees what it caches, plans within what is free and streams.
