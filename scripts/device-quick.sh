@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# A short GPU check for one device call (~6 min on a fresh H200): build headroom and the backend
+# and model tests with CUDA, run the CUDA op harness (every op against the CPU reference), the
+# model GPU tests (goldens, streaming with captures, MODEL_FILTER for more), then `headroom bench`
+# on a full-size random-weight SDXL 1024x1024 workflow under a budget that forces streaming
+# (all three modes, RUNS images each, STEPS steps). Logs to $OUT; carry .debs (device-env.sh).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-device-logs}
+RUNS=${RUNS:-2}
+STEPS=${STEPS:-4}
+BUDGET=${BUDGET:-4GiB}
+MODEL_FILTER=${MODEL_FILTER:-}
+mkdir -p "$OUT" /tmp/hr/models/checkpoints /tmp/hr/out
+source scripts/device-env.sh
+device_configure
+ninja -C build-dev -j"$(nproc)" headroom hr_tests_backend hr_tests_models > "$OUT/build.log" 2>&1 ||
+  { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
+echo "build ok"
+B=./build-dev/headroom
+$B make-model --arch sdxl --size full --seed 0 -o /tmp/hr/models/checkpoints/sdxl-full.safetensors \
+  > /dev/null 2>&1 &
+maker=$!
+./build-dev/tests/hr_tests_backend --gtest_filter='*Cuda*' > "$OUT/cuda_ops.log" 2>&1
+tail -3 "$OUT/cuda_ops.log"
+./build-dev/tests/hr_tests_models --gtest_filter="*CudaGolden*:CudaStreaming*${MODEL_FILTER:+:$MODEL_FILTER}" \
+  > "$OUT/models_gpu.log" 2>&1
+grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |steps|Failure" "$OUT/models_gpu.log" | head -30
+wait $maker
+python3 - <<'PY'
+import json, os
+j = json.load(open('examples/default_workflow.json'))
+j['5']['inputs'].update(width=1024, height=1024)
+j['3']['inputs']['steps'] = int(os.environ.get('STEPS', '4'))
+j['4']['inputs']['ckpt_name'] = 'sdxl-full.safetensors'
+json.dump(j, open('/tmp/hr/sdxl.json', 'w'))
+PY
+echo "== bench SDXL 1024, $STEPS steps, $RUNS runs per mode, budget $BUDGET"
+$B bench /tmp/hr/sdxl.json --runs "$RUNS" --modes resident,stream,auto --vram-budget "$BUDGET" \
+  --device cuda --models-dir /tmp/hr/models --output-dir /tmp/hr/out --plot "$OUT/bench_sdxl.svg" \
+  2> "$OUT/bench_sdxl_progress.log" | tee "$OUT/bench_sdxl.txt"
+echo "bench exit ${PIPESTATUS[0]}"
+grep -E "fatal|failed" "$OUT/bench_sdxl_progress.log" | head -5
+exit 0
