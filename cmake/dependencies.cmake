@@ -26,3 +26,10 @@ find_package(PkgConfig)
 if(PkgConfig_FOUND)
   pkg_check_modules(HR_WEBP IMPORTED_TARGET libwebp)
 endif()
+
+# The Redis Streams queue (`headroom serve --queue`, `headroom worker`): hiredis (libhiredis-dev,
+# .ci/install-deps) when present; without it those commands say how to get it.
+option(HEADROOM_REDIS "Build the Redis queue when hiredis is found" ON)
+if(HEADROOM_REDIS AND PkgConfig_FOUND)
+  pkg_check_modules(HR_HIREDIS IMPORTED_TARGET hiredis)
+endif()

@@ -5,6 +5,14 @@
 namespace hr {
 
 Result<std::unique_ptr<Backend>> backend_open(const std::string& device, int threads) {
+  if (device.rfind("cuda:", 0) == 0) {  // one GPU of several (`headroom worker --device cuda:1`)
+    const std::string n = device.substr(5);
+    if (n.empty() || n.size() > 3 || n.find_first_not_of("0123456789") != std::string::npos)
+      return make_error(ErrorCode::INVALID_ARGUMENT, "--device {}: expected cuda:N", device);
+    Result<std::unique_ptr<Backend>> cuda = cuda_backend_create(std::stoi(n));
+    if (!cuda.ok()) return cuda.status().with_context("--device " + device);
+    return cuda;
+  }
   if (device == "cuda" || device == "auto") {
     Result<std::unique_ptr<Backend>> cuda = cuda_backend_create(0);
     if (cuda.ok()) return cuda;

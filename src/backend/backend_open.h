@@ -10,7 +10,7 @@
 
 namespace hr {
 
-// --device auto|cpu|cuda: auto takes the GPU when there is one.
+// --device auto|cpu|cuda|cuda:N: auto takes the GPU when there is one; cuda is cuda:0.
 Result<std::unique_ptr<Backend>> backend_open(const std::string& device, int threads);
 
 // --dtype auto (f32 on the CPU, f16 on a GPU) or a name; INVALID_ARGUMENT for an unknown name,

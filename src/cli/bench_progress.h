@@ -3,9 +3,10 @@
 // image, when stderr is a file or a pipe.
 #pragma once
 
-#include <chrono>
 #include <cstdio>
 #include <string>
+
+#include "cli/progress/console_line.h"
 
 namespace hr {
 
@@ -26,17 +27,13 @@ class BenchProgress {
 
  private:
   void draw();
-  void line_end();  // a plain line may follow a redrawn one
 
-  bool tty_;
+  ConsoleLine line_;
   int total_;
-  std::FILE* out_;
   int done_ = 0;
   std::string mode_, node_;
   int index_ = 0, runs_ = 0, value_ = 0, max_ = 0;
   double last_seconds_ = -1;
-  bool drawn_ = false;
-  std::chrono::steady_clock::time_point last_draw_{};
 };
 
 }  // namespace hr

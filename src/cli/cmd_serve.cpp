@@ -43,6 +43,7 @@ int cmd_serve(const ServeArgs& a) {
   o.threads = a.threads;
   o.memory = a.memory;
   o.database = a.database;
+  o.queue_url = a.queue;
   o.server.web_root = a.web_root.empty() ? web_root_find() : a.web_root;
   o.preview_method = a.preview_method;
 

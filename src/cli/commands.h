@@ -7,6 +7,10 @@
 
 #include "memory/budget.h"
 
+namespace CLI {
+class App;
+}
+
 namespace hr {
 
 struct RunArgs {
@@ -97,6 +101,7 @@ struct ServeArgs {
   std::string dtype = "auto";
   std::string clip_tokenizer;
   std::string database = "headroom-jobs.sqlite";  // ":memory:" keeps nothing across restarts
+  std::string queue;  // redis://HOST:PORT/DB: jobs run in `headroom worker` processes
   std::string web_root;  // the dashboard's built files; empty: found (server/web_root.h)
   std::string preview_method = "none";
   int threads = 0;
@@ -106,5 +111,28 @@ struct ServeArgs {
   std::vector<std::string> argv;  // for /system_stats
 };
 int cmd_serve(const ServeArgs& args);
+
+// `headroom worker --queue redis://... --device cpu|cuda:N` (src/cli/cmd_worker.cpp).
+struct WorkerArgs {
+  std::string queue;
+  std::string name;
+  std::string models_dir = "models";
+  std::vector<std::string> extra_model_paths;
+  std::string output_dir = "output";
+  std::string input_dir = "input";
+  std::string temp_dir = "temp";
+  std::string device = "cpu";
+  std::string dtype = "auto";
+  std::string clip_tokenizer;
+  std::string preview_method = "none";
+  int threads = 0;
+  double lease_s = 10;
+  int max_deliveries = 3;
+  double vram_warning_pct = 80, vram_danger_pct = 90;
+  MemoryArgs memory;
+};
+int cmd_worker(const WorkerArgs& args);
+// Adds the `worker` subcommand with its options to `app`.
+CLI::App* worker_command_add(CLI::App& app, WorkerArgs& args);
 
 }  // namespace hr

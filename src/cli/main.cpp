@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--threads", run.threads, "CPU threads (0: all)");
   run_cmd->add_option("--clip-tokenizer", run.clip_tokenizer,
                       "folder with the CLIP vocab.json and merges.txt");
-  run_cmd->add_flag("--quiet", run.quiet, "no progress bar");
+  run_cmd->add_flag("--quiet", run.quiet, "no progress or memory messages on stderr, only errors");
   hr::add_memory_options(*run_cmd, run.memory);
 
   hr::ModelsArgs models;
@@ -120,6 +120,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "auto", "latent2rgb"}));
   serve_cmd->add_option("--database", serve.database,
                         "SQLite file keeping the queue and history across restarts (:memory: for none)");
+  serve_cmd->add_option("--queue", serve.queue,
+                        "redis://HOST:PORT/DB: queue jobs in Redis Streams for `headroom worker` "
+                        "processes instead of running them here (docs/DISTRIBUTED.md)");
   serve_cmd->add_option("--web-root", serve.web_root,
                         "the dashboard's built files (web/dist; default: found next to the "
                         "executable or in the source tree)");
@@ -132,6 +135,9 @@ int main(int argc, char** argv) {
                         "percent of the budget above which new jobs wait in the queue (default 90)")
       ->check(CLI::Range(1.0, 100.0));
   hr::add_memory_options(*serve_cmd, serve.memory);
+
+  hr::WorkerArgs worker;
+  CLI::App* worker_cmd = hr::worker_command_add(app, worker);
 
   hr::ProbeArgs probe;
   CLI::App* probe_cmd = app.add_subcommand(
@@ -186,6 +192,7 @@ int main(int argc, char** argv) {
   if (bench_cmd->parsed()) return hr::cmd_bench(bench);
   if (plan_cmd->parsed()) return hr::cmd_plan(plan);
   if (serve_cmd->parsed()) return hr::cmd_serve(serve);
+  if (worker_cmd->parsed()) return hr::cmd_worker(worker);
   std::fputs(app.help().c_str(), stdout);
   return 0;
 }

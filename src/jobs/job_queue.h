@@ -15,6 +15,7 @@
 
 #include "core/status.h"
 #include "jobs/job.h"
+#include "jobs/job_source.h"
 #include "jobs/job_store.h"
 
 namespace hr {
@@ -29,7 +30,7 @@ struct JobSubmit {
   std::vector<std::string> outputs;  // outputs_to_execute
 };
 
-class JobQueue {
+class JobQueue : public JobSource {
  public:
   // ComfyUI's MAXIMUM_HISTORY_SIZE.
   static constexpr size_t kMaxHistory = 10000;
@@ -46,17 +47,17 @@ class JobQueue {
   Result<Job> submit(JobSubmit s);
   // Waits up to `timeout` for a pending job and makes it the running one; nullopt on timeout,
   // wake() or close().
-  std::optional<Job> take(std::chrono::milliseconds timeout);
+  std::optional<Job> take(std::chrono::milliseconds timeout) override;
   // Ends the running job with its history entry ({prompt, outputs, status, meta}).
-  Status finish(const std::string& prompt_id, Json entry);
+  Status finish(const std::string& prompt_id, Json entry) override;
   // Puts the running job back in front of the pending ones, unfinished (a shutdown mid-job:
   // it runs again after the restart, as it would after a kill).
-  void release(const std::string& prompt_id);
-  void wake();
+  void release(const std::string& prompt_id) override;
+  void wake() override;
   void close();
 
   size_t remaining() const;  // pending + running (ComfyUI's queue_remaining)
-  size_t pending_count() const;
+  size_t pending_count() const override;
   std::optional<Job> running() const;
   Json queue_json() const;  // {queue_running: [...], queue_pending: [...]}
   // Removes pending jobs (not the running one); returns how many were removed.

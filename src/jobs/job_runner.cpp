@@ -12,7 +12,7 @@ namespace {
 constexpr int kHoldPollMs = 50;
 }  // namespace
 
-JobRunner::JobRunner(JobQueue& queue, JobRuntime runtime, JobMessageSink sink)
+JobRunner::JobRunner(JobSource& queue, JobRuntime runtime, JobMessageSink sink)
     : queue_(queue), rt_(std::move(runtime)), sink_(std::move(sink)) {
   if (!rt_.plans) rt_.plans = &plans_;
 }

@@ -12,14 +12,15 @@
 #include <vector>
 
 #include "jobs/job_execution.h"
-#include "jobs/job_queue.h"
+#include "jobs/job_source.h"
+#include "jobs/plan_cache.h"
 #include "jobs/job_stats.h"
 
 namespace hr {
 
 class JobRunner {
  public:
-  JobRunner(JobQueue& queue, JobRuntime runtime, JobMessageSink sink);
+  JobRunner(JobSource& queue, JobRuntime runtime, JobMessageSink sink);
   JobRunner(const JobRunner&) = delete;
   JobRunner& operator=(const JobRunner&) = delete;
   ~JobRunner();  // stops the thread (after the running job ends)
@@ -52,7 +53,7 @@ class JobRunner {
   void held_set(bool held, uint64_t in_use, uint64_t danger);
   void loaded_set(std::vector<std::string> names);
 
-  JobQueue& queue_;
+  JobSource& queue_;
   JobRuntime rt_;
   JobMessageSink sink_;
   JobStats stats_;

@@ -33,3 +33,35 @@ JobStatsSnapshot JobStats::snapshot() const {
 }
 
 }  // namespace hr
+
+namespace hr {
+
+Json job_stats_json(const JobStatsSnapshot& s) {
+  Json outcomes = Json::object();
+  for (size_t i = 0; i < s.outcomes.size(); ++i)
+    outcomes[job_outcome_name(JobOutcome(i))] = s.outcomes[i];
+  return Json{{"outcomes", outcomes},
+              {"oom_failures", s.oom_failures},
+              {"unplanned", s.unplanned},
+              {"steps", {{"counts", s.steps.counts}, {"sum", s.steps.sum}, {"count", s.steps.count}}}};
+}
+
+void job_stats_add(JobStatsSnapshot& sum, const Json& j) {
+  if (!j.is_object()) return;
+  auto u64 = [](const Json& v) { return v.is_number_unsigned() ? v.get<uint64_t>() : 0; };
+  const Json& outcomes = j.value("outcomes", Json::object());
+  for (size_t i = 0; i < sum.outcomes.size() && outcomes.is_object(); ++i)
+    sum.outcomes[i] += u64(outcomes.value(job_outcome_name(JobOutcome(i)), Json()));
+  sum.oom_failures += u64(j.value("oom_failures", Json()));
+  sum.unplanned += u64(j.value("unplanned", Json()));
+  const Json& steps = j.value("steps", Json::object());
+  if (!steps.is_object()) return;
+  const Json& counts = steps.value("counts", Json::array());
+  for (size_t i = 0; i < sum.steps.counts.size() && counts.is_array() && i < counts.size(); ++i)
+    sum.steps.counts[i] += u64(counts[i]);
+  sum.steps.count += u64(steps.value("count", Json()));
+  const Json& s = steps.value("sum", Json());
+  if (s.is_number()) sum.steps.sum += s.get<double>();
+}
+
+}  // namespace hr

@@ -26,6 +26,11 @@ struct JobStatsSnapshot {
   StepHistogram steps;
 };
 
+// The snapshot as JSON (a worker's heartbeat record), and the sum of such records (a front's
+// /metrics over every worker); fields missing from `j` add nothing.
+Json job_stats_json(const JobStatsSnapshot& s);
+void job_stats_add(JobStatsSnapshot& sum, const Json& j);
+
 class JobStats {
  public:
   void outcome_add(JobOutcome o, bool oom);

@@ -83,8 +83,7 @@ Status save_images(ExecContext& ctx, const HostTensor& images, const std::string
       }
     img.text.emplace_back("prompt", ctx.prompt.source.dump());
     img.compress_level = compress_level;
-    std::string path = png_next_name(dir, prefix);
-    HR_TRY(png_write(path, img));
+    HR_ASSIGN_OR_RETURN(std::string path, png_write_next(dir, prefix, img));
     fs::path rel = fs::relative(fs::path(path), fs::path(dir), ec);
     list.push_back({{"filename", rel.filename().string()},
                     {"subfolder", rel.parent_path().generic_string()},

@@ -101,6 +101,32 @@ Status png_write(const std::string& path, const Image8& img) {
   return Status();
 }
 
+// Note [no overwrite]: workers of a shared output folder (`headroom worker`) pick names the same
+// way at the same time. The picture is written once under a hidden temporary name, then given
+// the next free name with link(), which fails when another process took that name first: the
+// next name is tried, so two outputs never overwrite each other and a reader never sees half a
+// file.
+Result<std::string> png_write_next(const std::string& dir, const std::string& prefix,
+                                   const Image8& img) {
+  namespace fs = std::filesystem;
+  const fs::path full = fs::path(dir) / prefix;
+  const std::string tmp =
+      (full.parent_path() / fmt::format(".{}.tmp-{}.png", full.filename().string(), ::getpid()))
+          .string();
+  HR_TRY(png_write(tmp, img));
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const std::string path = png_next_name(dir, prefix);
+    if (::link(tmp.c_str(), path.c_str()) == 0) {
+      ::unlink(tmp.c_str());
+      return path;
+    }
+    if (errno != EEXIST) break;
+  }
+  const int err = errno;
+  ::unlink(tmp.c_str());
+  return make_error(ErrorCode::IO, "cannot name {} in {}: {}", prefix, dir, std::strerror(err));
+}
+
 Result<Image8> png_read(const std::string& path) {
   FilePtr f(std::fopen(path.c_str(), "rb"));
   if (!f) return make_error(ErrorCode::NOT_FOUND, "cannot open image {}: {}", path, std::strerror(errno));

@@ -25,5 +25,9 @@ Result<Image8> png_read(const std::string& path);
 // ComfyUI's output naming: "<prefix>_<counter:05>_.png" with the counter one past the largest
 // existing one for this prefix in `dir` (prefix may contain subfolders).
 std::string png_next_name(const std::string& dir, const std::string& prefix);
+// Writes `img` under png_next_name, never replacing a file another process wrote meanwhile
+// (Note [no overwrite]); the path it took.
+Result<std::string> png_write_next(const std::string& dir, const std::string& prefix,
+                                   const Image8& img);
 
 }  // namespace hr

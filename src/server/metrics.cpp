@@ -6,8 +6,7 @@
 #include <fmt/format.h>
 
 #include "backend/allocator.h"
-#include "jobs/job_queue.h"
-#include "jobs/job_runner.h"
+#include "jobs/job_service.h"
 #include "memory/telemetry.h"
 #include "server/ws_hub.h"
 
@@ -71,20 +70,46 @@ void step_histogram(Exposition& e, const StepHistogram& h) {
   e.value("headroom_step_seconds_count", double(h.count));
 }
 
+double or_zero(const Result<size_t>& n) { return n.ok() ? double(*n) : 0; }
+
+// Note [metrics across workers]: with `serve --queue` the queue gauges are the shared queue's,
+// the job counters are summed over the live workers' heartbeats, and every worker's device gets
+// its own headroom_worker_* series; this front's own device and allocator series stay (it plans).
+void worker_metrics(Exposition& e, const Json& workers) {
+  e.family("headroom_workers", "gauge", "Live workers (heartbeat not expired).");
+  e.value("headroom_workers", double(workers.size()));
+  e.family("headroom_worker_vram_bytes", "gauge",
+           "Each worker's device memory: driver total and free, allocator held and budget.");
+  for (const Json& w : workers) {
+    const Json& d = w.value("device", Json::object());
+    const std::string labels = fmt::format("worker=\"{}\",device=\"{}\"", w.value("id", ""),
+                                           d.value("name", ""));
+    for (const char* key : {"vram_total", "vram_free", "torch_vram_total", "torch_vram_free"})
+      if (d.contains(key) && d[key].is_number())
+        e.value("headroom_worker_vram_bytes", d[key].get<double>(),
+                labels + fmt::format(",value=\"{}\"", key));
+  }
+  e.family("headroom_worker_busy", "gauge", "1 while the worker runs a job.");
+  for (const Json& w : workers)
+    e.value("headroom_worker_busy", w.value("running", Json()).is_string() ? 1 : 0,
+            fmt::format("worker=\"{}\"", w.value("id", "")));
+}
+
 }  // namespace
 
 std::string metrics_text(ServerContext& ctx) {
   Exposition e;
   e.family("headroom_queue_pending", "gauge", "Jobs waiting to run.");
-  e.value("headroom_queue_pending", double(ctx.queue.pending_count()));
-  e.family("headroom_queue_running", "gauge", "Jobs running (0 or 1).");
-  e.value("headroom_queue_running", ctx.queue.running() ? 1 : 0);
+  e.value("headroom_queue_pending", or_zero(ctx.jobs.pending_count()));
+  e.family("headroom_queue_running", "gauge", "Jobs running (0 or 1 per worker).");
+  e.value("headroom_queue_running", or_zero(ctx.jobs.running_count()));
   e.family("headroom_queue_held", "gauge",
            "1 while pending jobs wait for memory in use to fall below the danger level.");
-  e.value("headroom_queue_held", ctx.runner.held() ? 1 : 0);
+  e.value("headroom_queue_held", ctx.jobs.held() ? 1 : 0);
   e.family("headroom_history_entries", "gauge", "Finished jobs kept in history.");
-  e.value("headroom_history_entries", double(ctx.queue.history_count()));
-  const JobStatsSnapshot js = ctx.runner.stats();
+  e.value("headroom_history_entries", or_zero(ctx.jobs.history_count()));
+  if (Json workers = ctx.jobs.workers(); workers.is_array()) worker_metrics(e, workers);
+  const JobStatsSnapshot js = ctx.jobs.stats();
   e.family("headroom_jobs_total", "counter", "Finished jobs by outcome since the server started.");
   for (size_t i = 0; i < js.outcomes.size(); ++i)
     e.value("headroom_jobs_total", double(js.outcomes[i]),

@@ -2,7 +2,7 @@
 // POST /headroom/levels.
 #include "backend/allocator.h"
 #include "core/bytes.h"
-#include "jobs/job_runner.h"
+#include "jobs/job_service.h"
 #include "jobs/memory_levels.h"
 #include "memory/telemetry.h"
 #include "server/metrics.h"
@@ -63,10 +63,11 @@ HttpResponse get_memory(ServerContext& ctx) {
         {"reclaimed", a.reclaimed()}}},
       {"now", vram_json(ctx.telemetry.latest(), ctx.levels, ctx.budget)},
       {"levels", levels_json(ctx)},
-      {"queue_held", ctx.runner.held()},
+      {"queue_held", ctx.jobs.held()},
       {"peaks", {{"allocator_total", peaks.allocator.total}, {"driver_used", peaks.driver.used}}},
       {"context_overhead", ctx.telemetry.context_overhead()},
-      {"loaded_models", ctx.runner.loaded_models()}};
+      {"loaded_models", ctx.jobs.loaded_models()}};
+  if (Json w = ctx.jobs.workers(); !w.is_null()) out["workers"] = std::move(w);
   return HttpResponse::json(200, out);
 }
 
@@ -107,6 +108,11 @@ void routes_add_headroom(Router& r, ServerContext& ctx) {
     return HttpResponse::text(200, metrics_text(ctx), "text/plain; version=0.0.4; charset=utf-8");
   });
   r.add("GET", "/headroom/memory", [&ctx](const HttpRequest&, auto&) { return get_memory(ctx); });
+  // Remote workers' heartbeat records (`serve --queue`); [] when jobs run in this process.
+  r.add("GET", "/headroom/workers", [&ctx](const HttpRequest&, auto&) {
+    Json w = ctx.jobs.workers();
+    return HttpResponse::json(200, w.is_null() ? Json::array() : w);
+  });
   r.add("GET", "/headroom/levels",
         [&ctx](const HttpRequest&, auto&) { return HttpResponse::json(200, levels_json(ctx)); });
   r.add("POST", "/headroom/levels",

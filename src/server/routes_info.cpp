@@ -2,10 +2,10 @@
 // both memory lenses, and the model folder listings.
 #include <sys/utsname.h>
 
-#include "backend/allocator.h"
-#include "backend/backend.h"
+#include "jobs/job_service.h"
 #include "memory/telemetry.h"
 #include "nodes/model_paths.h"
+#include "server/device_stats.h"
 #include "server/routes.h"
 #include "workflow/node_def.h"
 
@@ -15,41 +15,6 @@
 
 namespace hr {
 namespace {
-
-TelemetrySample telemetry_now(Telemetry& t) {
-  TelemetrySample s = t.latest();
-  if (s.seq == 0) {
-    t.sample_now();
-    s = t.latest();
-  }
-  return s;
-}
-
-// Note [system_stats lenses]: ComfyUI fills vram_* from the driver and torch_vram_* from
-// PyTorch's caching allocator. headroom fills vram_* from its driver-level lens and torch_vram_*
-// from its allocator-level lens: torch_vram_total is what the allocator holds and
-// torch_vram_free what it may still allocate within the budget. The `headroom` block names them.
-Json device_json(ServerContext& ctx) {
-  const DeviceInfo info = ctx.backend.info();
-  const TelemetrySample s = telemetry_now(ctx.telemetry);
-  const uint64_t held = ctx.allocator.total().current, budget = ctx.allocator.budget();
-  const uint64_t vram_total = s.driver.total ? s.driver.total : info.memory_total;
-  const uint64_t vram_free =
-      s.driver.total ? s.driver.total - std::min(s.driver.used, s.driver.total) : info.memory_free;
-  const uint64_t within =
-      budget == Allocator::kUnlimited ? vram_free : (budget > held ? budget - held : 0);
-  return Json{{"name", info.name},
-              {"type", info.kind},
-              {"index", info.index},
-              {"vram_total", vram_total},
-              {"vram_free", vram_free},
-              {"torch_vram_total", held},
-              {"torch_vram_free", within},
-              {"headroom",
-               {{"vram_lens", "driver: " + s.driver.source},
-                {"torch_vram_lens", "allocator: bytes held / room left in the budget"},
-                {"budget", budget == Allocator::kUnlimited ? Json(nullptr) : Json(budget)}}}};
-}
 
 HttpResponse system_stats(ServerContext& ctx) {
   std::unique_ptr<DriverLens> host = driver_lens_host();
@@ -64,8 +29,18 @@ HttpResponse system_stats(ServerContext& ctx) {
                  {"pytorch_version", ""},
                  {"embedded_python", false},
                  {"argv", ctx.config.argv}};
-  return HttpResponse::json(200,
-                            Json{{"system", system}, {"devices", Json::array({device_json(ctx)})}});
+  // With `serve --queue` the devices are the live workers' (Note [metrics across workers]).
+  Json devices = Json::array();
+  if (Json workers = ctx.jobs.workers(); workers.is_array()) {
+    for (const Json& w : workers) {
+      Json d = w.value("device", Json::object());
+      d["headroom"]["worker"] = w.value("id", "");
+      devices.push_back(std::move(d));
+    }
+  } else {
+    devices.push_back(device_stats_json(ctx.backend, ctx.allocator, ctx.telemetry));
+  }
+  return HttpResponse::json(200, Json{{"system", system}, {"devices", devices}});
 }
 
 // Embedding names without their extension, as ComfyUI lists them.

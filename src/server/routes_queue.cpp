@@ -1,8 +1,7 @@
 // ComfyUI's queue routes: /prompt, /queue, /history, /interrupt, /free.
 #include <optional>
 
-#include "jobs/job_queue.h"
-#include "jobs/job_runner.h"
+#include "jobs/job_service.h"
 #include "server/routes.h"
 #include "workflow/prompt.h"
 
@@ -27,6 +26,16 @@ HttpResponse prompt_error(const std::string& type, const std::string& message,
 }
 
 namespace {
+
+// The shared queue store cannot be reached (Redis down): 503, and nothing was changed.
+HttpResponse unavailable(const Status& st) {
+  return HttpResponse::json(503, Json{{"error",
+                                       {{"type", "queue_unavailable"},
+                                        {"message", st.message()},
+                                        {"details", st.str()},
+                                        {"extra_info", Json::object()}}},
+                                      {"node_errors", Json::object()}});
+}
 
 std::vector<std::string> string_list(const Json& j) {
   std::vector<std::string> out;
@@ -61,7 +70,8 @@ HttpResponse post_prompt(ServerContext& ctx, const HttpRequest& req) {
     std::vector<std::string> targets = string_list((*body)["partial_execution_targets"]);
     if (!targets.empty()) s.outputs = targets;
   }
-  Result<Job> job = ctx.queue.submit(std::move(s));
+  Result<Job> job = ctx.jobs.submit(std::move(s));
+  if (!job.ok() && job.status().code() == ErrorCode::IO) return unavailable(job.status());
   if (!job.ok()) return prompt_error("invalid_prompt", job.status().message());
   return HttpResponse::json(200, Json{{"prompt_id", job->prompt_id},
                                       {"number", job->number},
@@ -69,13 +79,18 @@ HttpResponse post_prompt(ServerContext& ctx, const HttpRequest& req) {
 }
 
 // POST /queue and POST /history: {clear: true} and/or {delete: [prompt_id, ...]}.
-HttpResponse post_clear_delete(const HttpRequest& req, const std::function<void()>& clear,
-                               const std::function<void(const std::vector<std::string>&)>& del) {
+HttpResponse post_clear_delete(const HttpRequest& req, const std::function<Status()>& clear,
+                               const std::function<Status(const std::vector<std::string>&)>& del) {
   Result<Json> body = request_json(req, Json::object());
   if (!body.ok() || !body->is_object()) return HttpResponse::error(400, "expected a JSON object");
-  if (body->value("clear", false) == true) clear();
-  if (body->contains("delete")) del(string_list((*body)["delete"]));
-  return HttpResponse::text(200, "");
+  Status st;
+  if (body->value("clear", false) == true) st = clear();
+  if (st.ok() && body->contains("delete")) st = del(string_list((*body)["delete"]));
+  return st.ok() ? HttpResponse::text(200, "") : unavailable(st);
+}
+
+HttpResponse json_or_unavailable(const Result<Json>& r) {
+  return r.ok() ? HttpResponse::json(200, *r) : unavailable(r.status());
 }
 
 std::optional<int64_t> query_int(const HttpRequest& req, const std::string& key) {
@@ -93,31 +108,32 @@ std::optional<int64_t> query_int(const HttpRequest& req, const std::string& key)
 void routes_add_queue(Router& r, ServerContext& ctx) {
   r.add("POST", "/prompt", [&ctx](const HttpRequest& req, auto&) { return post_prompt(ctx, req); });
   r.add("GET", "/prompt", [&ctx](const HttpRequest&, auto&) {
-    return HttpResponse::json(200,
-                              Json{{"exec_info", {{"queue_remaining", ctx.queue.remaining()}}}});
+    Result<size_t> n = ctx.jobs.remaining();
+    if (!n.ok()) return unavailable(n.status());
+    return HttpResponse::json(200, Json{{"exec_info", {{"queue_remaining", *n}}}});
   });
   r.add("GET", "/queue", [&ctx](const HttpRequest&, auto&) {
-    return HttpResponse::json(200, ctx.queue.queue_json());
+    return json_or_unavailable(ctx.jobs.queue_json());
   });
   r.add("POST", "/queue", [&ctx](const HttpRequest& req, auto&) {
     return post_clear_delete(
-        req, [&] { ctx.queue.pending_clear(); },
-        [&](const std::vector<std::string>& ids) { ctx.queue.pending_delete(ids); });
+        req, [&] { return ctx.jobs.pending_clear(); },
+        [&](const std::vector<std::string>& ids) { return ctx.jobs.pending_delete(ids); });
   });
   r.add("GET", "/history", [&ctx](const HttpRequest& req, auto&) {
     std::optional<int64_t> max = query_int(req, "max_items");
     std::optional<size_t> max_items;
     if (max && *max >= 0) max_items = size_t(*max);
-    return HttpResponse::json(200, ctx.queue.history_json(max_items, query_int(req, "offset")));
+    return json_or_unavailable(ctx.jobs.history_json(max_items, query_int(req, "offset")));
   });
   r.add("GET", "/history/{prompt_id}",
         [&ctx](const HttpRequest&, const std::vector<std::string>& p) {
-          return HttpResponse::json(200, ctx.queue.history_get(p[0]));
+          return json_or_unavailable(ctx.jobs.history_get(p[0]));
         });
   r.add("POST", "/history", [&ctx](const HttpRequest& req, auto&) {
     return post_clear_delete(
-        req, [&] { ctx.queue.history_clear(); },
-        [&](const std::vector<std::string>& ids) { ctx.queue.history_delete(ids); });
+        req, [&] { return ctx.jobs.history_clear(); },
+        [&](const std::vector<std::string>& ids) { return ctx.jobs.history_delete(ids); });
   });
   r.add("POST", "/interrupt", [&ctx](const HttpRequest& req, auto&) {
     Result<Json> body = request_json(req, Json::object());
@@ -125,15 +141,15 @@ void routes_add_queue(Router& r, ServerContext& ctx) {
     if (body.ok() && body->is_object() && body->contains("prompt_id") &&
         (*body)["prompt_id"].is_string())
       id = (*body)["prompt_id"];
-    ctx.runner.interrupt(id);
-    return HttpResponse::text(200, "");
+    Status st = ctx.jobs.interrupt(id);
+    return st.ok() ? HttpResponse::text(200, "") : unavailable(st);
   });
   r.add("POST", "/free", [&ctx](const HttpRequest& req, auto&) {
     Result<Json> body = request_json(req, Json::object());
     if (!body.ok() || !body->is_object()) return HttpResponse::error(400, "expected a JSON object");
-    ctx.runner.request_free(body->value("unload_models", false) == true,
-                            body->value("free_memory", false) == true);
-    return HttpResponse::text(200, "");
+    Status st = ctx.jobs.request_free(body->value("unload_models", false) == true,
+                                      body->value("free_memory", false) == true);
+    return st.ok() ? HttpResponse::text(200, "") : unavailable(st);
   });
 }
 

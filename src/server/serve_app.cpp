@@ -12,6 +12,11 @@
 #include "graph/executor.h"
 #include "jobs/job_queue.h"
 #include "jobs/job_runner.h"
+#include "jobs/job_service.h"
+#include "jobs/redis_job_service.h"
+#include "jobs/redis_keys.h"
+#include "jobs/redis_subscriber.h"
+#include "jobs/redis_wire.h"
 #include "jobs/sqlite_store.h"
 #include "memory/driver_lens.h"
 #include "memory/telemetry.h"
@@ -40,6 +45,8 @@ struct ServeApp::Parts {
   std::unique_ptr<JobQueue> queue;
   WsHub hub;
   std::unique_ptr<JobRunner> runner;
+  std::unique_ptr<JobService> jobs;
+  std::unique_ptr<RedisSubscriber> events;  // `--queue`: the workers' messages for this hub
   std::unique_ptr<ServerContext> ctx;
   Router router;
   std::unique_ptr<HttpListener> listener;
@@ -102,26 +109,64 @@ Status queue_setup(ServeApp::Parts& p) {
   });
   JobQueue& q = *p.queue;
   q.set_on_change([&hub, &q] { hub.send("", "status", msg_status(q.remaining())); });
+  p.jobs = job_service_local(*p.queue, *p.runner);
   return Status();
 }
 
-Status server_setup(ServeApp::Parts& p) {
+WorkflowPlanOptions plan_options(const ServeApp::Parts& p) {
   WorkflowPlanOptions plan;
   plan.backend = p.backend.get();
   plan.compute_dtype = p.dtype;
   plan.models_dir = p.opt.models_dir;
   plan.model_paths = p.model_paths;
-  p.ctx.reset(new ServerContext{p.opt.server, *p.queue, *p.runner, p.registry, p.model_paths,
-                                *p.backend, *p.allocator, *p.telemetry, plan, p.hub, p.levels,
+  return plan;
+}
+
+// Note [front forwarding]: with `--queue` this process runs no jobs. Workers publish every
+// message once; every front receives it and hands it to its WsHub, which delivers it to the
+// connections of its client_id (or to all for an empty one), so a client gets its messages from
+// whichever front its WebSocket is on, whichever front queued its prompt.
+void events_forward(WsHub& hub, const std::string& channel, const std::string& payload) {
+  const bool binary = channel == redis_keys::kPreviews;
+  Result<JobMessage> m = binary ? preview_decode(payload) : event_decode(payload);
+  if (!m.ok()) {
+    std::fprintf(stderr, "headroom serve: dropping a message: %s\n", m.status().str().c_str());
+  } else if (binary) {
+    hub.send_binary(m->client_id, m->binary);
+  } else {
+    hub.send(m->client_id, m->type, m->data);
+  }
+}
+
+Status queue_setup_remote(ServeApp::Parts& p) {
+  HR_ASSIGN_OR_RETURN(RedisUrl url, redis_url_parse(p.opt.queue_url));
+  HR_ASSIGN_OR_RETURN(std::unique_ptr<RedisJobService> jobs,
+                      RedisJobService::open(url, p.registry, plan_options(p)));
+  p.jobs = std::move(jobs);
+  WsHub& hub = p.hub;
+  p.events = std::make_unique<RedisSubscriber>(
+      url, std::vector<std::string>{redis_keys::kEvents, redis_keys::kPreviews},
+      [&hub](const std::string& channel, const std::string& payload) {
+        events_forward(hub, channel, payload);
+      });
+  return Status();
+}
+
+Status server_setup(ServeApp::Parts& p) {
+  p.ctx.reset(new ServerContext{p.opt.server, *p.jobs, p.registry, p.model_paths, *p.backend,
+                                *p.allocator, *p.telemetry, plan_options(p), p.hub, p.levels,
                                 p.policy.budget, p.executor.get()});
   routes_add_queue(p.router, *p.ctx);
   routes_add_files(p.router, *p.ctx);
   routes_add_info(p.router, *p.ctx);
   routes_add_headroom(p.router, *p.ctx);
   routes_add_static(p.router, *p.ctx);  // last: Note [dashboard at the root]
-  JobQueue& q = *p.queue;
-  p.listener =
-      std::make_unique<HttpListener>(p.opt.server, p.router, p.hub, [&q] { return q.remaining(); });
+  JobService& jobs = *p.jobs;
+  p.listener = std::make_unique<HttpListener>(p.opt.server, p.router, p.hub, [&jobs] {
+    Result<size_t> n = jobs.remaining();
+    return n.ok() ? *n : 0;
+  });
+  if (!p.runner) return Status();  // `--queue`: vram_update comes from the workers
   JobRunner& runner = *p.runner;
   WsHub& hub = p.hub;
   p.feed = std::make_unique<VramFeed>(
@@ -129,6 +174,17 @@ Status server_setup(ServeApp::Parts& p) {
       [&hub](const Json& d) { hub.send("", "vram_update", d); });
   hub.set_on_join([feed = p.feed.get()] { feed->resend(); });
   return Status();
+}
+
+}  // namespace
+
+namespace {
+
+// The database, or the Redis URL without its password.
+std::string queue_describe(const ServeOptions& o) {
+  if (o.queue_url.empty()) return o.database;
+  Result<RedisUrl> u = redis_url_parse(o.queue_url);
+  return (u.ok() ? u->str() : o.queue_url) + " (jobs run in workers)";
 }
 
 }  // namespace
@@ -152,12 +208,13 @@ Result<std::unique_ptr<ServeApp>> ServeApp::start(const ServeOptions& options) {
   HR_TRY(p->levels.set(options.server.warning, options.server.danger)
              .with_context("--vram-warning/--vram-danger"));
   HR_TRY(compute_setup(*p));
-  HR_TRY(queue_setup(*p));
+  HR_TRY(options.queue_url.empty() ? queue_setup(*p) : queue_setup_remote(*p));
   HR_TRY(server_setup(*p));
   HR_TRY(p->listener->start());
   p->telemetry->start();
-  p->runner->start();
-  p->feed->start();
+  if (p->runner) p->runner->start();
+  if (p->feed) p->feed->start();
+  if (p->events) p->events->start();
   return std::unique_ptr<ServeApp>(new ServeApp(std::move(p)));
 }
 
@@ -171,16 +228,18 @@ std::string ServeApp::describe() const {
   return fmt::format("listening on http://{}:{} ({} in {}; budget {} ({}), residency {}; queue {})",
                      p_->opt.server.listen, port(), p_->backend->info().name, dtype_name(p_->dtype),
                      bytes_format(p_->policy.budget), p_->policy.how,
-                     residency_mode_name(p_->policy.mode), p_->opt.database);
+                     residency_mode_name(p_->policy.mode),
+                     queue_describe(p_->opt));
 }
 
 void ServeApp::stop() {
   if (!p_) return;
   p_->listener->stop();
-  p_->feed->stop();
-  p_->runner->stop();
+  if (p_->events) p_->events->stop();
+  if (p_->feed) p_->feed->stop();
+  if (p_->runner) p_->runner->stop();
   p_->hub.clear();  // sessions die with their I/O context (destroyed with the listener)
-  p_->queue->close();
+  if (p_->queue) p_->queue->close();
   p_->telemetry->stop();
 }
 

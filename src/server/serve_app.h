@@ -25,6 +25,9 @@ struct ServeOptions {
   MemoryArgs memory;
   // The SQLite file of the queue and history; ":memory:" keeps them in memory only.
   std::string database = "headroom-jobs.sqlite";
+  // `--queue redis://HOST:PORT/DB`: jobs go to Redis Streams and run in `headroom worker`
+  // processes (docs/DISTRIBUTED.md); empty: the queue and its worker are in this process.
+  std::string queue_url;
   // ComfyUI's --preview-method: none, auto or latent2rgb (binary preview frames per step).
   std::string preview_method = "none";
 };

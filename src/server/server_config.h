@@ -14,8 +14,7 @@ class Executor;
 
 class Allocator;
 class Backend;
-class JobQueue;
-class JobRunner;
+class JobService;
 class MemoryLevels;
 class ModelPaths;
 class NodeRegistry;
@@ -45,8 +44,7 @@ struct ServerConfig {
 // What route handlers use; everything outlives the server.
 struct ServerContext {
   const ServerConfig& config;
-  JobQueue& queue;
-  JobRunner& runner;
+  JobService& jobs;  // the queue and its workers, here or behind Redis (jobs/job_service.h)
   const NodeRegistry& registry;
   std::shared_ptr<const ModelPaths> model_paths;
   Backend& backend;

@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
 using test::CmdResult;
+using test::file_read;
 using test::run_cmd;
 
 class CliTest : public ::testing::Test {
@@ -43,12 +44,17 @@ class CliTest : public ::testing::Test {
     return j;
   }
 
-  CmdResult run_workflow(const Json& wf, const std::string& name) {
+  // The command line of `headroom run` on `wf`, written to <name>.json.
+  std::string run_line(const Json& wf, const std::string& name, bool quiet = true) {
     fs::path p = root_ / (name + ".json");
     std::ofstream(p) << wf.dump();
-    return run_cmd(test::headroom_binary() + " run --quiet --device cpu --threads 2 --models-dir " +
-                   (root_ / "models").string() + " --output-dir " + (root_ / "out").string() + " " +
-                   p.string());
+    return test::headroom_binary() + " run" + (quiet ? " --quiet" : "") +
+           " --device cpu --threads 2 --models-dir " + (root_ / "models").string() +
+           " --output-dir " + (root_ / "out").string() + " " + p.string();
+  }
+
+  CmdResult run_workflow(const Json& wf, const std::string& name) {
+    return run_cmd(run_line(wf, name));
   }
 
   void expect_invalid(const Json& wf, const std::string& name, const std::string& needle) {
@@ -97,6 +103,48 @@ TEST_F(CliTest, RunsExampleAndWritesPngWithPrompt) {
   r = run_workflow(wf, "example2");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(fs::exists(root_ / "out" / "ComfyUI_00002_.png"));
+}
+
+// Progress goes to stderr, as plain lines when it is not a terminal (Note [run progress]): each
+// node with its time, the sampler's bar at every tenth of its steps, the total; stdout keeps only
+// the PNG paths; --quiet leaves stderr empty.
+TEST_F(CliTest, RunShowsProgressOnStderr) {
+  Json wf = example();
+  wf["3"]["inputs"]["steps"] = 12;
+  wf["9"]["inputs"]["filename_prefix"] = "progress/p";
+  const std::string err = (root_ / "progress.err").string();
+  std::string cmd = "(";  // stdout: the PNG paths; stderr, the progress, goes to a file
+  cmd += run_line(wf, "progress", false) + " 2>" + err + ")";
+  CmdResult r = run_cmd(cmd);
+  ASSERT_EQ(r.code, 0) << r.output << file_read(err);
+  EXPECT_EQ(r.output, (root_ / "out/progress/p_00001_.png").string() + "\n");
+  const std::string progress = file_read(err);
+  EXPECT_EQ(progress.find('\r'), std::string::npos) << progress;
+  const char* nodes[] = {"4 CheckpointLoaderSimple", "6 CLIPTextEncode", "7 CLIPTextEncode",
+                         "5 EmptyLatentImage", "3 KSampler", "8 VAEDecode", "9 SaveImage"};
+  for (const char* node : nodes) {
+    const std::string line = std::string("node ") + node;
+    EXPECT_NE(progress.find(line + "\n"), std::string::npos) << line << " in:\n" << progress;
+    EXPECT_NE(progress.find(line + " done in "), std::string::npos) << line << " in:\n" << progress;
+  }
+  EXPECT_NE(progress.find("[7/7] node "), std::string::npos) << progress;
+  const size_t last = progress.find("node 3 KSampler 100%|##########| 12/12 [");
+  ASSERT_NE(last, std::string::npos) << progress;
+  const std::string bar = progress.substr(last, progress.find('\n', last) - last);
+  EXPECT_TRUE(bar.ends_with("it/s]") || bar.ends_with("s/it]")) << bar;
+  size_t bars = 0;
+  for (size_t at = progress.find("%|"); at != std::string::npos; at = progress.find("%|", at + 1))
+    ++bars;
+  // 12 steps, a line per tenth: 1/12 is below the first tenth, 7/12 in the same one as 6/12.
+  EXPECT_EQ(bars, 10u) << progress;
+  EXPECT_NE(progress.find("headroom: prompt executed in "), std::string::npos) << progress;
+
+  cmd = "(";
+  cmd += run_line(wf, "progress_quiet") + " 2>" + err + ")";
+  r = run_cmd(cmd);
+  ASSERT_EQ(r.code, 0) << r.output << file_read(err);
+  EXPECT_EQ(r.output, (root_ / "out/progress/p_00002_.png").string() + "\n");
+  EXPECT_EQ(file_read(err), "");
 }
 
 TEST_F(CliTest, MalformedWorkflowsExitWithCode2) {

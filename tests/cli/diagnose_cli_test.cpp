@@ -17,14 +17,8 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 using hr::test::CmdResult;
+using hr::test::file_read;
 using hr::test::run_cmd;
-
-std::string file_read(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 bool looks_like_svg(const std::string& s) {
   return s.rfind("<?xml", 0) == 0 && s.find("<svg") != std::string::npos && s.size() > 7 &&
