@@ -149,6 +149,10 @@ Status RedisJobService::request_free(bool unload_models, bool free_memory) {
   return control(control_encode(ControlMessage{"free", "", unload_models, free_memory}));
 }
 
+Status RedisJobService::vram_resend_request() {
+  return control(control_encode(ControlMessage{"vram", "", false, false}));
+}
+
 Json RedisJobService::workers() {
   Result<Json> w = workers_list(*redis_);
   return w.ok() ? *w : Json::array();

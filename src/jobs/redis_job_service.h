@@ -44,6 +44,9 @@ class RedisJobService final : public JobService {
   JobStatsSnapshot stats() override;
   std::vector<std::string> loaded_models() override;
   Json workers() override;
+  // Asks every worker to publish its latest vram_update again (control `vram`): a front that
+  // (re)subscribed has missed the idle workers' last ones (Note [latest per worker]).
+  Status vram_resend_request();
 
  private:
   RedisJobService(std::unique_ptr<RedisClient> redis, const NodeRegistry& registry,

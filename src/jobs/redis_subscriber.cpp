@@ -49,6 +49,7 @@ bool RedisSubscriber::session() {
   sub.insert(sub.end(), channels_.begin(), channels_.end());
   if (!(*c)->command(sub).ok()) return false;
   subscribed_ = true;
+  if (on_subscribed_) on_subscribed_();
   while (!stop_) {
     Result<std::optional<RedisReply>> m = (*c)->next_push(kPoll);
     if (!m.ok()) {

@@ -19,6 +19,9 @@ class RedisSubscriber {
   RedisSubscriber(const RedisSubscriber&) = delete;
   RedisSubscriber& operator=(const RedisSubscriber&) = delete;
   ~RedisSubscriber();
+  // Called on the subscriber's thread each time the subscription is made (again after a
+  // reconnect): a front asks the workers for their latest vram_update then. Set before start().
+  void set_on_subscribed(std::function<void()> f) { on_subscribed_ = std::move(f); }
   void start();
   void stop();
   // True once subscribed (and again after a reconnect): tests wait for it.
@@ -31,6 +34,7 @@ class RedisSubscriber {
   RedisUrl url_;
   std::vector<std::string> channels_;
   OnMessage on_message_;
+  std::function<void()> on_subscribed_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> subscribed_{false};
   std::thread thread_;

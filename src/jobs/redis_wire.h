@@ -25,7 +25,8 @@ std::string preview_encode(const JobMessage& m);
 Result<JobMessage> preview_decode(const std::string& text);
 
 // Control channel, fronts to workers: {"op": "interrupt", "prompt_id"} | {"op": "free",
-// "unload_models", "free_memory"} | {"op": "wake"} (a job was queued).
+// "unload_models", "free_memory"} | {"op": "wake"} (a job was queued) | {"op": "vram"} (publish
+// the latest vram_update again: a front subscribed).
 struct ControlMessage {
   std::string op;
   std::string prompt_id;

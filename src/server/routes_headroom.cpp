@@ -31,7 +31,13 @@ Json levels_json(const ServerContext& ctx) {
 }
 
 // {"warning": 0.8, "danger": 0.9}; either may be left out (it keeps its value).
+// Note [levels per worker]: behind `--queue` the levels that act are each worker's own
+// (`headroom worker --vram-warning/--vram-danger`, drawn on its chart); a front's would change
+// nothing, so setting them there is refused rather than silently ignored.
 HttpResponse post_levels(ServerContext& ctx, const HttpRequest& req) {
+  if (!ctx.jobs.workers().is_null())
+    return HttpResponse::error(409, "the warning and danger levels are set per worker "
+                                    "(headroom worker --vram-warning/--vram-danger)");
   Result<Json> body = request_json(req);
   if (!body.ok() || !body->is_object())
     return HttpResponse::error(400, "expected a JSON object {\"warning\": 0.8, \"danger\": 0.9}");

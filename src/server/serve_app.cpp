@@ -26,6 +26,7 @@
 #include "server/http_listener.h"
 #include "server/routes.h"
 #include "server/vram_feed.h"
+#include "server/worker_vram.h"
 #include "server/ws_hub.h"
 
 namespace hr {
@@ -46,6 +47,7 @@ struct ServeApp::Parts {
   WsHub hub;
   std::unique_ptr<JobRunner> runner;
   std::unique_ptr<JobService> jobs;
+  WorkerVramLatest worker_vram;              // `--queue`: Note [latest per worker]
   std::unique_ptr<RedisSubscriber> events;  // `--queue`: the workers' messages for this hub
   std::unique_ptr<ServerContext> ctx;
   Router router;
@@ -126,7 +128,8 @@ WorkflowPlanOptions plan_options(const ServeApp::Parts& p) {
 // message once; every front receives it and hands it to its WsHub, which delivers it to the
 // connections of its client_id (or to all for an empty one), so a client gets its messages from
 // whichever front its WebSocket is on, whichever front queued its prompt.
-void events_forward(WsHub& hub, const std::string& channel, const std::string& payload) {
+void events_forward(WsHub& hub, WorkerVramLatest& latest, const std::string& channel,
+                    const std::string& payload) {
   const bool binary = channel == redis_keys::kPreviews;
   Result<JobMessage> m = binary ? preview_decode(payload) : event_decode(payload);
   if (!m.ok()) {
@@ -134,21 +137,34 @@ void events_forward(WsHub& hub, const std::string& channel, const std::string& p
   } else if (binary) {
     hub.send_binary(m->client_id, m->binary);
   } else {
+    if (m->type == "vram_update") latest.put(m->data);
     hub.send(m->client_id, m->type, m->data);
   }
+}
+
+// Note [latest per worker]: after (re)subscribing, ask the idle workers for their latest; on a
+// join, resend those of the live ones (one heartbeat read, as /queue does, on the I/O thread).
+void worker_vram_resend(ServeApp::Parts& p, RedisJobService* service) {
+  p.events->set_on_subscribed([service] { (void)service->vram_resend_request(); });
+  p.hub.set_on_join([&hub = p.hub, &latest = p.worker_vram, service](const std::string& client) {
+    for (const Json& d : latest.live(service->workers())) hub.send(client, "vram_update", d);
+  });
 }
 
 Status queue_setup_remote(ServeApp::Parts& p) {
   HR_ASSIGN_OR_RETURN(RedisUrl url, redis_url_parse(p.opt.queue_url));
   HR_ASSIGN_OR_RETURN(std::unique_ptr<RedisJobService> jobs,
                       RedisJobService::open(url, p.registry, plan_options(p)));
+  RedisJobService* service = jobs.get();
   p.jobs = std::move(jobs);
   WsHub& hub = p.hub;
+  WorkerVramLatest& latest = p.worker_vram;
   p.events = std::make_unique<RedisSubscriber>(
       url, std::vector<std::string>{redis_keys::kEvents, redis_keys::kPreviews},
-      [&hub](const std::string& channel, const std::string& payload) {
-        events_forward(hub, channel, payload);
+      [&hub, &latest](const std::string& channel, const std::string& payload) {
+        events_forward(hub, latest, channel, payload);
       });
+  worker_vram_resend(p, service);
   return Status();
 }
 
@@ -172,7 +188,7 @@ Status server_setup(ServeApp::Parts& p) {
   p.feed = std::make_unique<VramFeed>(
       *p.telemetry, p.opt.server, p.levels, p.policy.budget, [&runner] { return runner.busy(); },
       [&hub](const Json& d) { hub.send("", "vram_update", d); });
-  hub.set_on_join([feed = p.feed.get()] { feed->resend(); });
+  hub.set_on_join([feed = p.feed.get()](const std::string&) { feed->resend(); });
   return Status();
 }
 

@@ -142,6 +142,7 @@ void control_apply(WorkerApp::Parts& p, const std::string& payload) {
   if (c->op == "interrupt") p.runner->interrupt(c->prompt_id);
   if (c->op == "free") p.runner->request_free(c->unload_models, c->free_memory);
   if (c->op == "wake") p.source->wake();
+  if (c->op == "vram" && p.feed) p.feed->resend();
 }
 
 Status queue_setup(WorkerApp::Parts& p) {

@@ -10,7 +10,7 @@ void WsHub::join(const std::string& client_id, std::shared_ptr<WsClient> client)
     std::lock_guard<std::mutex> lock(mu_);
     entries_.push_back(Entry{client_id, std::move(client)});
   }
-  if (on_join_) on_join_();
+  if (on_join_) on_join_(client_id);
 }
 
 void WsHub::leave(const WsClient* client) {

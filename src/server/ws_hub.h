@@ -31,9 +31,10 @@ class WsClient {
 class WsHub {
  public:
   void join(const std::string& client_id, std::shared_ptr<WsClient> client);
-  // Called (outside the hub's lock) after each client joins: the vram feed resends its latest
-  // sample, so a page opened while the device is idle draws the current state at once.
-  void set_on_join(std::function<void()> f) { on_join_ = std::move(f); }
+  // Called (outside the hub's lock) with the client id after each client joins: the vram feed
+  // resends its latest sample (a front: every live worker's, Note [latest per worker]), so a page
+  // opened while the devices are idle draws the current state at once.
+  void set_on_join(std::function<void(const std::string&)> f) { on_join_ = std::move(f); }
   void leave(const WsClient* client);
   // {"type": type, "data": data} to every connection of `client_id`; empty id: everyone.
   void send(const std::string& client_id, const std::string& type, const Json& data);
@@ -53,7 +54,7 @@ class WsHub {
   mutable std::mutex mu_;
   std::vector<Entry> entries_;
   std::atomic<uint64_t> dropped_{0};
-  std::function<void()> on_join_;  // set before the listener starts
+  std::function<void(const std::string&)> on_join_;  // set before the listener starts
 };
 
 }  // namespace hr

@@ -1,7 +1,8 @@
 // Two `headroom serve --queue` fronts and three `headroom worker`s (separate processes) on a
 // redis-server of the test's own, with the tiny checkpoint on the CPU: ComfyUI's client flow
-// through either front, jobs above a worker's budget never reaching it, 100 prompts from 10
-// clients, kill -9 of a worker mid-job, and the dead-letter stream.
+// through either front, every live worker's latest vram_update on a WebSocket that joins, jobs
+// above a worker's budget never reaching it, 100 prompts from 10 clients, kill -9 of a worker
+// mid-job, and the dead-letter stream.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -181,6 +182,46 @@ TEST_F(ClusterTest, StatsAndMetricsListEveryWorkersDevice) {
   HttpResult m = http_call(port(0), "GET", "/metrics");
   EXPECT_NE(m.body.find("headroom_workers 3"), std::string::npos) << m.body;
   EXPECT_NE(m.body.find("headroom_worker_vram_bytes{worker=\"small\""), std::string::npos);
+}
+
+// The workers whose vram_update a client connecting to `front` receives within its first moments
+// (the front's resend on join; an idle worker publishes only when its memory moves).
+std::set<std::string> vram_workers_on_join(uint16_t front) {
+  WsReader ws;
+  if (!ws.connect(front, "vram-join")) return {"(no connection)"};
+  std::set<std::string> out;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(400);
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        end - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    std::optional<Json> m = ws.next(left);
+    if (!m) break;
+    if ((*m)["type"] != "vram_update") continue;
+    const Json& d = (*m)["data"];
+    EXPECT_TRUE(d["device"].is_string() && !d["device"].get<std::string>().empty()) << d.dump();
+    out.insert(d.value("worker", "(none)"));
+  }
+  return out;
+}
+
+// Note [latest per worker]: a dashboard opened while every worker is idle draws every device at
+// once; a worker that was killed is not drawn again.
+TEST_F(ClusterTest, ClientThatJoinsGetsTheLatestVramOfEveryLiveWorker) {
+  ASSERT_TRUE(wait_for(
+      [&] {
+        Json q = http_call(port(0), "GET", "/queue").json();
+        return q["queue_running"].empty() && q["queue_pending"].empty();
+      },
+      std::chrono::seconds(30)));
+  for (int front : {0, 1})
+    EXPECT_EQ(vram_workers_on_join(port(front)),
+              (std::set<std::string>{"large-1", "large-2", "small"}))
+        << "front " << front;
+  cluster_->workers["small"]->kill(SIGKILL);
+  ASSERT_TRUE(wait_for([] { return cluster_->workers_listed(cluster_->ports[0]) == 2; },
+                       std::chrono::seconds(10)));
+  EXPECT_EQ(vram_workers_on_join(port(1)), (std::set<std::string>{"large-1", "large-2"}));
 }
 
 TEST_F(ClusterTest, JobsAboveAWorkersBudgetNeverReachIt) {

@@ -4,60 +4,16 @@
 // advance and the job finish with its thumbnail, feeds the page malformed messages, restarts the
 // server and sees the page reconnect. Any console error or page error fails it; screenshots go
 // to test-artifacts/dashboard/. Run: node web/tests/dashboard.test.mjs build/headroom
-import {spawn, spawnSync} from 'node:child_process';
-import {existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync} from 'node:fs';
-import {createServer} from 'node:net';
+import {spawn} from 'node:child_process';
+import {mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync} from 'node:fs';
 import {tmpdir} from 'node:os';
-import {dirname, join, resolve} from 'node:path';
-import {fileURLToPath} from 'node:url';
+import {join} from 'node:path';
+import {ErrorLog, REPO, browserLaunch, check, fail, freePort, log, prerequisites, sleep, testNamed,
+  tinyModelMake} from './harness.mjs';
 
-const WEB = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const REPO = resolve(WEB, '..');
-const CHROMIUM = '/usr/bin/chromium';
+testNamed('dashboard_browser');
 const SHOTS = join(REPO, 'test-artifacts', 'dashboard');
 const TIMEOUT_MS = 90_000;
-
-function fail(message) {
-  console.error(`dashboard_browser: FAIL: ${message}`);
-  process.exit(1);
-}
-
-function log(message) {
-  console.log(`dashboard_browser: ${message}`);
-}
-
-// What must be there; a missing piece fails the test (CI installs all of it).
-async function prerequisites() {
-  const binary = process.argv[2];
-  if (!binary || !existsSync(binary)) fail(`usage: dashboard.test.mjs HEADROOM_BINARY (got ${binary})`);
-  if (!existsSync(CHROMIUM)) fail(`${CHROMIUM} is missing: apt-get install chromium (.ci/install-deps)`);
-  let chromium;
-  try {
-    ({chromium} = await import('playwright-core'));
-  } catch (e) {
-    fail(`playwright-core is not installed: run \`npm ci\` in web/ (${e.message})`);
-  }
-  let build;
-  try {
-    ({build} = await import('../scripts/build.mjs'));
-  } catch (e) {
-    fail(`web/scripts/build.mjs: ${e.message}`);
-  }
-  return {binary: resolve(binary), chromium, build};
-}
-
-function freePort() {
-  return new Promise((ok, bad) => {
-    const s = createServer();
-    s.once('error', bad);
-    s.listen(0, '127.0.0.1', () => {
-      const {port} = s.address();
-      s.close(() => ok(port));
-    });
-  });
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // A `headroom serve` process with its own folders under `dir`.
 class Server {
@@ -97,23 +53,6 @@ class Server {
   }
 }
 
-// Console errors and page errors, each with the time it came.
-class ErrorLog {
-  constructor(page) {
-    this.items = [];
-    page.on('console', (m) => {
-      if (m.type() === 'error') this.items.push({t: Date.now(), text: `console: ${m.text()}`});
-    });
-    page.on('pageerror', (e) => this.items.push({t: Date.now(), text: `page error: ${e.message}`}));
-  }
-}
-
-async function check(name, fn) {
-  const t0 = Date.now();
-  await fn();
-  log(`ok  ${name} (${Date.now() - t0} ms)`);
-}
-
 async function main() {
   const {binary, chromium, build} = await prerequisites();
   const dir = mkdtempSync(join(tmpdir(), 'hr-dashboard-'));
@@ -123,22 +62,10 @@ async function main() {
   try {
     mkdirSync(SHOTS, {recursive: true});
     const webRoot = build(join(dir, 'web'));
-    const model = join(dir, 'models', 'checkpoints', 'headroom-tiny-sd1.safetensors');
-    mkdirSync(dirname(model), {recursive: true});
-    const made = spawnSync(binary, ['make-model', '--arch', 'sd1', '--size', 'tiny', '--seed', '0', '-o', model],
-      {encoding: 'utf8'});
-    if (made.status !== 0) fail(`make-model: ${made.stderr}`);
+    tinyModelMake(binary, dir);
     server = new Server(binary, dir, await freePort(), webRoot);
     await server.start();
-
-    // A fresh profile (--user-data-dir) per run: nothing cached from an earlier run.
-    browser = await chromium.launchPersistentContext(join(dir, 'chromium-profile'), {
-      executablePath: CHROMIUM,
-      headless: true,
-      viewport: {width: 1440, height: 1000},
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-        '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await browserLaunch(chromium, dir);
     const page = browser.pages()[0] || (await browser.newPage());
     const errors = new ErrorLog(page);
     const shot = (name) => page.screenshot({path: join(SHOTS, `${name}.png`), fullPage: true});
@@ -164,7 +91,11 @@ async function run(page, server, shot, errors, dir) {
     await page.waitForSelector('body[data-ready="true"][data-connection="open"]');
     await page.getByText('Allocator level', {exact: false}).first().waitFor();
     await page.getByText('Driver level', {exact: false}).first().waitFor();
-    await page.waitForFunction(() => window.headroomDashboard.chart.series.t.length > 0);
+    await page.waitForFunction(() => window.headroomDashboard.chart?.series.t.length > 0);
+    // A single server's updates name no worker: one chart, without a title.
+    const panels = await page.locator('.vram-panel').count();
+    const titles = await page.locator('.vram-panel .panel-title').count();
+    if (panels !== 1 || titles !== 0) throw new Error(`${panels} charts with ${titles} titles on a single server`);
     await page.selectOption('#window-select', '60');
     await shot('01-idle');
   });
@@ -226,8 +157,8 @@ async function run(page, server, shot, errors, dir) {
   await check('the chart advanced and marked the job on the time axis', async () => {
     const s = await page.evaluate(() => {
       const d = window.headroomDashboard;
-      return {rows: d.chart.series.t.length, events: d.chart.events.map((e) => e.text),
-        kinds: d.chart.events.map((e) => e.kind),
+      return {rows: d.chart.series.t.length, events: d.board.marks.items.map((e) => e.text),
+        kinds: d.board.marks.items.map((e) => e.kind),
         peak: Math.max(...d.chart.series.seg.activations.map((v) => v || 0))};
     });
     if (s.rows <= before + 2) throw new Error(`the chart has ${s.rows} rows, had ${before}`);
@@ -273,7 +204,7 @@ async function run(page, server, shot, errors, dir) {
       s.dispatch(new ArrayBuffer(3));
     });
     await page.waitForTimeout(700);
-    if (!(await page.locator('#chart-alloc canvas').isVisible())) throw new Error('the chart is gone');
+    if (!(await page.locator('.chart-alloc canvas').isVisible())) throw new Error('the chart is gone');
   });
 
   let outage = null;

@@ -1,5 +1,6 @@
 // The server's HTTP routes the dashboard uses: ComfyUI's (/prompt, /queue, /history, /interrupt,
-// /view, /system_stats) and headroom's (/headroom/memory, /headroom/levels, /headroom/plan).
+// /view, /system_stats) and headroom's (/headroom/memory, /headroom/levels, /headroom/workers,
+// /headroom/plan).
 
 // The message of an error body ({error: "..."} or ComfyUI's {error: {message, details}}).
 function errorText(status, body) {
@@ -41,6 +42,7 @@ export const api = {
   systemStats: () => request('GET', '/system_stats'),
   memory: () => request('GET', '/headroom/memory'),
   levels: () => request('GET', '/headroom/levels'),
+  workers: () => request('GET', '/headroom/workers'),
   setLevels: (warning, danger) => request('POST', '/headroom/levels', {warning, danger}),
   // `budget`: bytes, a size such as "6GiB", or null for the server's.
   plan: (prompt, budget = null) => request('POST', '/headroom/plan', {prompt, budget}),

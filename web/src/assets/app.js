@@ -1,9 +1,10 @@
-// The dashboard: wires the WebSocket feed and the HTTP routes to the chart, the queue and history
-// cards and the plan view. Everything the server sends is read defensively (format.js).
+// The dashboard: wires the WebSocket feed and the HTTP routes to the VRAM charts (one per device),
+// the queue and history cards and the plan view. Everything the server sends is read defensively (format.js).
 import {api} from './api.js';
 import {byId, el, fill} from './dom.js';
 import {arr, bytes, obj, percent, num, str} from './format.js';
-import {EVENT_COLORS, VramChart} from './vram_chart.js';
+import {EVENT_COLORS} from './vram_chart.js';
+import {VramBoard} from './vram_board.js';
 import {JobEvents} from './events.js';
 import {JobsView} from './jobs_view.js';
 import {LiveJob, historyItem, queueItem} from './job_state.js';
@@ -41,8 +42,8 @@ class Dashboard {
     this.pending = [];
     this.history = [];
     this.live = null;
-    this.chart = new VramChart(byId('chart-alloc'), byId('chart-driver'));
-    this.events = new JobEvents(this.chart, () => this.renderEvents());
+    this.board = new VramBoard(byId('vram-panels'), byId('vram-empty'));
+    this.events = new JobEvents(this.board, () => this.renderEvents());
     this.plans = new PlanCache(() => this.renderJobs());
     this.jobs = new JobsView({
       running: byId('running-body'),
@@ -70,7 +71,7 @@ class Dashboard {
 
   start() {
     this.socket.connect();
-    setInterval(() => this.chart.redraw(), REDRAW_MS);
+    setInterval(() => this.redraw(), REDRAW_MS);
     setInterval(() => this.poll(), POLL_MS);
     setInterval(() => this.live && this.renderJobs(), 1000);  // the running job's elapsed time
     window.addEventListener('hashchange', () => this.showView());
@@ -80,18 +81,25 @@ class Dashboard {
     document.body.dataset.ready = 'true';
   }
 
+  // A worker's chart may go stale between updates (Note [one chart per device]): the header's
+  // count and level follow.
+  redraw() {
+    this.board.redraw();
+    if (this.board.distributed && this.socket.state === 'open') this.memoryState();
+  }
+
   wireControls() {
     const select = byId('window-select');
     select.value = stored('localStorage', 'headroom.window', '300');
     if (!select.value) select.value = '300';
-    this.chart.setWindow(Number(select.value));
+    this.board.setWindow(Number(select.value));
     select.addEventListener('change', () => {
       try {
         localStorage.setItem('headroom.window', select.value);
       } catch {
         // not kept across reloads
       }
-      this.chart.setWindow(Number(select.value));
+      this.board.setWindow(Number(select.value));
     });
   }
 
@@ -152,6 +160,11 @@ class Dashboard {
     s.on('binary', (buf) => this.previewFrame(buf));
   }
 
+  // The only device's chart on a single server (the first one behind --queue).
+  get chart() {
+    return this.board.primary();
+  }
+
   // The live state of `promptId`'s run, made when the first message about it arrives.
   liveFor(promptId, startMs = null) {
     if (!this.live || this.live.promptId !== promptId) {
@@ -169,11 +182,11 @@ class Dashboard {
     if (state === 'open') {
       pill.textContent = 'live';
       banner.hidden = true;
-      this.chart.live = true;
+      this.board.live = true;
       this.refreshAll();
       return;
     }
-    this.chart.gap();
+    this.board.gap();
     this.memoryUnknown();
     pill.textContent = state === 'connecting' ? 'connecting…' : `reconnecting… (${attempt})`;
     banner.hidden = state === 'connecting';
@@ -182,37 +195,46 @@ class Dashboard {
   }
 
   vramUpdate(d) {
-    this.chart.push(d);
-    this.plans.setBudget(num(d.budget));
-    // The running node's peaks: the job /queue says runs, or the one our messages are about.
-    const job = this.running ? this.running.promptId : this.live && this.live.promptId;
+    this.board.push(d);
+    if (this.board.distributed && !this.workersAsked) {
+      this.workersAsked = true;
+      this.workersPoll();
+    }
+    this.plans.setBudget(this.board.budget());
+    const job = this.jobOf(d);
     if (job && d.node) this.liveFor(job).vram(d);
-    this.levels.fromServer(d);
-    this.memoryState(d);
+    // Note [levels per worker]: behind --queue each worker has its own levels, drawn on its
+    // chart; the form is then read-only and empty.
+    this.levels.setReadOnly(this.board.distributed);
+    if (!this.board.distributed) this.levels.fromServer(d);
+    this.memoryState();
   }
 
-  // The header's and the chart's colour: allocator-level bytes against the warning and danger
-  // levels (both fractions of the budget, allocator level).
-  memoryState(d) {
-    const a = obj(d.allocator);
-    const drv = obj(d.driver);
-    const total = num(a.total);
-    const warning = num(d.warning);
-    const danger = num(d.danger);
+  // The job whose running node an update is about: on a single server the running one (or the
+  // one our messages are about); a worker's only when its heartbeat says it runs the job shown.
+  jobOf(d) {
+    if (!str(d.worker)) return this.running ? this.running.promptId : this.live && this.live.promptId;
+    const job = this.board.runningOn(str(d.worker));
+    return job && this.running && job === this.running.promptId ? job : null;
+  }
+
+  // The header's and the card's colour: the worst level of the devices still sending.
+  memoryState() {
+    const {level, panel} = this.board.worst();
+    const d = obj(panel && panel.last);
     const budget = num(d.budget);
-    let level = 'ok';
-    if (total !== null && danger !== null && total >= danger) level = 'danger';
-    else if (total !== null && warning !== null && total >= warning) level = 'warning';
     document.body.dataset.level = level;
     byId('chart-card').dataset.level = level;
     const pill = byId('mem-pill');
     pill.dataset.level = level;
-    const share = budget ? ` · ${percent(total / budget)} of budget` : '';
-    pill.textContent = level === 'ok' ? `memory ok${share}` : `${level}${share}`;
-    byId('now-alloc').textContent = `${bytes(total)}${budget ? ` of ${bytes(budget)}` : ' (no budget)'}`;
-    byId('now-driver').textContent = `${bytes(drv.used)} of ${bytes(drv.total)}`;
-    byId('driver-source').textContent = str(drv.source) ? `source: ${drv.source}` : 'source unknown';
-    byId('now-node').textContent = str(d.node) || 'idle';
+    const share = budget ? ` · ${percent(num(obj(d.allocator).total) / budget)} of budget` : '';
+    if (!this.board.distributed) {
+      pill.textContent = level === 'ok' ? `memory ok${share}` : `${level}${share}`;
+      return;
+    }
+    const n = this.board.livePanels().length;
+    pill.textContent = level === 'ok' ? `memory ok · ${n} device${n === 1 ? '' : 's'}`
+      : `${level} on ${panel.worker}${share}`;
   }
 
   // While disconnected the last numbers are stale: the header says so rather than show them.
@@ -239,7 +261,21 @@ class Dashboard {
   }
 
   poll() {
-    if (this.socket.state === 'open') this.refreshAll();
+    if (this.socket.state !== 'open') return;
+    this.refreshAll();
+    if (this.board.distributed) this.workersPoll();
+  }
+
+  // Heartbeats: which workers live (their charts go stale otherwise) and what each runs.
+  async workersPoll() {
+    try {
+      const workers = arr(await api.workers());
+      this.board.workersSeen(workers);
+      byId('device-name').textContent = `${workers.length} worker${workers.length === 1 ? '' : 's'}`;
+      this.memoryState();
+    } catch {
+      // asked again on the next poll
+    }
   }
 
   async refreshAll() {
@@ -278,6 +314,7 @@ class Dashboard {
   async systemInfo() {
     try {
       const s = obj(await api.systemStats());
+      if (this.board.distributed) return;  // the worker count, from workersPoll
       const dev = obj(arr(s.devices)[0]);
       byId('device-name').textContent = str(dev.name, 'unknown device');
       this.systemShown = true;
@@ -295,7 +332,7 @@ class Dashboard {
   }
 
   renderEvents() {
-    const items = this.chart.recentEvents(8);
+    const items = this.board.recentEvents(8);
     fill(byId('event-list'), items.length
       ? items.map((e) => el('li', {class: `event event-${e.kind}`},
         el('span', {class: 'event-dot', style: {background: EVENT_COLORS[e.kind] || '#9ca3af'}}),
@@ -310,7 +347,7 @@ class Dashboard {
     byId('view-plan').hidden = !plan;
     byId('tab-live').classList.toggle('active', !plan);
     byId('tab-plan').classList.toggle('active', plan);
-    if (!plan) this.chart.resize();
+    if (!plan) this.board.resize();
   }
 
   toast(text, error = false) {

@@ -11,8 +11,9 @@ export function memoryKind(message) {
 }
 
 export class JobEvents {
-  constructor(chart, onChange) {
-    this.chart = chart;
+  // `board`: where events are marked (vram_board.js: on every device's chart).
+  constructor(board, onChange) {
+    this.board = board;
     this.onChange = onChange;
     this.started = new Set();
     this.ended = new Set();
@@ -38,7 +39,7 @@ export class JobEvents {
   }
 
   add(kind, text, tMs) {
-    this.chart.mark(kind, text, typeof tMs === 'number' ? tMs : Date.now());
+    this.board.mark(kind, text, typeof tMs === 'number' ? tMs : Date.now());
     this.onChange();
   }
 }

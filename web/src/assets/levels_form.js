@@ -18,6 +18,22 @@ export class LevelsForm {
     });
   }
 
+  // Behind --queue the levels are each worker's own (Note [levels per worker] in the server), set
+  // where the worker starts; the front refuses them, so the form only shows them there.
+  setReadOnly(readOnly) {
+    if (readOnly === this.readOnly) return;
+    this.readOnly = readOnly;
+    const form = byId('levels-form');
+    for (const input of form.querySelectorAll('input, button')) input.disabled = readOnly;
+    for (const input of [this.warning, this.danger]) {
+      input.placeholder = readOnly ? '–' : '';
+      if (readOnly) input.value = '';
+    }
+    form.title = readOnly
+      ? 'set per worker: headroom worker --vram-warning PCT --vram-danger PCT; each chart draws its worker\'s levels'
+      : 'fractions of the budget; sent to the server for every client';
+  }
+
   // A vram_update (or /headroom/levels) carries the live fractions; the inputs follow them
   // unless the user is editing.
   fromServer(d) {

@@ -1,6 +1,7 @@
-// The live VRAM chart: two uPlot charts on one time axis, one per lens. Allocator level: the
-// allocator's segments stacked, with the budget and the warning and danger levels. Driver level:
-// what the driver (or the OS, on the CPU) reports, as lines. Events are marked on both.
+// One device's live VRAM chart: two uPlot charts on one time axis, one per lens. Allocator level:
+// the allocator's segments stacked, with the budget and the warning and danger levels. Driver
+// level: what the driver (or the OS, on the CPU) reports, as lines. Events (shared by every
+// device's chart, vram_board.js) are marked on both.
 import uPlot from './uPlot.esm.js';
 import {bytes, clock} from './format.js';
 import {DRIVER_LINES, SEGMENTS, VramSeries} from './vram_series.js';
@@ -28,7 +29,7 @@ export const EVENT_COLORS = {
   levels: '#fbbf24',
 };
 
-const MAX_WINDOW_SEC = 15 * 60;
+export const MAX_WINDOW_SEC = 15 * 60;
 const HEIGHT_ALLOC = 230;
 const HEIGHT_DRIVER = 150;
 
@@ -59,18 +60,27 @@ function timeAxis() {
 }
 
 export class VramChart {
-  constructor(allocEl, driverEl) {
+  // `marks.items`: the events to mark, [{t (sec), kind, text}], shared with the other charts.
+  constructor(allocEl, driverEl, marks) {
     this.series = new VramSeries(MAX_WINDOW_SEC);
     this.windowSec = 300;
-    this.events = [];  // {t (sec), kind, text}
+    this.marks = marks;
     this.live = true;  // false while disconnected: the lines end where the data ends
     this.allocEl = allocEl;
     this.driverEl = driverEl;
+    // Every device's charts share one cursor: the same moment on all of them.
     const sync = uPlot.sync('vram');
     this.alloc = new uPlot(this.allocOptions(sync), this.series.allocatorData(null), allocEl);
     this.driver = new uPlot(this.driverOptions(sync), this.series.driverData(null), driverEl);
-    new ResizeObserver(() => this.resize()).observe(allocEl);
+    this.observer = new ResizeObserver(() => this.resize());
+    this.observer.observe(allocEl);
     this.resize();
+  }
+
+  destroy() {
+    this.observer.disconnect();
+    this.alloc.destroy();
+    this.driver.destroy();
   }
 
   setWindow(sec) {
@@ -85,12 +95,6 @@ export class VramChart {
   gap() {
     this.series.gap(Date.now() / 1000);
     this.live = false;
-  }
-
-  mark(kind, text, tMs = Date.now()) {
-    this.events.push({t: tMs / 1000, kind, text});
-    const cutoff = Date.now() / 1000 - MAX_WINDOW_SEC;
-    while (this.events.length && this.events[0].t < cutoff) this.events.shift();
   }
 
   redraw() {
@@ -194,7 +198,7 @@ export class VramChart {
     const ctx = u.ctx;
     const {top, height, left, width} = u.bbox;
     ctx.save();
-    for (const e of this.events) {
+    for (const e of this.marks.items) {
       const x = Math.round(u.valToPos(e.t, 'x', true));
       if (x < left || x > left + width) continue;
       ctx.strokeStyle = EVENT_COLORS[e.kind] || '#9ca3af';
@@ -215,15 +219,5 @@ export class VramChart {
       ctx.fill();
     }
     ctx.restore();
-  }
-
-  // The events inside the window, newest first, for the list under the chart.
-  recentEvents(limit) {
-    const from = Date.now() / 1000 - this.windowSec;
-    return this.events
-      .filter((e) => e.t >= from)
-      .slice(-limit)
-      .reverse()
-      .map((e) => ({...e, time: clock(e.t * 1000)}));
   }
 }
