@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A short GPU check for one device call (~6 min on a fresh H200): build headroom and the backend
 # and model tests with CUDA, run the CUDA op harness (every op against the CPU reference), the
-# model GPU tests (goldens, streaming with captures, MODEL_FILTER for more), then `headroom bench`
+# model GPU tests (goldens, streaming with captures, MODEL_FILTER for more), the bundled
+# model on CUDA against the CPU, then `headroom bench`
 # on a full-size random-weight SDXL 1024x1024 workflow under a budget that forces streaming
 # (all three modes, RUNS images each, STEPS steps). Logs to $OUT; carry .debs (device-env.sh).
 set -uo pipefail
@@ -11,21 +12,27 @@ RUNS=${RUNS:-2}
 STEPS=${STEPS:-4}
 BUDGET=${BUDGET:-4GiB}
 MODEL_FILTER=${MODEL_FILTER:-}
+OPS=${OPS:-1}  # 0: skip the op harness (saves its build on a short device budget)
 mkdir -p "$OUT" /tmp/hr/models/checkpoints /tmp/hr/out
 source scripts/device-env.sh
 device_configure
-ninja -C build-dev -j"$(nproc)" headroom hr_tests_backend hr_tests_models > "$OUT/build.log" 2>&1 ||
+ninja -C build-dev -j"$(nproc)" headroom $([ "$OPS" = 1 ] && echo hr_tests_backend) hr_tests_models hr_tests_default_model > "$OUT/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 echo "build ok"
 B=./build-dev/headroom
 $B make-model --arch sdxl --size full --seed 0 -o /tmp/hr/models/checkpoints/sdxl-full.safetensors \
   > /dev/null 2>&1 &
 maker=$!
-./build-dev/tests/hr_tests_backend --gtest_filter='*Cuda*' > "$OUT/cuda_ops.log" 2>&1
-tail -3 "$OUT/cuda_ops.log"
+if [ "$OPS" = 1 ]; then
+  ./build-dev/tests/hr_tests_backend --gtest_filter='*Cuda*' > "$OUT/cuda_ops.log" 2>&1
+  tail -3 "$OUT/cuda_ops.log"
+fi
 ./build-dev/tests/hr_tests_models --gtest_filter="*CudaGolden*:CudaStreaming*${MODEL_FILTER:+:$MODEL_FILTER}" \
   > "$OUT/models_gpu.log" 2>&1
 grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |steps|Failure" "$OUT/models_gpu.log" | head -30
+./build-dev/tests/hr_tests_default_model --gtest_filter='*CudaMatchesCpu*:*SameSeed*' \
+  > "$OUT/default_model_gpu.log" 2>&1
+grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |max|Failure" "$OUT/default_model_gpu.log" | head -12
 wait $maker
 python3 - <<'PY'
 import json, os
