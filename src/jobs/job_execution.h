@@ -36,7 +36,7 @@ struct JobRuntime {
   // Plans of earlier jobs (Note [plan cache]); the runner sets its own. Null: plan every job.
   PlanCache* plans = nullptr;
   // Called first on the worker thread: per-thread settings of the backend's libraries (Note
-  // [worker thread settings] in server/serve_app.cpp).
+  // [worker thread settings] in server/compute_stack.cpp).
   std::function<void()> on_thread_start;
 };
 

@@ -23,6 +23,7 @@
 #include "nodes/latent_preview.h"
 #include "nodes/model_paths.h"
 #include "nodes/nodes.h"
+#include "server/compute_stack.h"
 #include "server/http_listener.h"
 #include "server/routes.h"
 #include "server/vram_feed.h"
@@ -31,18 +32,12 @@
 
 namespace hr {
 
-struct ServeApp::Parts {
+// The compute stack is the base: it is built first and destroyed last, after everything that
+// runs on it.
+struct ServeApp::Parts : ComputeStack {
   ServeOptions opt;
   std::shared_ptr<const ModelPaths> model_paths;
   NodeRegistry registry;
-  std::unique_ptr<Backend> backend;
-  DType dtype = DType::F32;
-  PreviewMethod preview = PreviewMethod::NONE;
-  MemoryPolicy policy;
-  std::unique_ptr<Allocator> allocator;
-  std::unique_ptr<Executor> executor;
-  std::unique_ptr<Telemetry> telemetry;
-  MemoryLevels levels;
   std::unique_ptr<JobQueue> queue;
   WsHub hub;
   std::unique_ptr<JobRunner> runner;
@@ -58,16 +53,9 @@ struct ServeApp::Parts {
 namespace {
 
 Status compute_setup(ServeApp::Parts& p) {
-  HR_ASSIGN_OR_RETURN(p.backend, backend_open(p.opt.device, p.opt.threads));
-  HR_ASSIGN_OR_RETURN(p.dtype, compute_dtype_pick(p.opt.dtype, *p.backend));
-  HR_ASSIGN_OR_RETURN(p.preview, preview_method_parse(p.opt.preview_method));
-  HR_ASSIGN_OR_RETURN(p.policy, memory_policy_resolve(p.opt.memory, p.backend->info()));
-  p.allocator = std::make_unique<Allocator>(*p.backend, p.policy.budget);
-  p.allocator->set_weights_cap(p.policy.weights_cap);
-  p.allocator->set_pinned_budget(p.policy.pinned_budget);
-  p.executor = std::make_unique<Executor>(*p.backend, *p.allocator);
-  p.telemetry = std::make_unique<Telemetry>(*p.allocator, DriverLens::open(*p.backend));
-  return Status();
+  return compute_stack_open(
+      ComputeChoice{p.opt.device, p.opt.threads, p.opt.dtype, p.opt.preview_method, p.opt.memory},
+      p);
 }
 
 Status queue_setup(ServeApp::Parts& p) {
@@ -79,29 +67,11 @@ Status queue_setup(ServeApp::Parts& p) {
   }
   p.queue = std::make_unique<JobQueue>(std::move(store));
   HR_TRY(p.queue->open());
-  JobRuntime rt;
-  rt.registry = &p.registry;
-  rt.exec.models_dir = p.opt.models_dir;
-  rt.exec.model_paths = p.model_paths;
-  rt.exec.output_dir = p.opt.server.output_dir;
-  rt.exec.input_dir = p.opt.server.input_dir;
-  rt.exec.temp_dir = p.opt.server.temp_dir;
-  rt.exec.backend = p.backend.get();
-  rt.exec.compute_dtype = p.dtype;
-  rt.exec.allocator = p.allocator.get();
-  rt.exec.executor = p.executor.get();
-  rt.exec.preview = p.preview == PreviewMethod::LATENT2RGB;
-  rt.plan.backend = p.backend.get();
-  rt.plan.compute_dtype = p.dtype;
-  rt.plan.models_dir = p.opt.models_dir;
-  rt.plan.model_paths = p.model_paths;
-  rt.telemetry = p.telemetry.get();
-  rt.levels = &p.levels;
-  // Note [worker thread settings]: the CPU backend sets OpenMP's thread count with
-  // omp_set_num_threads, which holds for the calling thread only; the worker thread that runs
-  // the ops would use every core (and, with --threads below the core count, OpenMP teams spin
-  // against each other on a shared machine). The worker applies --threads itself.
-  if (p.opt.threads > 0) rt.on_thread_start = [n = p.opt.threads] { omp_set_num_threads(n); };
+  JobRuntime rt = compute_runtime(
+      p, p.registry, p.model_paths,
+      RuntimeFolders{p.opt.models_dir, p.opt.server.output_dir, p.opt.server.input_dir,
+                     p.opt.server.temp_dir},
+      p.opt.threads);
   WsHub& hub = p.hub;
   p.runner = std::make_unique<JobRunner>(*p.queue, std::move(rt), [&hub](const JobMessage& m) {
     if (m.binary)

@@ -28,26 +28,20 @@
 #include "nodes/latent_preview.h"
 #include "nodes/model_paths.h"
 #include "nodes/nodes.h"
+#include "server/compute_stack.h"
 #include "server/device_stats.h"
 #include "server/vram_feed.h"
 
 namespace hr {
 
-struct WorkerApp::Parts {
+// The compute stack is the base: built first, destroyed after everything that runs on it.
+struct WorkerApp::Parts : ComputeStack {
   WorkerOptions opt;
   ServerConfig config;  // the vram feed's periods and levels
   std::string id;
   RedisUrl url;
   std::shared_ptr<const ModelPaths> model_paths;
   NodeRegistry registry;
-  std::unique_ptr<Backend> backend;
-  DType dtype = DType::F32;
-  PreviewMethod preview = PreviewMethod::NONE;
-  MemoryPolicy policy;
-  std::unique_ptr<Allocator> allocator;
-  std::unique_ptr<Executor> executor;
-  std::unique_ptr<Telemetry> telemetry;
-  MemoryLevels levels;
   std::shared_ptr<RedisClient> redis;
   std::unique_ptr<RedisJobSource> source;
   std::unique_ptr<JobRunner> runner;
@@ -69,40 +63,16 @@ std::string worker_id_default(const std::string& device) {
 }
 
 Status compute_setup(WorkerApp::Parts& p) {
-  HR_ASSIGN_OR_RETURN(p.backend, backend_open(p.opt.device, p.opt.threads));
-  HR_ASSIGN_OR_RETURN(p.dtype, compute_dtype_pick(p.opt.dtype, *p.backend));
-  HR_ASSIGN_OR_RETURN(p.preview, preview_method_parse(p.opt.preview_method));
-  HR_ASSIGN_OR_RETURN(p.policy, memory_policy_resolve(p.opt.memory, p.backend->info()));
-  p.allocator = std::make_unique<Allocator>(*p.backend, p.policy.budget);
-  p.allocator->set_weights_cap(p.policy.weights_cap);
-  p.allocator->set_pinned_budget(p.policy.pinned_budget);
-  p.executor = std::make_unique<Executor>(*p.backend, *p.allocator);
-  p.telemetry = std::make_unique<Telemetry>(*p.allocator, DriverLens::open(*p.backend));
-  return Status();
+  return compute_stack_open(
+      ComputeChoice{p.opt.device, p.opt.threads, p.opt.dtype, p.opt.preview_method, p.opt.memory},
+      p);
 }
 
 JobRuntime runtime_make(WorkerApp::Parts& p) {
-  JobRuntime rt;
-  rt.registry = &p.registry;
-  rt.exec.models_dir = p.opt.models_dir;
-  rt.exec.model_paths = p.model_paths;
-  rt.exec.output_dir = p.opt.output_dir;
-  rt.exec.input_dir = p.opt.input_dir;
-  rt.exec.temp_dir = p.opt.temp_dir;
-  rt.exec.backend = p.backend.get();
-  rt.exec.compute_dtype = p.dtype;
-  rt.exec.allocator = p.allocator.get();
-  rt.exec.executor = p.executor.get();
-  rt.exec.preview = p.preview == PreviewMethod::LATENT2RGB;
-  rt.plan.backend = p.backend.get();
-  rt.plan.compute_dtype = p.dtype;
-  rt.plan.models_dir = p.opt.models_dir;
-  rt.plan.model_paths = p.model_paths;
-  rt.telemetry = p.telemetry.get();
-  rt.levels = &p.levels;
-  // Note [worker thread settings] in serve_app.cpp.
-  if (p.opt.threads > 0) rt.on_thread_start = [n = p.opt.threads] { omp_set_num_threads(n); };
-  return rt;
+  return compute_runtime(
+      p, p.registry, p.model_paths,
+      RuntimeFolders{p.opt.models_dir, p.opt.output_dir, p.opt.input_dir, p.opt.temp_dir},
+      p.opt.threads);
 }
 
 // The heartbeat record fronts list (docs/DISTRIBUTED.md, "worker:<id>").
