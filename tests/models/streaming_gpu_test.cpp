@@ -48,6 +48,22 @@ class CudaStreaming : public ::testing::Test {
     for (int64_t k = 0; k < x.numel(); ++k) x.f32()[k] *= 1.0f + 0.03f * float(i);
     return x;
   }
+  // An executor whose budget holds the arena and a quarter of the weights, streaming through a
+  // ring of two or three of the largest.
+  struct Streamed {
+    std::unique_ptr<Allocator> alloc;
+    std::unique_ptr<Executor> ex;
+  };
+  Streamed streamed_executor(uint64_t budget) {
+    Streamed s;
+    s.alloc = std::make_unique<Allocator>(*backend_, budget);
+    s.ex = std::make_unique<Executor>(*backend_, *s.alloc);
+    ResidencyOptions o;
+    o.depth = 2;
+    o.small_bytes = 0;
+    s.ex->set_residency_options(o);
+    return s;
+  }
   std::unique_ptr<Backend> backend_;
   HostTensor x_, t_, c_;
 };
@@ -68,12 +84,9 @@ TEST_F(CudaStreaming, ManyStepsThroughTwoSlotsEqualTheResidentRunBitwise) {
   const uint64_t weights = resident_model->unet_weights.device_bytes(), arena = e1.arena_held();
   // The room for weights: a quarter of them, at least a ring of two of the largest.
   const uint64_t budget = arena + weights / 4;
-  Allocator a2(*backend_, budget);
-  Executor e2(*backend_, a2);
-  ResidencyOptions o;
-  o.depth = 2;
-  o.small_bytes = 0;
-  e2.set_residency_options(o);
+  Streamed st = streamed_executor(budget);
+  Allocator& a2 = *st.alloc;
+  Executor& e2 = *st.ex;
   streamed_model->unet_weights.bind(backend_.get(), &a2);
   for (int i = 0; i < kSteps; ++i) {
     auto out = unet_run(e2, *streamed_model, step_input(i), t_, c_);
@@ -102,14 +115,10 @@ TEST_F(CudaStreaming, CapturedStepsSurviveBuffersFreedAndReallocated) {
   resident_model->unet_weights.bind(backend_.get(), &a1);
   auto want = unet_run(e1, *resident_model, x_, t_, c_);
   ASSERT_TRUE(want.ok()) << want.status().str();
-  const uint64_t budget = e1.arena_held() + resident_model->unet_weights.device_bytes() / 4;
-  Allocator a2(*backend_, budget);
-  Executor e2(*backend_, a2);
-  ResidencyOptions o;
-  o.depth = 2;
-  o.small_bytes = 0;
-  e2.set_residency_options(o);
-  streamed_model->unet_weights.bind(backend_.get(), &a2);
+  Streamed st =
+      streamed_executor(e1.arena_held() + resident_model->unet_weights.device_bytes() / 4);
+  Executor& e2 = *st.ex;
+  streamed_model->unet_weights.bind(backend_.get(), st.alloc.get());
   for (int round = 0; round < 4; ++round) {
     for (int i = 0; i < 3; ++i) {  // plain, captured, replayed
       auto out = unet_run(e2, *streamed_model, x_, t_, c_);
