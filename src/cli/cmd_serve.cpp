@@ -1,11 +1,11 @@
 // `headroom serve`: the ComfyUI-compatible server (server/serve_app.h) until SIGINT or SIGTERM.
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/stop_signals.h"
 #include "server/serve_app.h"
 #include "server/web_root.h"
 
@@ -47,14 +47,7 @@ int cmd_serve(const ServeArgs& a) {
   o.server.web_root = a.web_root.empty() ? web_root_find() : a.web_root;
   o.preview_method = a.preview_method;
 
-  // Note [signals before threads]: SIGINT/SIGTERM are blocked before any thread starts (threads
-  // inherit the mask), so only sigwait below receives them and shutdown runs on this thread.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  const sigset_t set = stop_signals_block();  // Note [signals before threads]
 
   Result<std::unique_ptr<ServeApp>> app = ServeApp::start(o);
   if (!app.ok()) {
@@ -63,8 +56,7 @@ int cmd_serve(const ServeArgs& a) {
   }
   std::fprintf(stderr, "headroom serve: %s\n", (*app)->describe().c_str());
   std::fprintf(stderr, "headroom serve: %s\n", dashboard_line(o.server, (*app)->port()).c_str());
-  int sig = 0;
-  sigwait(&set, &sig);
+  const int sig = stop_signal_wait(set);
   std::fprintf(stderr, "headroom serve: stopping (signal %d)\n", sig);
   (*app)->stop();
   return kExitOk;

@@ -1,11 +1,11 @@
 // `headroom worker`: runs jobs from the Redis Streams queue on one device until SIGINT or
 // SIGTERM (server/worker_app.h); its options and the command.
 #include <CLI/CLI.hpp>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
 #include "cli/commands.h"
+#include "cli/stop_signals.h"
 #include "jobs/redis_client.h"
 #include "server/worker_app.h"
 
@@ -74,21 +74,14 @@ int cmd_worker(const WorkerArgs& a) {
   o.max_deliveries = a.max_deliveries;
   if (const char* m = std::getenv("HEADROOM_WORKER_CRASH_ON")) o.crash_marker = m;
 
-  // Note [signals before threads] in cmd_serve.cpp.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  const sigset_t set = stop_signals_block();  // Note [signals before threads]
   Result<std::unique_ptr<WorkerApp>> app = WorkerApp::start(o);
   if (!app.ok()) {
     std::fprintf(stderr, "headroom worker: %s\n", app.status().str().c_str());
     return kExitFailed;
   }
   std::fprintf(stderr, "headroom worker: %s\n", (*app)->describe().c_str());
-  int sig = 0;
-  sigwait(&set, &sig);
+  const int sig = stop_signal_wait(set);
   std::fprintf(stderr, "headroom worker: stopping (signal %d)\n", sig);
   (*app)->stop();
   return kExitOk;
