@@ -2,8 +2,12 @@
 
 #include <omp.h>
 
+#include <filesystem>
+
 #include "backend/backend_open.h"
 #include "memory/driver_lens.h"
+#include "nodes/model_paths.h"
+#include "nodes/nodes.h"
 
 namespace hr {
 
@@ -17,6 +21,22 @@ Status compute_stack_open(const ComputeChoice& c, ComputeStack& s) {
   s.allocator->set_pinned_budget(s.policy.pinned_budget);
   s.executor = std::make_unique<Executor>(*s.backend, *s.allocator);
   s.telemetry = std::make_unique<Telemetry>(*s.allocator, DriverLens::open(*s.backend));
+  return Status();
+}
+
+Status runtime_folders_prepare(const RuntimeFolders& folders,
+                               const std::vector<std::string>& extra_model_paths,
+                               std::shared_ptr<const ModelPaths>& model_paths,
+                               NodeRegistry& registry) {
+  for (const std::string& d : {folders.output_dir, folders.input_dir, folders.temp_dir}) {
+    std::error_code ec;
+    std::filesystem::create_directories(d, ec);
+    if (ec) return make_error(ErrorCode::IO, "cannot create folder {}: {}", d, ec.message());
+  }
+  HR_ASSIGN_OR_RETURN(ModelPaths mp,
+                      ModelPaths::from_config(folders.models_dir, extra_model_paths));
+  model_paths = std::make_shared<const ModelPaths>(std::move(mp));
+  nodes_register(registry, NodeEnv{folders.models_dir, folders.input_dir, model_paths});
   return Status();
 }
 

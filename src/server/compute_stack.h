@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/allocator.h"
 #include "backend/backend.h"
@@ -41,6 +42,13 @@ Status compute_stack_open(const ComputeChoice& choice, ComputeStack& s);
 struct RuntimeFolders {
   std::string models_dir, output_dir, input_dir, temp_dir;
 };
+
+// Creates the output, input and temp folders, reads the model folders (with ComfyUI's
+// extra_model_paths files) and registers the nodes over them: the start of `serve` and `worker`.
+Status runtime_folders_prepare(const RuntimeFolders& folders,
+                               const std::vector<std::string>& extra_model_paths,
+                               std::shared_ptr<const ModelPaths>& model_paths,
+                               NodeRegistry& registry);
 
 // A runtime over `s` (its levels and telemetry included) with the node registry and folders.
 JobRuntime compute_runtime(ComputeStack& s, const NodeRegistry& registry,

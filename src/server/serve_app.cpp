@@ -52,6 +52,10 @@ struct ServeApp::Parts : ComputeStack {
 
 namespace {
 
+RuntimeFolders folders_of(const ServeOptions& o) {
+  return RuntimeFolders{o.models_dir, o.server.output_dir, o.server.input_dir, o.server.temp_dir};
+}
+
 Status compute_setup(ServeApp::Parts& p) {
   return compute_stack_open(
       ComputeChoice{p.opt.device, p.opt.threads, p.opt.dtype, p.opt.preview_method, p.opt.memory},
@@ -67,11 +71,7 @@ Status queue_setup(ServeApp::Parts& p) {
   }
   p.queue = std::make_unique<JobQueue>(std::move(store));
   HR_TRY(p.queue->open());
-  JobRuntime rt = compute_runtime(
-      p, p.registry, p.model_paths,
-      RuntimeFolders{p.opt.models_dir, p.opt.server.output_dir, p.opt.server.input_dir,
-                     p.opt.server.temp_dir},
-      p.opt.threads);
+  JobRuntime rt = compute_runtime(p, p.registry, p.model_paths, folders_of(p.opt), p.opt.threads);
   WsHub& hub = p.hub;
   p.runner = std::make_unique<JobRunner>(*p.queue, std::move(rt), [&hub](const JobMessage& m) {
     if (m.binary)
@@ -180,17 +180,8 @@ ServeApp::ServeApp(std::unique_ptr<Parts> parts) : p_(std::move(parts)) {}
 Result<std::unique_ptr<ServeApp>> ServeApp::start(const ServeOptions& options) {
   auto p = std::make_unique<Parts>();
   p->opt = options;
-  for (const std::string& d :
-       {options.server.output_dir, options.server.input_dir, options.server.temp_dir}) {
-    std::error_code ec;
-    std::filesystem::create_directories(d, ec);
-    if (ec) return make_error(ErrorCode::IO, "cannot create folder {}: {}", d, ec.message());
-  }
-  HR_ASSIGN_OR_RETURN(ModelPaths mp,
-                      ModelPaths::from_config(options.models_dir, options.extra_model_paths));
-  p->model_paths = std::make_shared<const ModelPaths>(std::move(mp));
-  nodes_register(p->registry,
-                 NodeEnv{options.models_dir, options.server.input_dir, p->model_paths});
+  HR_TRY(runtime_folders_prepare(folders_of(options), options.extra_model_paths, p->model_paths,
+                                 p->registry));
   HR_TRY(p->levels.set(options.server.warning, options.server.danger)
              .with_context("--vram-warning/--vram-danger"));
   HR_TRY(compute_setup(*p));

@@ -68,11 +68,12 @@ Status compute_setup(WorkerApp::Parts& p) {
       p);
 }
 
+RuntimeFolders folders_of(const WorkerOptions& o) {
+  return RuntimeFolders{o.models_dir, o.output_dir, o.input_dir, o.temp_dir};
+}
+
 JobRuntime runtime_make(WorkerApp::Parts& p) {
-  return compute_runtime(
-      p, p.registry, p.model_paths,
-      RuntimeFolders{p.opt.models_dir, p.opt.output_dir, p.opt.input_dir, p.opt.temp_dir},
-      p.opt.threads);
+  return compute_runtime(p, p.registry, p.model_paths, folders_of(p.opt), p.opt.threads);
 }
 
 // The heartbeat record fronts list (docs/DISTRIBUTED.md, "worker:<id>").
@@ -154,15 +155,8 @@ Result<std::unique_ptr<WorkerApp>> WorkerApp::start(const WorkerOptions& options
   p->id = options.name.empty() ? worker_id_default(options.device) : options.name;
   p->config.vram_busy_ms = options.vram_busy_ms;
   p->config.vram_idle_ms = options.vram_idle_ms;
-  for (const std::string& d : {options.output_dir, options.input_dir, options.temp_dir}) {
-    std::error_code ec;
-    std::filesystem::create_directories(d, ec);
-    if (ec) return make_error(ErrorCode::IO, "cannot create folder {}: {}", d, ec.message());
-  }
-  HR_ASSIGN_OR_RETURN(ModelPaths mp,
-                      ModelPaths::from_config(options.models_dir, options.extra_model_paths));
-  p->model_paths = std::make_shared<const ModelPaths>(std::move(mp));
-  nodes_register(p->registry, NodeEnv{options.models_dir, options.input_dir, p->model_paths});
+  HR_TRY(runtime_folders_prepare(folders_of(options), options.extra_model_paths, p->model_paths,
+                                 p->registry));
   HR_TRY(p->levels.set(options.warning, options.danger).with_context("--vram-warning/--vram-danger"));
   HR_TRY(compute_setup(*p));
   HR_TRY(queue_setup(*p));
