@@ -8,7 +8,17 @@ namespace hr {
 
 std::string TensorDesc::str() const { return std::string(dtype_name(dtype)) + shape.str(); }
 
-void HostTensor::Free::operator()(void* p) const { std::free(p); }
+void HostTensor::Free::operator()(void* p) const {
+  if (!borrowed) std::free(p);
+}
+
+HostTensor HostTensor::view(TensorDesc desc, const void* data, std::shared_ptr<const void> keeper) {
+  HostTensor t;
+  t.desc_ = desc;
+  t.data_ = std::unique_ptr<void, Free>(const_cast<void*>(data), Free{true});
+  t.keeper_ = keeper ? std::move(keeper) : std::make_shared<int>(0);
+  return t;
+}
 
 HostTensor::HostTensor(TensorDesc desc) : desc_(desc) {
   size_t n = desc.bytes();

@@ -41,6 +41,10 @@ class HostTensor {
   HostTensor() = default;
   explicit HostTensor(TensorDesc desc);  // zero-filled
   HostTensor(DType dtype, Shape shape) : HostTensor(TensorDesc{dtype, shape}) {}
+  // A tensor over memory that `keeper` keeps alive (a checkpoint's mapping, a block of
+  // page-locked memory holding several weights): nothing is copied or freed by the tensor, and
+  // the memory is read-only unless its maker says otherwise (a mapped checkpoint is).
+  static HostTensor view(TensorDesc desc, const void* data, std::shared_ptr<const void> keeper);
   HostTensor(HostTensor&&) noexcept = default;
   HostTensor& operator=(HostTensor&&) noexcept = default;
   HostTensor(const HostTensor&) = delete;
@@ -64,13 +68,16 @@ class HostTensor {
   TensorRef ref() { return TensorRef{desc_, data()}; }
   TensorRef ref() const { return TensorRef{desc_, const_cast<void*>(data())}; }
   bool empty() const { return !data_; }
+  bool is_view() const { return keeper_ != nullptr; }
 
  private:
   struct Free {
+    bool borrowed;  // views (no initializer: unique_ptr value-initializes it to false)
     void operator()(void* p) const;
   };
   TensorDesc desc_;
   std::unique_ptr<void, Free> data_;
+  std::shared_ptr<const void> keeper_;  // views only
 };
 
 }  // namespace hr

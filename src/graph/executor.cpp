@@ -245,6 +245,13 @@ struct Executor::RunState {
   std::vector<std::vector<ValueId>> inputs_at;          // per node: inputs copied before it
   size_t next_copy = 0;            // streamed uses in first-use order: next to issue
   std::vector<size_t> copy_order;
+  // Note [coalesced copies]: per weight use, its copy's group (in issue order) and the use whose
+  // event the group records; the latest node the copy stream and group the compute stream
+  // waited for.
+  std::vector<int64_t> copy_group;
+  std::vector<size_t> copy_event;
+  int64_t groups = 0, compute_waited = -1;
+  int32_t copy_waited = -1;
   const std::vector<std::pair<void*, size_t>>* staging = nullptr;  // Note [captured steps]
   std::vector<Event*> marks;       // Note [node timing]: marks[i + 1] follows node i
 
@@ -364,11 +371,27 @@ Status Executor::buffers_prepare(RunState& r, WeightSource& w) {
 Status Executor::weights_bind(RunState& r, WeightSource& w) {
   r.ptr.assign(r.g.values().size(), nullptr);
   r.host.assign(r.res.streams() ? r.uses.size() : 0, nullptr);
+  // Host copies of the streamed weights, asked for together in streaming order (Note
+  // [coalesced copies]).
+  std::vector<WeightRequest> requests;
+  for (size_t k : r.copy_order) {
+    const Value& v = r.g.values()[size_t(r.uses[k].value)];
+    requests.push_back(WeightRequest{v.name, v.desc, v.layout});
+  }
+  std::vector<TensorRef> hosts;
+  if (!requests.empty()) {
+    Result<std::vector<TensorRef>> got = w.weight_host_all(requests, 256);
+    if (!got.ok())
+      return got.status().with_context(node_context(r.g, size_t(r.uses[r.copy_order[0]].first)));
+    hosts = std::move(*got);
+  }
+  std::vector<size_t> host_index(r.uses.size(), 0);
+  for (size_t j = 0; j < r.copy_order.size(); ++j) host_index[r.copy_order[j]] = j;
   for (size_t k = 0; k < r.uses.size(); ++k) {
     const WeightUse& u = r.uses[k];
     const Value& v = r.g.values()[size_t(u.value)];
     const bool streamed = r.res.streamed(k);
-    Result<TensorRef> got = streamed ? w.weight_host(v.name, v.desc, v.layout)
+    Result<TensorRef> got = streamed ? Result<TensorRef>(hosts.at(host_index[k]))
                                      : w.weight_get(v.name, v.desc, v.layout);
     if (!got.ok()) return got.status().with_context(node_context(r.g, size_t(u.first)));
     const TensorRef ref = *got;
@@ -396,20 +419,55 @@ Status Executor::weights_bind(RunState& r, WeightSource& w) {
 }
 
 // Issues the copies whose ring bytes are free once node `after_node` has run (-1: at the start).
+// Note [coalesced copies]
+// Streamed weights lie one after the other in the ring (Note [residency plan]) and, since the
+// weight source lays out their page-locked host copies in the same order and padding
+// (WeightSource::weight_host_all), one after the other in host memory too. Each transfer costs
+// ~10 us beyond its bytes on the H200 (an SD1.5 step streams 686 tensors, many of a few KiB), so
+// the copies that may start after the same node and are neighbours on both sides go as one
+// transfer of up to ResidencyOptions::group_bytes, with one event; a copy never waits for a
+// later node than its own. The compute stream waits for a group once (the copy stream is in
+// order, so a wait for a later group covers the earlier ones), and the copy stream waits for a
+// node's `freed` event only when no later one was waited for already.
 Status Executor::copies_issue(RunState& r, int32_t after_node) {
   while (r.next_copy < r.copy_order.size()) {
     const size_t k = r.copy_order[r.next_copy];
     if (r.res.copy_after[k] > after_node) break;
-    if (r.res.copy_after[k] >= 0)
-      HR_TRY(backend_.stream_wait_event(copy_stream_.get(),
-                                        freed_[size_t(r.res.copy_after[k])].get()));
+    // The group: k and the permitted neighbours that follow it in both the ring and host memory.
+    size_t end = r.next_copy + 1;
+    uint64_t bytes = r.uses[k].bytes;
+    int32_t after = r.res.copy_after[k];
+    for (; end < r.copy_order.size(); ++end) {
+      const size_t prev = r.copy_order[end - 1], m = r.copy_order[end];
+      const uint64_t step = r.uses[prev].bytes;
+      if (r.res.copy_after[m] > after_node || bytes + r.uses[m].bytes > residency_options_.group_bytes ||
+          r.res.offset[m] != r.res.offset[prev] + int64_t(step) ||
+          static_cast<const char*>(r.host[m]) != static_cast<const char*>(r.host[prev]) + step)
+        break;
+      bytes += r.uses[m].bytes;
+      after = std::max(after, r.res.copy_after[m]);
+    }
+    if (after > r.copy_waited) {
+      HR_TRY(backend_.stream_wait_event(copy_stream_.get(), freed_[size_t(after)].get()));
+      r.copy_waited = after;
+    }
+    const size_t last = r.copy_order[end - 1];
+    const Value& lv = r.g.values()[size_t(r.uses[last].value)];
+    const size_t n = size_t(r.res.offset[last] - r.res.offset[k]) + lv.desc.bytes();
     const Value& v = r.g.values()[size_t(r.uses[k].value)];
-    HR_TRY(backend_.copy_h2d(r.ptr[size_t(r.uses[k].value)], r.host[k], v.desc.bytes(),
-                             copy_stream_.get())
-               .with_context(fmt::format("streaming weight '{}'", v.name)));
+    HR_TRY(backend_.copy_h2d(r.ptr[size_t(r.uses[k].value)], r.host[k], n, copy_stream_.get())
+               .with_context(end - r.next_copy == 1
+                                 ? fmt::format("streaming weight '{}'", v.name)
+                                 : fmt::format("streaming weights '{}' .. '{}'", v.name, lv.name)));
     HR_TRY(backend_.event_record(copied_[k].get(), copy_stream_.get()));
-    streamed_total_ += v.desc.bytes();
-    ++r.next_copy;
+    for (size_t j = r.next_copy; j < end; ++j) {
+      const size_t m = r.copy_order[j];
+      r.copy_group[m] = int64_t(r.groups);
+      r.copy_event[m] = k;
+      streamed_total_ += r.g.values()[size_t(r.uses[m].value)].desc.bytes();
+    }
+    ++r.groups;
+    r.next_copy = end;
   }
   return Status();
 }
@@ -427,6 +485,11 @@ Status Executor::ops_issue(RunState& r) {
   };
   const bool streams = r.res.streams();
   r.next_copy = 0;
+  r.groups = 0;
+  r.copy_waited = -1;
+  r.compute_waited = -1;
+  r.copy_group.assign(r.uses.size(), -1);
+  r.copy_event.assign(r.uses.size(), 0);
   if (streams) {
     HR_TRY(backend_.event_record(start_event_.get(), stream));
     HR_TRY(backend_.stream_wait_event(copy_stream_.get(), start_event_.get()));
@@ -443,7 +506,10 @@ Status Executor::ops_issue(RunState& r) {
     if (!ns.view) {  // Note [views]: a view's output aliases its input's storage
       if (streams)
         for (size_t k : r.first_at[i])
-          HR_TRY(backend_.stream_wait_event(stream, copied_[k].get()));
+          if (r.copy_group[k] > r.compute_waited) {  // Note [coalesced copies]
+            HR_TRY(backend_.stream_wait_event(stream, copied_[r.copy_event[k]].get()));
+            r.compute_waited = r.copy_group[k];
+          }
       refs.clear();
       for (ValueId x : n.inputs) refs.push_back(TensorRef{r.g.desc(x), r.value_ptr(x)});
       OpCall call;

@@ -23,6 +23,13 @@ namespace hr {
 struct ArenaPlan;  // graph/planner.h
 struct CompiledGraph;  // below
 
+// One weight a graph reads, as it asks for it.
+struct WeightRequest {
+  std::string name;
+  TensorDesc desc;
+  WeightLayout layout = WeightLayout::STORED;
+};
+
 // Supplies weights at execution time: memory on the executing backend, in the dtype, shape
 // and layout (Note [weight layouts] in graph.h) the graph declared. The pointer must stay
 // valid until the run returns.
@@ -37,6 +44,21 @@ class WeightSource {
   virtual Result<TensorRef> weight_host(const std::string& name, const TensorDesc& desc,
                                         WeightLayout layout) {
     return make_error(ErrorCode::UNSUPPORTED, "this weight source cannot stream '{}'", name);
+  }
+  // weight_host for several weights, in streaming order. Note [coalesced copies] in
+  // executor.cpp: a source that can places the host copies it makes now one after the other,
+  // each at an offset rounded up to `align`, so that neighbours in the staging ring are
+  // neighbours in host memory too and one transfer moves them. The default asks one by one.
+  virtual Result<std::vector<TensorRef>> weight_host_all(const std::vector<WeightRequest>& requests,
+                                                         size_t align) {
+    std::vector<TensorRef> out;
+    out.reserve(requests.size());
+    for (const WeightRequest& q : requests) {
+      Result<TensorRef> r = weight_host(q.name, q.desc, q.layout);
+      if (!r.ok()) return r.status();
+      out.push_back(*r);
+    }
+    return out;
   }
   // Frees the device copy of a weight that is streamed from now on (no-op when there is none).
   virtual void weight_evict(const std::string& name, WeightLayout layout) {}

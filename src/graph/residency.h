@@ -41,6 +41,11 @@ struct ResidencyOptions {
   // Weights smaller than this stay resident while anything can (a copy this small costs more
   // in launch latency than its bytes).
   uint64_t small_bytes = 256 * 1024;
+  // The most bytes one host-to-device transfer moves when neighbouring streamed weights are
+  // copied together (Note [coalesced copies] in executor.cpp): large enough that the ~10 us a
+  // transfer costs beyond its bytes stops mattering, small enough that compute rarely waits for
+  // a group's later weights to arrive before it can read the first.
+  uint64_t group_bytes = 8ull << 20;
   // False: every weight stays resident and a graph whose weights do not fit fails with
   // OUT_OF_MEMORY instead of streaming (--gpu-only; `headroom bench`'s resident mode).
   bool stream = true;

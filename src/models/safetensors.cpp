@@ -389,10 +389,24 @@ void SafetensorsFile::pages_release() const {
 }
 
 void SafetensorsFile::pages_release(const SafetensorsEntry& e) const {
+  mapped_pages_release(data_ + e.begin, e.end - e.begin);
+}
+
+void mapped_pages_release(const void* p, size_t n) {
   const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = (uintptr_t(data_ + e.begin) + page - 1) / page * page;
-  const uintptr_t end = uintptr_t(data_ + e.end) / page * page;
+  const uintptr_t begin = (uintptr_t(p) + page - 1) / page * page;
+  const uintptr_t end = (uintptr_t(p) + n) / page * page;
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+std::optional<HostTensor> SafetensorsFile::view(const std::shared_ptr<const SafetensorsFile>& self,
+                                                const SafetensorsEntry& e, DType dtype) {
+  const size_t elem = dtype_size(dtype);
+  const std::byte* p = self->data_ + e.begin;
+  if (e.dtype != dtype || elem == 0 || uintptr_t(p) % elem != 0) return std::nullopt;
+  TensorDesc d{dtype, e.shape};
+  if (d.bytes() != e.end - e.begin || d.bytes() == 0) return std::nullopt;
+  return HostTensor::view(d, p, self);
 }
 
 }  // namespace hr

@@ -14,15 +14,57 @@ std::string weight_key(const std::string& name, WeightLayout layout) {
 
 }  // namespace
 
+namespace {
+
+DType load_dtype(const SafetensorsEntry& e, DType dtype) {
+  return dtype_is_float(e.dtype) ? dtype : (e.dtype == DType::I32 ? DType::I32 : DType::I64);
+}
+
+}  // namespace
+
 Status WeightSet::load_prefix(const SafetensorsFile& file, std::string_view prefix, DType dtype) {
   for (const SafetensorsEntry& e : file.entries()) {
     if (e.name.compare(0, prefix.size(), prefix) != 0) continue;
-    DType target = dtype_is_float(e.dtype) ? dtype : (e.dtype == DType::I32 ? DType::I32 : DType::I64);
-    HR_ASSIGN_OR_RETURN(HostTensor t, file.load(e.name, target));
+    HR_ASSIGN_OR_RETURN(HostTensor t, file.load(e.name, load_dtype(e, dtype)));
     file.pages_release(e);  // Note [page release]
     put(e.name.substr(prefix.size()), std::move(t));
   }
   file.pages_release();
+  return Status();
+}
+
+// Note [mapped weights]
+// A checkpoint stored in the compute dtype (an f16 SDXL file run in f16) needs no conversion, so
+// its tensors are views of the file's read-only mapping instead of copies: loading reads
+// nothing, and the host side of a model costs no memory of its own. On a GPU a weight's pages
+// are read when it is first uploaded (or copied to page-locked memory for streaming) and
+// given back right after (mapped_pages_release); a weight evicted and uploaded again reads
+// them again, from the page cache or the disk. Host RSS then holds what is being copied, the
+// page-locked copies of streamed weights and converted tensors: one host copy per weight at
+// most, where copies of every tensor took the checkpoint's size again (issue: RSS at most
+// ~1.1x the checkpoint). On the CPU the views are computed on in place. The mapping is
+// private and read-only: nothing may write into a weight's host tensor (put() replaces it).
+// A checkpoint rewritten in place (truncated) under a running process would fault on the next
+// upload; headroom's own writers replace files by rename, which keeps the mapped inode.
+Status WeightSet::load_prefix(const std::shared_ptr<const SafetensorsFile>& file,
+                              std::string_view prefix, DType dtype) {
+  for (const SafetensorsEntry& e : file->entries()) {
+    if (e.name.compare(0, prefix.size(), prefix) != 0) continue;
+    const DType target = load_dtype(e, dtype);
+    std::optional<HostTensor> v = SafetensorsFile::view(file, e, target);
+    if (!v) {
+      HR_ASSIGN_OR_RETURN(HostTensor t, file->load(e.name, target));
+      file->pages_release(e);  // Note [page release]
+      v = std::move(t);
+    }
+    const bool mapped = v->is_view();
+    const std::string name = e.name.substr(prefix.size());
+    put(name, std::move(*v));
+    if (mapped) {
+      std::lock_guard<std::mutex> lock(mu_);
+      mapped_.insert(name);
+    }
+  }
   return Status();
 }
 
@@ -41,13 +83,12 @@ void WeightSet::put(const std::string& name, HostTensor t) {
     relaid_.erase(k);
   }
   for (auto it = pinned_.begin(); it != pinned_.end();) {
-    if (it->first == name || it->first.rfind(name + "@", 0) == 0) {
-      pinned_free(it->second);
+    if (it->first == name || it->first.rfind(name + "@", 0) == 0)
       it = pinned_.erase(it);
-    } else {
+    else
       ++it;
-    }
   }
+  mapped_.erase(name);
   host_[name] = std::move(t);
 }
 
@@ -125,19 +166,24 @@ uint64_t WeightSet::reclaim(uint64_t bytes) {
   return freed;
 }
 
-Result<const HostTensor*> WeightSet::host_source(const std::string& name, const TensorDesc& desc,
-                                                 WeightLayout layout, std::string* key) {
+Result<std::string> WeightSet::host_check(const std::string& name, const TensorDesc& desc,
+                                          WeightLayout layout) const {
   auto it = host_.find(name);
   if (it == host_.end())
     return make_error(ErrorCode::NOT_FOUND, "weight '{}' ({}) is not in the checkpoint", name,
                       desc.str());
-  const HostTensor& h = it->second;
-  Result<TensorDesc> laid = weight_layout_desc(h.desc(), layout);
+  Result<TensorDesc> laid = weight_layout_desc(it->second.desc(), layout);
   if (!laid.ok() || *laid != desc)
     return make_error(ErrorCode::INVALID_ARGUMENT,
                       "weight '{}' is {} but the graph expects {} (layout {})", name,
-                      h.desc().str(), desc.str(), weight_layout_name(layout));
-  *key = weight_key(name, layout);
+                      it->second.desc().str(), desc.str(), weight_layout_name(layout));
+  return weight_key(name, layout);
+}
+
+Result<const HostTensor*> WeightSet::host_source(const std::string& name, const TensorDesc& desc,
+                                                 WeightLayout layout, std::string* key) {
+  HR_ASSIGN_OR_RETURN(*key, host_check(name, desc, layout));
+  const HostTensor& h = host_.at(name);
   if (layout == WeightLayout::STORED) return &h;
   auto r = relaid_.find(*key);
   if (r == relaid_.end()) {
@@ -157,13 +203,15 @@ Result<TensorRef> WeightSet::weight_get(const std::string& name, const TensorDes
     ~Release() { --n; }
   } release{in_use_};
   std::lock_guard<std::mutex> lock(mu_);
-  std::string key;
-  HR_ASSIGN_OR_RETURN(const HostTensor* t, host_source(name, desc, layout, &key));
-  const bool host = !backend_ || backend_->host_visible();
-  if (host && !allocator_) return t->ref();
-  if (!allocator_) return make_error(ErrorCode::INTERNAL, "WeightSet bound without allocator");
+  // A resident copy needs no host source: rearranging it again on every run cost CPU time and
+  // kept a second host copy of every rearranged weight.
+  HR_ASSIGN_OR_RETURN(std::string key, host_check(name, desc, layout));
   auto dit = device_.find(key);
-  if (dit == device_.end()) {
+  if (dit == device_.end() || !allocator_) {
+    HR_ASSIGN_OR_RETURN(const HostTensor* t, host_source(name, desc, layout, &key));
+    const bool host = !backend_ || backend_->host_visible();
+    if (host && !allocator_) return t->ref();
+    if (!allocator_) return make_error(ErrorCode::INTERNAL, "WeightSet bound without allocator");
     if (host) {  // Note [adopted bytes]: counted, not copied
       HR_ASSIGN_OR_RETURN(DeviceBuffer b, allocator_->adopt(t->ref().data, t->bytes(), Pool::WEIGHTS,
                                                             "weight " + key));
@@ -171,12 +219,12 @@ Result<TensorRef> WeightSet::weight_get(const std::string& name, const TensorDes
     } else {
       HR_ASSIGN_OR_RETURN(DeviceBuffer b,
                           allocator_->allocate(t->bytes(), Pool::WEIGHTS, "weight " + key));
-      HR_TRY(backend_->copy_h2d(b.data(), t->data(), t->bytes(), nullptr));
-      if (layout != WeightLayout::STORED && !pinned_.count(key)) {
-        // The upload above is ordered on the default stream; the host copy can go once it ends.
-        HR_TRY(backend_->stream_sync(nullptr));
-        relaid_.erase(key);
-      }
+      auto pit = pinned_.find(key);  // a weight streamed before: its page-locked copy is faster
+      const void* src = pit != pinned_.end() ? pit->second.data : t->data();
+      HR_TRY(backend_->copy_h2d(b.data(), src, t->bytes(), nullptr));
+      // The upload is ordered on the default stream; a rearranged host copy can go once it ends.
+      if (layout != WeightLayout::STORED) HR_TRY(backend_->stream_sync(nullptr));
+      host_source_done(name, key);
       dit = device_.emplace(key, DeviceCopy{std::move(b), 0}).first;
     }
   }
@@ -186,23 +234,85 @@ Result<TensorRef> WeightSet::weight_get(const std::string& name, const TensorDes
 
 // Note [pinned copies]: a streamed weight is copied on every call, so its host side must be
 // page-locked for the copy to run asynchronously (and to be recorded in a captured step). The
-// page-locked copy is made on first use and kept; when the backend refuses page-locked memory
-// the pageable tensor is served and the copies become synchronous.
+// page-locked copy is made on first use and kept; when the backend or the pinned budget refuses
+// page-locked memory the pageable tensor is served and the copies become synchronous. The
+// executor asks for all of a call's streamed weights at once (weight_host_all) and gets those
+// copied now in one block, in streaming order and padded like the ring, so that it can move
+// neighbours with one transfer (Note [coalesced copies] in executor.cpp). Once copied, a
+// mapped source gives its pages back and a rearranged copy is dropped: one host copy each.
+struct WeightSet::PinnedBlock {
+  Backend* backend = nullptr;
+  std::shared_ptr<Allocator::PinnedAccount> account;
+  void* data = nullptr;
+  size_t bytes = 0;
+  ~PinnedBlock() {
+    backend->host_free_pinned(data);
+    account->held -= bytes;
+    ++account->frees;
+  }
+};
+
+bool WeightSet::pinned_make(const std::vector<std::pair<std::string, const HostTensor*>>& sources,
+                            size_t align) {
+  if (sources.empty()) return true;
+  align = std::max<size_t>(align, 1);
+  size_t total = 0;
+  for (const auto& [key, t] : sources) total += (std::max<size_t>(t->bytes(), 1) + align - 1) / align * align;
+  void* p = allocator_ ? allocator_->pinned_alloc(total) : nullptr;
+  if (!p) return false;  // Note [pinned budget]
+  auto block = std::make_shared<PinnedBlock>();
+  block->backend = pinned_backend_;
+  block->account = pinned_account_;
+  block->data = p;
+  block->bytes = total;
+  size_t at = 0;
+  for (const auto& [key, t] : sources) {
+    char* dst = static_cast<char*>(p) + at;
+    std::memcpy(dst, t->data(), t->bytes());
+    pinned_[key] = Pinned{dst, t->bytes(), block};
+    at += (std::max<size_t>(t->bytes(), 1) + align - 1) / align * align;
+  }
+  return true;
+}
+
+void WeightSet::host_source_done(const std::string& name, const std::string& key) {
+  if (key != name) relaid_.erase(key);
+  if (!mapped_.count(name)) return;
+  const HostTensor& t = host_.at(name);
+  mapped_pages_release(t.data(), t.bytes());  // Note [mapped weights]
+}
+
 Result<TensorRef> WeightSet::weight_host(const std::string& name, const TensorDesc& desc,
                                          WeightLayout layout) {
+  HR_ASSIGN_OR_RETURN(std::vector<TensorRef> r,
+                      weight_host_all({WeightRequest{name, desc, layout}}, 1));
+  return r.front();
+}
+
+Result<std::vector<TensorRef>> WeightSet::weight_host_all(const std::vector<WeightRequest>& requests,
+                                                          size_t align) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::string key;
-  HR_ASSIGN_OR_RETURN(const HostTensor* t, host_source(name, desc, layout, &key));
-  if (!backend_ || backend_->host_visible()) return t->ref();
-  auto it = pinned_.find(key);
-  if (it == pinned_.end()) {
-    void* p = allocator_ ? allocator_->pinned_alloc(t->bytes()) : nullptr;
-    if (!p) return t->ref();  // Note [pinned budget]: pageable, copied synchronously
-    std::memcpy(p, t->data(), t->bytes());
-    it = pinned_.emplace(key, std::pair<void*, size_t>{p, t->bytes()}).first;
-    if (layout != WeightLayout::STORED) relaid_.erase(key);
+  std::vector<TensorRef> out;
+  std::vector<std::pair<std::string, const HostTensor*>> missing;
+  for (const WeightRequest& q : requests) {
+    std::string key;
+    HR_ASSIGN_OR_RETURN(const HostTensor* t, host_source(q.name, q.desc, q.layout, &key));
+    out.push_back(TensorRef{q.desc, const_cast<void*>(t->data())});
+    if (!backend_ || backend_->host_visible() || pinned_.count(key)) continue;
+    missing.emplace_back(key, t);
   }
-  return TensorRef{desc, it->second.first};
+  if (!backend_ || backend_->host_visible()) return out;
+  if (!pinned_make(missing, align))  // one by one when a single block does not fit
+    for (const auto& m : missing) pinned_make({m}, 1);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const std::string key = weight_key(requests[i].name, requests[i].layout);
+    auto it = pinned_.find(key);
+    if (it == pinned_.end()) continue;  // pageable: copied synchronously
+    out[i].data = it->second.data;
+  }
+  for (const auto& [key, t] : missing)
+    if (pinned_.count(key)) host_source_done(key.substr(0, key.find('@')), key);
+  return out;
 }
 
 void WeightSet::weight_evict(const std::string& name, WeightLayout layout) {
@@ -213,19 +323,15 @@ void WeightSet::weight_evict(const std::string& name, WeightLayout layout) {
 uint64_t WeightSet::pinned_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t n = 0;
-  for (const auto& [k, p] : pinned_) n += p.second;
+  for (const auto& [k, p] : pinned_) n += p.bytes;
   return n;
 }
 
-void WeightSet::pinned_clear() {
-  for (auto& [k, p] : pinned_) pinned_free(p);
-  pinned_.clear();
-}
-
-void WeightSet::pinned_free(const std::pair<void*, size_t>& p) {
-  pinned_backend_->host_free_pinned(p.first);
-  pinned_account_->held -= p.second;
-  ++pinned_account_->frees;
+uint64_t WeightSet::mapped_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t n = 0;
+  for (const std::string& name : mapped_) n += host_.at(name).bytes();
+  return n;
 }
 
 }  // namespace hr

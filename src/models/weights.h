@@ -1,11 +1,13 @@
-// WeightSet: a model's parameters as host tensors (converted to the compute dtype on load),
+// WeightSet: a model's parameters as host tensors (converted to the compute dtype on load, or
+// views of the checkpoint's mapping when no conversion is needed: Note [mapped weights]),
 // served to the executor by name. On a backend whose memory is not host-visible, tensors are
 // uploaded on first use into Pool::WEIGHTS buffers and stay resident until the allocator needs
 // the room: a set no run is using gives its least recently used copies back (Note [reclaim] in
 // backend/allocator.cpp), and after each run copies above the allocator's weights cap go
 // (--lowvram, --novram). On the CPU the host copies are used in place and their bytes are
 // counted the same way (Note [adopted bytes]). Weights the executor streams are served from
-// host memory (page-locked copies on the GPU, made once) and have no device copy.
+// host memory (page-locked copies on the GPU, made once, laid out in streaming order: Note
+// [pinned copies]) and have no device copy.
 #pragma once
 
 #include <atomic>
@@ -15,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "backend/allocator.h"
@@ -33,6 +36,10 @@ class WeightSet final : public WeightSource, public Reclaimable {
   // Loads every tensor of `file` whose name starts with `prefix`, strips the prefix and
   // converts floats to `dtype` (integer tensors keep their type).
   Status load_prefix(const SafetensorsFile& file, std::string_view prefix, DType dtype);
+  // The same, but tensors already stored in their target dtype are not copied: they are views
+  // of the file's mapping, which they keep open (Note [mapped weights]).
+  Status load_prefix(const std::shared_ptr<const SafetensorsFile>& file, std::string_view prefix,
+                     DType dtype);
   void put(const std::string& name, HostTensor t);
   const HostTensor* find(std::string_view name) const;
   bool contains(std::string_view name) const { return find(name) != nullptr; }
@@ -49,12 +56,16 @@ class WeightSet final : public WeightSource, public Reclaimable {
                                WeightLayout layout = WeightLayout::STORED) override;
   Result<TensorRef> weight_host(const std::string& name, const TensorDesc& desc,
                                 WeightLayout layout) override;
+  Result<std::vector<TensorRef>> weight_host_all(const std::vector<WeightRequest>& requests,
+                                                 size_t align) override;
   void weight_evict(const std::string& name, WeightLayout layout) override;
   uint64_t resident_bytes() const override { return device_bytes(); }
   const Reclaimable* holder() const override { return this; }
   void run_begin() override;
   void run_end() override;
   uint64_t pinned_bytes() const;  // page-locked host copies made for streaming
+  // Bytes of host tensors that are views of a checkpoint's mapping (Note [mapped weights]).
+  uint64_t mapped_bytes() const;
 
   // Reclaimable: frees least recently used device copies while no run uses the set.
   uint64_t reclaim(uint64_t bytes) override;
@@ -77,14 +88,32 @@ class WeightSet final : public WeightSource, public Reclaimable {
   std::atomic<uint64_t> last_use_{0};
   // Rearranged host copies for host-visible backends (Note [weight layouts]).
   std::unordered_map<std::string, HostTensor> relaid_;
-  // Page-locked copies of streamed weights, by key (Note [pinned budget]; freed by pinned_clear).
-  std::unordered_map<std::string, std::pair<void*, size_t>> pinned_;
+  // Names whose host tensor is a view of a checkpoint's mapping (Note [mapped weights]).
+  std::unordered_set<std::string> mapped_;
+  // Page-locked copies of streamed weights, by key (Note [pinned copies], Note [pinned budget]):
+  // each lives in a block that several weights share, freed with its last weight.
+  struct PinnedBlock;
+  struct Pinned {
+    void* data = nullptr;
+    size_t bytes = 0;
+    std::shared_ptr<PinnedBlock> block;
+  };
+  std::unordered_map<std::string, Pinned> pinned_;
   // Whose budget pinned_ counts against, and the backend that allocated it; both
   // outlive the allocator if need be (the account is shared).
   std::shared_ptr<Allocator::PinnedAccount> pinned_account_;
   Backend* pinned_backend_ = nullptr;
-  void pinned_free(const std::pair<void*, size_t>& p);
-  void pinned_clear();
+  void pinned_clear() { pinned_.clear(); }
+  // Page-locked copies of `sources` (key, tensor) in one block, each at an offset rounded to
+  // `align`; false when the pinned budget or the backend refuses. Called with mu_ held.
+  bool pinned_make(const std::vector<std::pair<std::string, const HostTensor*>>& sources,
+                   size_t align);
+  // After `t` (the host source of `name`) was copied elsewhere: gives back the pages of a
+  // mapped source, and the rearranged copy `key` if it is one. Called with mu_ held.
+  void host_source_done(const std::string& name, const std::string& key);
+  // Checks `name` against `desc` in `layout` and returns its device-copy key.
+  Result<std::string> host_check(const std::string& name, const TensorDesc& desc,
+                                 WeightLayout layout) const;
   // The host tensor for `name` in `layout` (the stored one, or its rearranged copy, made once),
   // after checking it against `desc`; `key` gets the device-copy key. Called with mu_ held.
   Result<const HostTensor*> host_source(const std::string& name, const TensorDesc& desc,

@@ -20,12 +20,12 @@ Result<std::shared_ptr<const SafetensorsFile>> open_file(const std::string& path
   return std::shared_ptr<const SafetensorsFile>(std::move(f));
 }
 
-Result<CLIPValue> clip_from_file(const SafetensorsFile& file, const CheckpointInfo& info,
-                                 DType dtype) {
+Result<CLIPValue> clip_from_file(const std::shared_ptr<const SafetensorsFile>& file,
+                                 const CheckpointInfo& info, DType dtype) {
   CLIPValue clip;
   clip.family = info.family == ModelFamily::UNKNOWN ? ModelFamily::SD1 : info.family;
   if (info.text_encoders.empty())
-    return make_error(ErrorCode::INVALID_ARGUMENT, "{} holds no text encoder", file.path());
+    return make_error(ErrorCode::INVALID_ARGUMENT, "{} holds no text encoder", file->path());
   for (size_t i = 0; i < info.text_encoders.size(); ++i) {
     const TextEncoderPart& part = info.text_encoders[i];
     TextEncoder enc;
@@ -82,7 +82,7 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
     if (model->info.text_encoders.empty()) {
       out.emplace_back(std::shared_ptr<const CLIPValue>());
     } else {
-      HR_ASSIGN_OR_RETURN(CLIPValue clip, clip_from_file(*file, model->info, ctx.opts.compute_dtype));
+      HR_ASSIGN_OR_RETURN(CLIPValue clip, clip_from_file(file, model->info, ctx.opts.compute_dtype));
       HR_ASSIGN_OR_RETURN(clip.tokenizer,
                           tokenizer_for_checkpoint(file->metadata(), ctx.opts.models_dir));
       out.emplace_back(std::make_shared<const CLIPValue>(std::move(clip)));
@@ -140,7 +140,7 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
     HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kCLIPFolder, in.get_string("clip_name")));
     HR_ASSIGN_OR_RETURN(auto file, open_file(path));
     HR_ASSIGN_OR_RETURN(CheckpointInfo info, checkpoint_inspect(*file));
-    HR_ASSIGN_OR_RETURN(CLIPValue c, clip_from_file(*file, info, ctx.opts.compute_dtype));
+    HR_ASSIGN_OR_RETURN(CLIPValue c, clip_from_file(file, info, ctx.opts.compute_dtype));
     HR_ASSIGN_OR_RETURN(c.tokenizer, tokenizer_for_checkpoint(file->metadata(), ctx.opts.models_dir));
     return std::vector<std::any>{std::make_shared<const CLIPValue>(std::move(c))};
   };

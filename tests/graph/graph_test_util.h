@@ -83,6 +83,30 @@ class MapWeights final : public WeightSource {
     asked.pop_back();
     return r;
   }
+  // contiguous: weight_host_all copies the streamed weights into one block in the order asked,
+  // padded to `align`, as WeightSet lays out its page-locked copies (Note [coalesced copies]).
+  bool contiguous = false;
+  std::vector<HostTensor> blocks;  // kept for the test's lifetime
+  Result<std::vector<TensorRef>> weight_host_all(const std::vector<WeightRequest>& requests,
+                                                 size_t align) override {
+    if (!contiguous) return WeightSource::weight_host_all(requests, align);
+    std::vector<TensorRef> refs;
+    size_t total = 0;
+    for (const WeightRequest& q : requests) {
+      HR_ASSIGN_OR_RETURN(TensorRef r, weight_host(q.name, q.desc, q.layout));
+      refs.push_back(r);
+      total += (std::max<size_t>(r.desc.bytes(), 1) + align - 1) / align * align;
+    }
+    HostTensor block(DType::F32, Shape{int64_t((total + 3) / 4)});
+    char* at = static_cast<char*>(block.data());
+    for (TensorRef& r : refs) {
+      std::memcpy(at, r.data, r.desc.bytes());
+      r.data = at;
+      at += (std::max<size_t>(r.desc.bytes(), 1) + align - 1) / align * align;
+    }
+    blocks.push_back(std::move(block));
+    return refs;
+  }
 };
 
 inline HostTensor random_tensor(const TensorDesc& d, std::mt19937& rng) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 
 #include "async_sim_backend.h"
 #include "graph/executor.h"
@@ -157,6 +158,46 @@ TEST_F(StreamingTest, AsyncCopiesEarlyOrLateGiveTheSameResult) {
     EXPECT_GT(sim.copies(), 2 * res.streamed_count) << "every streamed weight copied per run";
     EXPECT_TRUE(bit_equal(got[0], want_[0])) << "order " << int(order) << " seed " << seed;
   }
+}
+
+// Note [coalesced copies]: with host copies laid out like the ring, neighbouring streamed weights
+// go as one transfer; with any interleaving of copies and compute the result stays the
+// resident run's, for groups of any size.
+TEST_F(StreamingTest, CoalescedCopiesGiveTheSameResultWithFewerTransfers) {
+  b_.weights.contiguous = true;
+  const uint64_t layer = 128 * 128 * 4;
+  std::map<uint64_t, uint64_t> transfers;  // group bytes -> transfers of the second run
+  for (uint64_t group : {uint64_t(1), 2 * layer, uint64_t(8) << 20}) {
+    for (auto [order, seed] : std::vector<std::pair<SimOrder, uint64_t>>{
+             {SimOrder::COPIES_EARLY, 1}, {SimOrder::COPIES_LATE, 1}, {SimOrder::RANDOM, 3},
+             {SimOrder::RANDOM, 4}}) {
+      AsyncSimBackend sim(order, seed);
+      sim.set_host_visible(false);
+      Allocator alloc(sim, arena_ + weights_ * 2 / 3);
+      Executor ex(sim, alloc);
+      ResidencyOptions o;
+      o.depth = 6;  // a ring of six layers: copies start several at a time
+      o.small_bytes = 0;
+      o.group_bytes = group;
+      ex.set_residency_options(o);
+      Result<std::vector<HostTensor>> r = ex.run(g_, test::host_inputs(b_.inputs), b_.weights);
+      ASSERT_TRUE(r.ok()) << r.status().str();
+      const uint64_t before = sim.copies();
+      r = ex.run(g_, test::host_inputs(b_.inputs), b_.weights);
+      ASSERT_TRUE(r.ok()) << r.status().str();
+      ASSERT_GT(ex.last_residency().streamed_count, 4u);
+      if (group == 1) {
+        EXPECT_GE(sim.copies() - before, ex.last_residency().streamed_count)
+            << "groups of one byte: a transfer per weight";
+      }
+      transfers[group] = sim.copies() - before;  // streamed weights + the input and the output
+      EXPECT_TRUE(bit_equal((*r)[0], want_[0])) << "group " << group << " order " << int(order);
+    }
+    std::printf("  groups of up to %llu bytes: %llu transfers per run\n",
+                (unsigned long long)group, (unsigned long long)transfers[group]);
+  }
+  EXPECT_LT(transfers[2 * layer], transfers[1]) << "pairs of layers go together";
+  EXPECT_LT(transfers[8 << 20], transfers[2 * layer]) << "runs of layers go together";
 }
 
 // The budget lowered between two runs of the same executor: the second run streams.

@@ -227,6 +227,40 @@ TEST_F(WeightSetTest, UploadOnceOnOpaqueBackend) {
   EXPECT_TRUE(ws.contains("layer.weight")) << "host copies stay";
 }
 
+// Note [mapped weights]: tensors stored in the target dtype are views of the file's mapping
+// (nothing copied), which stays valid after the caller drops the file, and uploads read them;
+// converted tensors are copies.
+TEST_F(WeightSetTest, MappedWhenNoConversionIsNeeded) {
+  auto opened = SafetensorsFile::open(path_);
+  ASSERT_TRUE(opened.ok());
+  std::shared_ptr<const SafetensorsFile> file(std::move(opened).value());
+  WeightSet half, full;
+  ASSERT_TRUE(half.load_prefix(file, "enc.", DType::F16).ok());
+  ASSERT_TRUE(full.load_prefix(file, "enc.", DType::F32).ok());
+  file.reset();  // the views keep the mapping
+  ASSERT_NE(half.find("layer.weight"), nullptr);
+  EXPECT_TRUE(half.find("layer.weight")->is_view());
+  EXPECT_TRUE(half.find("layer.bias")->is_view());
+  EXPECT_FALSE(full.find("layer.weight")->is_view()) << "f16 to f32 is a copy";
+  // Integer tensors are views in both when the file aligns them for their type.
+  EXPECT_EQ(half.mapped_bytes(), 12u + 6u + full.mapped_bytes());
+  EXPECT_EQ(std::memcmp(half.find("layer.weight")->data(), w16_.data(), 12), 0);
+
+  OpaqueCpuBackend dev;
+  Allocator alloc(dev);
+  half.bind(&dev, &alloc);
+  TensorDesc desc{DType::F16, Shape{2, 3}};
+  auto r = half.weight_get("layer.weight", desc);
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  EXPECT_EQ(std::memcmp(r->data, w16_.data(), 12), 0);
+  half.release_device();  // uploaded again from the mapping (its pages were given back)
+  auto again = half.weight_get("layer.weight", desc);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(std::memcmp(again->data, w16_.data(), 12), 0);
+  EXPECT_EQ(dev.uploads, 2);
+  half.bind(nullptr, nullptr);
+}
+
 // Note [reclaim]: a model no run is using gives its device copies back, least recently used
 // first, when another model's weights (or an arena) need the room; a model in use keeps them.
 class WeightReclaimTest : public ::testing::Test {
@@ -350,6 +384,40 @@ TEST(WeightSetPinned, StreamedCopiesArePinnedWithinThePinnedBudget) {
   ws.bind(nullptr, nullptr);
   EXPECT_EQ(alloc.pinned_held(), 0u);
   EXPECT_EQ(alloc.pinned_peak(), 24u);
+}
+
+// Note [pinned copies]: the weights asked for together get one page-locked block, in the order
+// asked and padded to the alignment asked, and the block goes with its last weight.
+TEST(WeightSetPinned, StreamedCopiesShareOneBlockInOrder) {
+  WeightSet ws;
+  for (const char* n : {"a", "b", "c"}) {
+    HostTensor t(DType::F32, Shape{n[0] == 'b' ? 100 : 10});
+    for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = float(i) + float(n[0]);
+    ws.put(n, std::move(t));
+  }
+  AsyncSimBackend sim(SimOrder::ROUND_ROBIN);
+  sim.set_host_visible(false);
+  Allocator alloc(sim);
+  ws.bind(&sim, &alloc);
+  std::vector<WeightRequest> q = {{"c", TensorDesc{DType::F32, Shape{10}}, WeightLayout::STORED},
+                                  {"b", TensorDesc{DType::F32, Shape{100}}, WeightLayout::STORED},
+                                  {"a", TensorDesc{DType::F32, Shape{10}}, WeightLayout::STORED}};
+  auto refs = ws.weight_host_all(q, 256);
+  ASSERT_TRUE(refs.ok()) << refs.status().str();
+  const char* c = static_cast<const char*>((*refs)[0].data);
+  EXPECT_EQ((*refs)[1].data, c + 256) << "b follows c, padded to 256 bytes";
+  EXPECT_EQ((*refs)[2].data, c + 256 + 512) << "a follows b (400 bytes, padded to 512)";
+  EXPECT_EQ(alloc.pinned_held(), 256u + 512u + 256u);
+  EXPECT_EQ(std::memcmp((*refs)[1].data, ws.find("b")->data(), 400), 0);
+  auto b = ws.weight_host("b", TensorDesc{DType::F32, Shape{100}}, WeightLayout::STORED);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->data, (*refs)[1].data) << "made once";
+  ws.put("a", HostTensor(DType::F32, Shape{10}));
+  ws.put("b", HostTensor(DType::F32, Shape{100}));
+  EXPECT_EQ(alloc.pinned_held(), 1024u) << "c still uses the block";
+  ws.put("c", HostTensor(DType::F32, Shape{10}));
+  EXPECT_EQ(alloc.pinned_held(), 0u);
+  ws.bind(nullptr, nullptr);
 }
 
 }  // namespace
