@@ -4,6 +4,8 @@ is in config.json; the seed fixes the data.
 
     python3 train.py --run-dir runs/main --minutes 9.4      # one chunk; run again to resume
     python3 train.py --run-dir runs/main --minutes 1 --device cpu --export PATH   # export only
+    python3 train.py --config config-tune.json --run-dir runs/tune --minutes 9.3 \
+        --init-from runs/base.safetensors        # fine-tune an exported model (Note [fine-tuning])
 
 Each call stops itself before --minutes, saves the resume state (state.pt: f32 weights, Adam
 moments in bf16, EMA; compact.pt: f16 weights and EMA, no optimizer, small enough to carry),
@@ -12,6 +14,7 @@ samples.png. Note [deterministic data]: the batch of step k is drawn from a gene
 with (seed, stage, k), so a resumed run sees the data an uninterrupted one would.
 """
 import argparse
+import json
 import math
 import os
 import shutil
@@ -22,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 import comfy_sample
+import safetensors_io
 import shapes
 import tiny_sd1
 from clip_bpe import CLIPBPE
@@ -68,7 +72,7 @@ class Trainer:
             self.vae.to(memory_format=torch.channels_last)
         self.s = {"stage": "vae", "vae_steps": 0, "unet_steps": 0, "dec_steps": 0, "vae_seconds": 0.0,
                   "unet_seconds": 0.0, "dec_seconds": 0.0, "losses": {}}
-        self.vae_opt = self._adamw([self.vae], cfg["vae_train"])
+        self.vae_opt = self._adamw([self.vae], cfg["vae_train"]) if "vae_train" in cfg else None
         self.opt = self._adamw([self.unet, self.clip], cfg["unet_train"])
         self.ema = None
         self.rows = {}
@@ -306,6 +310,26 @@ class Trainer:
             log(self.run_dir, f"resumed from the compact state at UNet step {self.s['unet_steps']}: "
                               "optimizer restarted with a fresh warmup")
 
+    def init_from(self, path):
+        """Note [fine-tuning]: a fresh run can start from an exported checkpoint (its EMA
+        weights) at the UNet stage with the checkpoint's VAE frozen, e.g. to add offset and
+        pyramid noise (config-tune.json) to a model trained without them. The step counts go on
+        from the file's headroom.train.* values (so the batches are new ones and the export
+        counts all steps), warmup restarts there, and the stage's clock (minutes) starts at 0;
+        the EMA starts from the loaded weights."""
+        _, meta = safetensors_io.read(path)
+        start = {k: int(meta.get(f"headroom.train.{k}_steps", 0)) for k in ("vae", "unet", "dec")}
+        for m, loaded in zip((self.unet, self.vae, self.clip), tiny_sd1.load(path, self.cfg, self.tok)):
+            m.load_state_dict(loaded.state_dict())
+        steps = {k + "_steps": v for k, v in start.items()}
+        self.s.update(steps, stage="unet", warm_from=start["unet"],
+                      init_from={"path": os.path.basename(path), **steps})
+        self.vae_opt = None
+        self.vae.requires_grad_(False).eval()
+        self.ema = [p.detach().float().clone() for p in self.params()]
+        log(self.run_dir, f"initialised from {path} (vae step {start['vae']}, unet step {start['unet']}, "
+                          f"dec step {start['dec']}): fine-tuning the UNet and text encoder")
+
     # --- outputs -------------------------------------------------------------------------------
 
     @torch.no_grad()
@@ -428,6 +452,8 @@ def main():
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--out", help="also copy compact.pt (in 15 MiB parts), log and previews here")
     ap.add_argument("--export", metavar="PATH", help="only export the run's state to PATH (+ .yaml)")
+    ap.add_argument("--init-from", metavar="PATH", help="a fresh run starts from this exported checkpoint "
+                    "at the UNet stage (Note [fine-tuning]); ignored when the run dir has a resume state")
     args = ap.parse_args()
     start = time.time()
     cfg = tiny_sd1.load_config(args.config)
@@ -445,9 +471,15 @@ def main():
     resume = load_resume(args.run_dir)
     if resume is not None:
         tr.load(resume)
+        if args.init_from:
+            log(args.run_dir, f"resuming {args.run_dir}: --init-from ignored")
+    elif args.init_from:
+        tr.init_from(args.init_from)
     if args.export:
         export(tr, cfg, args.export)
         return 0
+    if tr.s["stage"] == "vae" and "vae_train" not in cfg:
+        ap.error(f"{args.config} has no vae_train stage: start the run with --init-from")
     log(args.run_dir, f"== chunk at stage {tr.s['stage']}, vae step {tr.s['vae_steps']}, unet step "
                       f"{tr.s['unet_steps']}, {args.minutes} min, device {device}")
     try:
@@ -471,6 +503,8 @@ def chunk(tr, args, cfg, start):
 
 def export(tr, cfg, path):
     steps = {f"headroom.train.{k}_steps": str(tr.s.get(k + "_steps", 0)) for k in ("vae", "unet", "dec")}
+    if "init_from" in tr.s:
+        steps["headroom.train.init_from"] = json.dumps(tr.s["init_from"], sort_keys=True)
     tiny_sd1.export(path, tr.ema_models(), cfg, steps)
 
 
