@@ -1,6 +1,7 @@
 // What the model benchmarks run: full-size SD1.5 / SDXL UNet steps and SD VAE decodes with
-// random weights of the real shapes, plus the PyTorch reference figures of the GPU issues
-// (NVIDIA H200, PyTorch 2.11, CUDA 13, f16, median of 10 steps after warm-up).
+// random weights of the real shapes. No PyTorch figures live here: they move from run to run
+// and machine to machine, so scripts/device-compare.sh measures the PyTorch reference in the
+// same run and joins the two by Workload::key.
 #pragma once
 
 #include <cstdio>
@@ -20,10 +21,10 @@ namespace hr::bench {
 
 struct Workload {
   std::string name;
+  std::string key;  // stable id for machine-read output: sd15_unet, sdxl_unet, vae_decode_<px>
   Graph graph;
   std::vector<std::pair<std::string, HostTensor>> inputs;
   std::shared_ptr<WeightSet> weights;
-  double ref_eager_ms = 0, ref_compile_ms = 0, ref_peak_gib = 0;  // 0: not measured
 
   HostInputs host_inputs() const {
     HostInputs in;
@@ -47,21 +48,20 @@ inline HostTensor timesteps(float t) {
 inline Result<Workload> workload_sd15(DType dt) {
   Workload w;
   w.name = "SD1.5 UNet step 512x512 b2";
+  w.key = "sd15_unet";
   HR_ASSIGN_OR_RETURN(w.graph, unet_graph(unet_config_sd15(), 2, 64, 64, 77, dt));
   w.weights = std::make_shared<WeightSet>();
   make_model_random_weights(w.graph, 1, *w.weights);
   w.inputs.emplace_back("x", filled(dt, Shape{2, 4, 64, 64}, 1.0f));
   w.inputs.emplace_back("timesteps", timesteps(999.0f));
   w.inputs.emplace_back("context", filled(dt, Shape{2, 77, 768}, 0.5f));
-  w.ref_eager_ms = 36.8;
-  w.ref_compile_ms = 8.07;
-  w.ref_peak_gib = 1.84;
   return w;
 }
 
 inline Result<Workload> workload_sdxl(DType dt) {
   Workload w;
   w.name = "SDXL UNet step 1024x1024 b2";
+  w.key = "sdxl_unet";
   UNetConfig cfg = unet_config_sdxl();
   HR_ASSIGN_OR_RETURN(w.graph, unet_graph(cfg, 2, 128, 128, 77, dt));
   w.weights = std::make_shared<WeightSet>();
@@ -70,9 +70,6 @@ inline Result<Workload> workload_sdxl(DType dt) {
   w.inputs.emplace_back("timesteps", timesteps(999.0f));
   w.inputs.emplace_back("context", filled(dt, Shape{2, 77, 2048}, 0.5f));
   w.inputs.emplace_back("y", filled(dt, Shape{2, cfg.adm_in_channels}, 0.5f));
-  w.ref_eager_ms = 98.5;
-  w.ref_compile_ms = 44.9;
-  w.ref_peak_gib = 5.23;
   return w;
 }
 
@@ -80,22 +77,17 @@ inline Result<Workload> workload_sdxl(DType dt) {
 inline Result<Workload> workload_vae(DType dt, int px, std::shared_ptr<WeightSet> weights) {
   Workload w;
   w.name = fmt::format("SD VAE decode {}x{} b1", px, px);
+  w.key = fmt::format("vae_decode_{}", px);
   HR_ASSIGN_OR_RETURN(w.graph, vae_decode_graph(vae_config_sd(), 1, px / 8, px / 8, dt));
   w.weights = weights ? weights : std::make_shared<WeightSet>();
   if (!weights) make_model_random_weights(w.graph, 2, *w.weights);
   w.inputs.emplace_back("latent", filled(dt, Shape{1, 4, px / 8, px / 8}, 1.0f));
-  struct Ref { int px; double ms, peak; };
-  for (Ref r : {Ref{512, 22, 0.8}, Ref{1024, 88, 2.6}, Ref{2048, 400, 9.7}})
-    if (r.px == px) {
-      w.ref_eager_ms = r.ms;
-      w.ref_peak_gib = r.peak;
-    }
   return w;
 }
 
-// Command line shared by the model benchmarks: --device, --dtype, --steps, --only, --top.
+// Command line shared by the model benchmarks: --device, --dtype, --steps, --only, --top, --json.
 struct Args {
-  std::string device = "cuda", dtype = "f16", only;
+  std::string device = "cuda", dtype = "f16", only, json;
   int steps = 20, top = 12;
 };
 
@@ -109,6 +101,7 @@ inline Args args_parse(int argc, char** argv, int default_steps) {
     else if (k == "--steps") a.steps = std::atoi(argv[++i]);
     else if (k == "--only") a.only = argv[++i];
     else if (k == "--top") a.top = std::atoi(argv[++i]);
+    else if (k == "--json") a.json = argv[++i];
   }
   if (a.device != "cuda" && a.dtype == "f16") a.dtype = "f32";  // the CPU computes in f32
   return a;

@@ -3,9 +3,9 @@
 # folder (fill it here with `apt-get download libyaml-cpp-dev libyaml-cpp0.7 libsqlite3-dev
 # libsqlite3-0` inside .debs/,
 # then name .debs in the device call's carry list) and are unpacked into a prefix CMake searches.
-# Also sets HEADROOM_EXPECT_GPU=1 so that GPU tests fail, not skip, without a GPU
-# (Note [expected GPU] in tests/test_gpu.h).
-export HEADROOM_EXPECT_GPU=1
+# Also sets HEADROOM_REQUIRE_GPU=1 so that GPU tests fail, not skip, without a usable GPU
+# (Note [required GPU] in tests/test_gpu.h).
+export HEADROOM_REQUIRE_GPU=1
 HR_CMAKE_EXTRA=""
 if { ! [ -f /usr/include/yaml-cpp/yaml.h ] || ! [ -f /usr/include/sqlite3.h ]; } && compgen -G ".debs/*.deb" > /dev/null; then
   for d in .debs/*.deb; do dpkg -x "$d" .debs/prefix; done

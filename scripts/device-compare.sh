@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Same-run comparison with PyTorch (issue 21) in one device call (~7 min on a fresh H200):
+# builds bench_models, times headroom's SD1.5 512^2 and SDXL 1024^2 UNet steps (batch 2) and SD
+# VAE decodes in f16 and bf16, times PyTorch eager and torch.compile on the same work
+# (bench/torch_peer.py) and prints one markdown table of both with their ratios. With TESTS=1
+# (the default) it also runs the CUDA op tests (every harness case, and the full-size production
+# cases of op_cuda_production_test.cpp) while the peer compiles. Logs and JSON go to $OUT (8
+# files).
+#
+# Before the device call, here: `bash scripts/device-compare.sh prepare` copies diffusers' source
+# from ../shared/peers/diffusers into the git-ignored bench/peers/; the call carries
+# bench/peers and .debs (scripts/device-env.sh).
+#
+# Timeline: the peer builds and compiles its models (torch.compile of SDXL takes minutes, on the
+# CPU) while headroom builds, tests and benchmarks; the peer's compile runs at a lower CPU
+# priority and its timing waits until bench_models has finished, so each side times with the GPU
+# to itself. Only the peer's few warm-up calls may overlap headroom's timed runs (medians of 20);
+# the driver-level memory in bench_models.log counts the peer's process too. SERIAL=1 runs the
+# two strictly one after the other (fairest; add the compile time).
+#   DTYPES=f16,bf16 (headroom and PyTorch eager)  COMPILE_DTYPES=f16  COMPILE=full|regional|off
+#   STEPS=20 (headroom timed runs)  ITERS=10 (PyTorch timed steps)  TESTS=1|0
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PEER_SRC=bench/peers/diffusers/src
+if [ "${1:-}" = prepare ]; then
+  from=${SHARED_PEERS:-../shared/peers}
+  [ -d "$from/diffusers/src" ] || { echo "no $from/diffusers/src to copy"; exit 1; }
+  rm -rf bench/peers/diffusers && mkdir -p bench/peers && cp -r "$from/diffusers" bench/peers/ &&
+    chmod -R u+w bench/peers && find bench/peers -name __pycache__ -prune -exec rm -rf {} + &&
+    echo "bench/peers/diffusers ready ($(du -sh bench/peers | cut -f1)); carry bench/peers"
+  exit $?
+fi
+OUT=${OUT:-device-logs}
+DTYPES=${DTYPES:-f16,bf16}
+COMPILE_DTYPES=${COMPILE_DTYPES:-f16}
+COMPILE=${COMPILE:-full}
+STEPS=${STEPS:-20}
+SERIAL=${SERIAL:-0}
+TESTS=${TESTS:-1}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+source scripts/device-env.sh
+GO="/tmp/hr_peer_go.$$"  # not under $OUT: at most 8 files come back from there
+rm -f "$GO" "$OUT/peer_torch.json" "$OUT/bench_models.json"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -2
+
+peer_start() {
+  if [ ! -d "$PEER_SRC/diffusers" ]; then
+    echo "no $PEER_SRC/diffusers: run 'bash scripts/device-compare.sh prepare' before the call" \
+      "and carry bench/peers; PyTorch columns stay empty" | tee "$OUT/peer_torch.log"
+    return
+  fi
+  OUT="$OUT" DTYPES="$DTYPES" COMPILE_DTYPES="$COMPILE_DTYPES" COMPILE="$COMPILE" GO_FILE="$GO" \
+    PYTHONPATH="$PWD/$PEER_SRC${PYTHONPATH:+:$PYTHONPATH}" \
+    PYTHONUNBUFFERED=1 nice -n 10 python3 bench/torch_peer.py > "$OUT/peer_torch.log" 2>&1 &
+  peer=$!
+}
+peer=""
+peer_stop() {  # on any exit (e.g. a failed configure) while the peer still runs
+  [ -n "$peer" ] && { disown "$peer"; kill "$peer"; } 2> /dev/null
+  rm -f "$GO"
+}
+trap peer_stop EXIT
+if [ "$SERIAL" != 1 ]; then peer_start; fi
+
+device_configure
+ninja -C build-dev -j"$(nproc)" bench_models $([ "$TESTS" = 1 ] && echo hr_tests_backend) \
+  > "$OUT/build.log" 2>&1 ||
+  { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
+echo "build ok"
+
+tests_rc=0
+if [ "$TESTS" = 1 ]; then
+  ./build-dev/tests/hr_tests_backend --gtest_filter='*Cuda*' > "$OUT/cuda_tests.log" 2>&1
+  tests_rc=$?
+  echo "CUDA op tests exit $tests_rc (harness and production cases; errors per case in cuda_tests.log)"
+  grep -E "^op harness: |^\[  (PASSED|FAILED|SKIPPED) \] [0-9]+ test" "$OUT/cuda_tests.log"
+  grep -E "^\[  FAILED  \] .*(MatchesReference|MatchesCpuF32|CudaBackend)" "$OUT/cuda_tests.log" |
+    sed 's/, where GetParam.*//' | sort -u | head -20
+  # The cases closest to their tolerances (what to look at before tightening or loosening one).
+  python3 - "$OUT/cuda_tests.log" <<'PY'
+import re, sys
+pat = re.compile(r"^  (\S+) \[\S+ (\S+)\].*rel L2 (\S+) \(tol (\S+)\), max abs \S+ = (\S+) of max \|ref\| \S+ \(tol (\S+)\)")
+rows = []
+for line in open(sys.argv[1], errors="replace"):
+    m = pat.match(line)
+    if m and float(m[4]) > 0:
+        name, dt, l2, tl2, mx, tmx = m[1], m[2], *map(float, m.groups()[2:])
+        rows.append((max(l2 / tl2, mx / tmx), name, dt, l2, tl2, mx, tmx))
+print("closest to tolerance (error / tol): case dtype, rel L2 (tol), rel max (tol)")
+for r in sorted(rows, reverse=True)[:12]:
+    print(f"  {r[0]:.2f}  {r[1]} {r[2]}: {r[3]:.3g} ({r[4]:.3g}), {r[5]:.3g} ({r[6]:.3g})")
+PY
+fi
+
+./build-dev/bench/bench_models --device cuda --dtype "$DTYPES" --steps "$STEPS" \
+  --json "$OUT/bench_models.json" > "$OUT/bench_models.log" 2>&1
+bench_rc=$?
+echo "bench_models exit $bench_rc"
+grep -E "FAILED|differs|MISMATCH" "$OUT/bench_models.log" | head -10
+
+if [ "$SERIAL" = 1 ]; then peer_start; fi
+touch "$GO"
+if [ -n "$peer" ]; then
+  wait "$peer"
+  echo "torch peer exit $?"
+  peer=""
+fi
+grep -E "compiled|error|Error" "$OUT/peer_torch.log" | head -10
+
+python3 - "$OUT/bench_models.json" "$OUT/peer_torch.json" <<'PY' | tee "$OUT/compare.md"
+import json, sys
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"(cannot read {path}: {e})")
+        return None
+
+hr = load(sys.argv[1]) or []
+peer = load(sys.argv[2]) or {"rows": {}, "errors": []}
+works = [("sd15_unet", "SD1.5 UNet step 512^2 b2"), ("sdxl_unet", "SDXL UNet step 1024^2 b2"),
+         ("vae_decode_512", "VAE decode 512^2"), ("vae_decode_1024", "VAE decode 1024^2"),
+         ("vae_decode_2048", "VAE decode 2048^2")]
+ms = lambda v: f"{v:.2f}" if isinstance(v, (int, float)) else "-"
+ratio = lambda a, b: f"{a / b:.2f}x" if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > 0 else "-"
+print(f"\ntorch {peer.get('torch', '?')} (CUDA {peer.get('cuda', '?')}), torch.compile "
+      f"{peer.get('compile', '?')} (mode reduce-overhead), {peer.get('device', '?')}; "
+      "ratio = headroom ms / PyTorch ms, below 1 is faster\n")
+print("| work | dtype | headroom ms | torch eager ms | torch.compile ms | headroom/eager | "
+      "headroom/compile | replay check |")
+print("|---|---|---|---|---|---|---|---|")
+for key, label in works:
+    dts = sorted({r["dtype"] for r in hr if r.get("key") == key} |
+                 set(peer["rows"].get(key, {})), key=lambda d: (d != "f16", d))
+    for dt in dts:
+        row = next((r for r in hr if r.get("key") == key and r["dtype"] == dt), {})
+        p = peer["rows"].get(key, {}).get(dt, {})
+        h = row.get("ms") if row.get("ok") else None
+        check = "-"
+        if row.get("ok"):
+            check = "bitwise" if row.get("replay_bitwise") else (
+                f"max abs diff {row.get('replay_max_abs_diff', 0):.2g}" +
+                ("" if row.get("replay_ok") else " MISMATCH"))
+        elif row:
+            check = "FAILED: " + row.get("error", "")[:80]
+        print(f"| {label} | {dt} | {ms(h)} | {ms(p.get('eager_ms'))} | {ms(p.get('compile_ms'))} "
+              f"| {ratio(h, p.get('eager_ms'))} | {ratio(h, p.get('compile_ms'))} | {check} |")
+for e in peer.get("errors", []):
+    print(f"\npeer error: {e}")
+PY
+[ "$bench_rc" != 0 ] && exit "$bench_rc"
+exit "$tests_rc"
