@@ -464,7 +464,7 @@ Status Executor::copies_issue(RunState& r, int32_t after_node) {
       const size_t m = r.copy_order[j];
       r.copy_group[m] = int64_t(r.groups);
       r.copy_event[m] = k;
-      streamed_total_ += r.g.values()[size_t(r.uses[m].value)].desc.bytes();
+      streamed_total_ += r.uses[m].bytes;  // as a replay counts them (ResidencyPlan::streamed_bytes)
     }
     ++r.groups;
     r.next_copy = end;

@@ -252,12 +252,12 @@ struct WeightSet::PinnedBlock {
   }
 };
 
-bool WeightSet::pinned_make(const std::vector<std::pair<std::string, const HostTensor*>>& sources,
-                            size_t align) {
-  if (sources.empty()) return true;
+bool WeightSet::pinned_make(const std::vector<const WeightRequest*>& requests, size_t align) {
+  if (requests.empty()) return true;
   align = std::max<size_t>(align, 1);
+  auto padded = [align](size_t n) { return (std::max<size_t>(n, 1) + align - 1) / align * align; };
   size_t total = 0;
-  for (const auto& [key, t] : sources) total += (std::max<size_t>(t->bytes(), 1) + align - 1) / align * align;
+  for (const WeightRequest* q : requests) total += padded(q->desc.bytes());
   void* p = allocator_ ? allocator_->pinned_alloc(total) : nullptr;
   if (!p) return false;  // Note [pinned budget]
   auto block = std::make_shared<PinnedBlock>();
@@ -266,11 +266,17 @@ bool WeightSet::pinned_make(const std::vector<std::pair<std::string, const HostT
   block->data = p;
   block->bytes = total;
   size_t at = 0;
-  for (const auto& [key, t] : sources) {
+  // One weight at a time: its host source (rearranged now if need be) is copied in and given
+  // back before the next is made, so host memory peaks at the block plus one weight.
+  for (const WeightRequest* q : requests) {
+    std::string key;
+    Result<const HostTensor*> t = host_source(q->name, q->desc, q->layout, &key);
+    if (!t.ok()) continue;  // checked by the caller already
     char* dst = static_cast<char*>(p) + at;
-    std::memcpy(dst, t->data(), t->bytes());
-    pinned_[key] = Pinned{dst, t->bytes(), block};
-    at += (std::max<size_t>(t->bytes(), 1) + align - 1) / align * align;
+    std::memcpy(dst, (*t)->data(), (*t)->bytes());
+    pinned_[key] = Pinned{dst, (*t)->bytes(), block};
+    host_source_done(q->name, key);
+    at += padded(q->desc.bytes());
   }
   return true;
 }
@@ -292,26 +298,28 @@ Result<TensorRef> WeightSet::weight_host(const std::string& name, const TensorDe
 Result<std::vector<TensorRef>> WeightSet::weight_host_all(const std::vector<WeightRequest>& requests,
                                                           size_t align) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<TensorRef> out;
-  std::vector<std::pair<std::string, const HostTensor*>> missing;
+  const bool host = !backend_ || backend_->host_visible();
+  std::vector<std::string> keys;
+  std::vector<const WeightRequest*> missing;
   for (const WeightRequest& q : requests) {
-    std::string key;
+    HR_ASSIGN_OR_RETURN(std::string key, host_check(q.name, q.desc, q.layout));
+    if (!host && !pinned_.count(key)) missing.push_back(&q);
+    keys.push_back(std::move(key));
+  }
+  if (!pinned_make(missing, align))  // one by one when a single block does not fit
+    for (const WeightRequest* q : missing) pinned_make({q}, 1);
+  std::vector<TensorRef> out;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const WeightRequest& q = requests[i];
+    auto it = pinned_.find(keys[i]);
+    if (it != pinned_.end()) {
+      out.push_back(TensorRef{q.desc, it->second.data});
+      continue;
+    }
+    std::string key;  // host-visible, or pageable beyond the pinned budget: copied synchronously
     HR_ASSIGN_OR_RETURN(const HostTensor* t, host_source(q.name, q.desc, q.layout, &key));
     out.push_back(TensorRef{q.desc, const_cast<void*>(t->data())});
-    if (!backend_ || backend_->host_visible() || pinned_.count(key)) continue;
-    missing.emplace_back(key, t);
   }
-  if (!backend_ || backend_->host_visible()) return out;
-  if (!pinned_make(missing, align))  // one by one when a single block does not fit
-    for (const auto& m : missing) pinned_make({m}, 1);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const std::string key = weight_key(requests[i].name, requests[i].layout);
-    auto it = pinned_.find(key);
-    if (it == pinned_.end()) continue;  // pageable: copied synchronously
-    out[i].data = it->second.data;
-  }
-  for (const auto& [key, t] : missing)
-    if (pinned_.count(key)) host_source_done(key.substr(0, key.find('@')), key);
   return out;
 }
 

@@ -104,10 +104,10 @@ class WeightSet final : public WeightSource, public Reclaimable {
   std::shared_ptr<Allocator::PinnedAccount> pinned_account_;
   Backend* pinned_backend_ = nullptr;
   void pinned_clear() { pinned_.clear(); }
-  // Page-locked copies of `sources` (key, tensor) in one block, each at an offset rounded to
-  // `align`; false when the pinned budget or the backend refuses. Called with mu_ held.
-  bool pinned_make(const std::vector<std::pair<std::string, const HostTensor*>>& sources,
-                   size_t align);
+  // Page-locked copies of the weights `requests` name (checked already) in one block, each at an
+  // offset rounded to `align`; false when the pinned budget or the backend refuses. Called with
+  // mu_ held.
+  bool pinned_make(const std::vector<const WeightRequest*>& requests, size_t align);
   // After `t` (the host source of `name`) was copied elsewhere: gives back the pages of a
   // mapped source, and the rearranged copy `key` if it is one. Called with mu_ held.
   void host_source_done(const std::string& name, const std::string& key);

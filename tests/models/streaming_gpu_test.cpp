@@ -21,6 +21,14 @@ bool bit_equal(const HostTensor& a, const HostTensor& b) {
   return a.desc() == b.desc() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
 }
 
+// Unbinds a model's weights at scope exit: declared after the allocator they were bound to, it
+// runs before that allocator dies (the weights' device copies are the allocator's buffers; a
+// model outliving its allocator while bound crashed at the end of a test).
+struct Unbind {
+  WeightSet& weights;
+  ~Unbind() { weights.bind(nullptr, nullptr); }
+};
+
 class CudaStreaming : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -75,6 +83,7 @@ TEST_F(CudaStreaming, ManyStepsThroughTwoSlotsEqualTheResidentRunBitwise) {
   Allocator a1(*backend_);
   Executor e1(*backend_, a1);
   resident_model->unet_weights.bind(backend_.get(), &a1);
+  Unbind unbind1{resident_model->unet_weights};
   std::vector<HostTensor> want;
   for (int i = 0; i < kSteps; ++i) {
     auto out = unet_run(e1, *resident_model, step_input(i), t_, c_);
@@ -88,6 +97,7 @@ TEST_F(CudaStreaming, ManyStepsThroughTwoSlotsEqualTheResidentRunBitwise) {
   Allocator& a2 = *st.alloc;
   Executor& e2 = *st.ex;
   streamed_model->unet_weights.bind(backend_.get(), &a2);
+  Unbind unbind2{streamed_model->unet_weights};
   for (int i = 0; i < kSteps; ++i) {
     auto out = unet_run(e2, *streamed_model, step_input(i), t_, c_);
     ASSERT_TRUE(out.ok()) << out.status().str();
@@ -113,12 +123,14 @@ TEST_F(CudaStreaming, CapturedStepsSurviveBuffersFreedAndReallocated) {
   Allocator a1(*backend_);
   Executor e1(*backend_, a1);
   resident_model->unet_weights.bind(backend_.get(), &a1);
+  Unbind unbind1{resident_model->unet_weights};
   auto want = unet_run(e1, *resident_model, x_, t_, c_);
   ASSERT_TRUE(want.ok()) << want.status().str();
   Streamed st =
       streamed_executor(e1.arena_held() + resident_model->unet_weights.device_bytes() / 4);
   Executor& e2 = *st.ex;
   streamed_model->unet_weights.bind(backend_.get(), st.alloc.get());
+  Unbind unbind2{streamed_model->unet_weights};
   for (int round = 0; round < 4; ++round) {
     for (int i = 0; i < 3; ++i) {  // plain, captured, replayed
       auto out = unet_run(e2, *streamed_model, x_, t_, c_);
@@ -140,14 +152,16 @@ TEST_F(CudaStreaming, MemoryTakenBetweenStepsIsRecoveredByStreaming) {
   Allocator alloc(*backend_);  // no budget: only the device refuses
   Executor ex(*backend_, alloc);
   m->unet_weights.bind(backend_.get(), &alloc);
+  Unbind unbind{m->unet_weights};
   auto first = unet_run(ex, *m, x_, t_, c_);
   ASSERT_TRUE(first.ok()) << first.status().str();
   const uint64_t weights = m->unet_weights.device_bytes(), arena = ex.arena_held();
   m->unet_weights.release_device();  // the next step allocates its arena and uploads again
   ex.release_arena();
-  // Leave the arena and a third of the weights free (cudaMalloc works in 2 MiB pages, so up to
-  // 2 MiB more stay free).
-  const uint64_t leave = arena + weights / 3;
+  // Leave the arena, 2 MiB and a quarter of the weights free: cudaMalloc works in 2 MiB pages, so
+  // the arena may take up to 2 MiB more than its size (with only a third of the weights beside
+  // it, the arena itself was refused on the H200), and up to 2 MiB more stay free.
+  const uint64_t leave = arena + (2ull << 20) + weights / 4;
   const uint64_t free_now = backend_->info().memory_free;
   ASSERT_GT(free_now, leave + (64ull << 20));
   ASSERT_LT(leave + (2ull << 20), arena + weights);
