@@ -33,6 +33,11 @@ grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |steps|Failure" "$OUT/models_gpu.log"
 ./build-dev/tests/hr_tests_default_model --gtest_filter='*CudaMatchesCpu*:*SameSeed*' \
   > "$OUT/default_model_gpu.log" 2>&1
 grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |max|Failure" "$OUT/default_model_gpu.log" | head -12
+echo "== the README's main job on the GPU (bundled model, 256x256, 20 steps; twice: the second is warm)"
+for i in 1 2; do
+  /usr/bin/time -f "wall %e s" $B run examples/default_workflow.json --device cuda --models-dir models \
+    --output-dir /tmp/hr/out-default 2>&1 | tr '\r' '\n' | grep -E "executed|wall|rror"
+done
 wait $maker
 python3 - <<'PY'
 import json, os
