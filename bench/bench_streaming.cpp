@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 
 #include "bench_common.h"
 #include "core/bytes.h"
@@ -66,10 +67,47 @@ struct Row {
   double floor_ms = 0;
   uint64_t alloc_peak = 0, driver_peak = 0;
   std::string residency;
+  std::vector<double> node_ms;  // one timed (uncaptured) run, per node (Note [node timing])
+  std::string timeline;         // Note [streaming timeline], streamed rows
 };
 
+// Where a streamed step loses time against the resident one (Note [streaming timeline]): the
+// step's nodes in tenths, each with the resident run's ms, this run's ms (a node that waited
+// for a copy takes longer) and the MiB its nodes read first from the ring; then how long the
+// copy stream worked (bytes / bandwidth) against when its last copy ended.
+std::string timeline_text(const Executor::StreamTimeline& t, const std::vector<double>& ms,
+                          const std::vector<double>& resident_ms, double bw) {
+  const size_t n = ms.size();
+  if (t.groups.empty() || n == 0 || resident_ms.size() != n) return "";
+  double waited = 0;
+  for (size_t i = 0; i < n; ++i) waited += std::max(0.0, ms[i] - resident_ms[i]);
+  uint64_t bytes = 0;
+  for (const auto& g : t.groups) bytes += g.bytes;
+  const double busy = bw > 0 ? double(bytes) / bw * 1e3 : 0;
+  std::string out = fmt::format(
+      "timed step {:.2f} ms (resident {:.2f}); compute waited {:.2f} ms for copies; {} copy "
+      "groups, copy stream busy {:.2f} ms, last copy ended at {:.2f} ms\n      tenths of the "
+      "step (resident ms / streamed ms / MiB first read):",
+      t.node_end_ms.empty() ? 0.0 : t.node_end_ms.back(),
+      std::accumulate(resident_ms.begin(), resident_ms.end(), 0.0), waited, t.groups.size(), busy,
+      t.groups.back().end_ms);
+  for (int d = 0; d < 10; ++d) {
+    const size_t lo = n * size_t(d) / 10, hi = n * size_t(d + 1) / 10;
+    double a = 0, b = 0, mib = 0;
+    for (size_t i = lo; i < hi; ++i) {
+      a += resident_ms[i];
+      b += ms[i];
+    }
+    for (const auto& g : t.groups)
+      if (size_t(g.first) >= lo && size_t(g.first) < hi) mib += double(g.bytes) / (1 << 20);
+    out += fmt::format(" {:.1f}/{:.1f}/{:.0f}", a, b, mib);
+  }
+  return out;
+}
+
 // Steps of w within `budget` (UINT64_MAX: none) on a fresh allocator and executor.
-Row time_steps(Backend& b, bench::Workload& w, uint64_t budget, int steps) {
+Row time_steps(Backend& b, bench::Workload& w, uint64_t budget, int steps,
+               const std::vector<double>* resident_node_ms, double bw) {
   Row row;
   Allocator alloc(b, budget == UINT64_MAX ? Allocator::kUnlimited : budget);
   Executor ex(b, alloc);
@@ -101,6 +139,12 @@ Row time_steps(Backend& b, bench::Workload& w, uint64_t budget, int steps) {
   row.residency = ex.last_residency_text();
   row.alloc_peak = alloc.total().peak;
   row.driver_peak = driver_peak > driver_base ? driver_peak - driver_base : 0;
+  ex.set_node_timing(true);  // one more run, timed node by node (Note [streaming timeline])
+  if (ex.run(w.graph, w.host_inputs(), *w.weights).ok()) {
+    row.node_ms = ex.node_ms();
+    if (resident_node_ms && r.streams())
+      row.timeline = timeline_text(ex.last_timeline(), row.node_ms, *resident_node_ms, bw);
+  }
   w.weights->release_device();
   w.weights->bind(nullptr, nullptr);
   return row;
@@ -120,14 +164,14 @@ void unet_rows(Backend& b, bench::Workload& w, int steps, double bw, std::vector
   const uint64_t ring = ResidencyOptions().depth * largest;
   std::printf("%s: weights %s, arena %s, ring %s\n", w.name.c_str(), bytes_format(weights).c_str(),
               bytes_format(arena).c_str(), bytes_format(ring).c_str());
-  Row resident = time_steps(b, w, UINT64_MAX, steps);
+  Row resident = time_steps(b, w, UINT64_MAX, steps, nullptr, bw);
   resident.work = w.name;
   resident.target = "resident (no budget)";
   resident.floor_ms = resident.ms;
   rows.push_back(resident);
   for (int pct : {100, 75, 50, 25, 0}) {
     const uint64_t room = pct == 100 ? weights : uint64_t(double(weights) * pct / 100.0) + ring;
-    Row row = time_steps(b, w, arena + room, steps);
+    Row row = time_steps(b, w, arena + room, steps, &resident.node_ms, bw);
     row.work = w.name;
     row.target = fmt::format("{} % resident (budget {})", pct, bytes_format(arena + room));
     row.floor_ms = std::max(resident.ms, bw > 0 ? double(row.streamed) / bw * 1e3 : 0.0);
@@ -232,7 +276,10 @@ int main(int argc, char** argv) {
                 r.floor_ms > 0 ? r.ms / r.floor_ms : 0.0, bytes_format(r.alloc_peak).c_str(),
                 bytes_format(r.driver_peak).c_str());
   }
-  for (const Row& r : rows) std::printf("  %s / %s: %s\n", r.work.c_str(), r.target.c_str(), r.residency.c_str());
+  for (const Row& r : rows) {
+    std::printf("  %s / %s: %s\n", r.work.c_str(), r.target.c_str(), r.residency.c_str());
+    if (!r.timeline.empty()) std::printf("      %s\n", r.timeline.c_str());
+  }
   std::printf("\nfloor = max(resident step, streamed bytes / host-to-device bandwidth), both "
               "measured in this run. Allocator level = headroom's own counters (weights, arena, "
               "staging ring); driver level = the growth of cudaMemGetInfo's used memory during the "

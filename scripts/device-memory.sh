@@ -25,7 +25,7 @@ $B make-model --arch sdxl --size full --seed 0 -o "$CKPT" > /dev/null 2>&1 &
 maker=$!
 [ "${SKIP_BENCH:-0}" = 1 ] || timeout 240 ./build-dev/bench/bench_streaming --device cuda --dtype f16 \
   --steps "${BENCH_STEPS:-10}" > "$OUT/bench_streaming.log" 2>&1
-grep -E "^\||^device|floor =" "$OUT/bench_streaming.log"
+grep -E "^\||^device|floor =|timed step|tenths" "$OUT/bench_streaming.log"
 stamp "bench done"
 timeout 60 ./build-dev/tests/hr_tests_memory --gtest_filter='*Cuda*' > "$OUT/budget_cuda.log" 2>&1
 grep -E "budget|^\[  (PASSED|FAILED|  OK|SKIPPED) |Failure" "$OUT/budget_cuda.log" | head -12

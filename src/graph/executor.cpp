@@ -254,6 +254,8 @@ struct Executor::RunState {
   int32_t copy_waited = -1;
   const std::vector<std::pair<void*, size_t>>* staging = nullptr;  // Note [captured steps]
   std::vector<Event*> marks;       // Note [node timing]: marks[i + 1] follows node i
+  std::vector<Event*> copy_marks;  // Note [streaming timeline]: one per copy group, timed runs
+  std::vector<Executor::StreamTimeline::Group> groups_issued;
 
   RunState(std::shared_ptr<const CompiledGraph> c, const ResidencyPlan& r)
       : compiled(std::move(c)), g(compiled->graph), plan(*compiled->plan),
@@ -460,6 +462,10 @@ Status Executor::copies_issue(RunState& r, int32_t after_node) {
                                  ? fmt::format("streaming weight '{}'", v.name)
                                  : fmt::format("streaming weights '{}' .. '{}'", v.name, lv.name)));
     HR_TRY(backend_.event_record(copied_[k].get(), copy_stream_.get()));
+    if (size_t(r.groups) < r.copy_marks.size()) {  // Note [streaming timeline]
+      HR_TRY(backend_.event_record(r.copy_marks[size_t(r.groups)], copy_stream_.get()));
+      r.groups_issued.push_back({0, bytes, after, r.uses[k].first});
+    }
     for (size_t j = r.next_copy; j < end; ++j) {
       const size_t m = r.copy_order[j];
       r.copy_group[m] = int64_t(r.groups);
@@ -561,6 +567,7 @@ Result<std::vector<HostTensor>> Executor::run_timed(RunState& r) {
     timing_events_.push_back(std::move(e));
   }
   for (size_t i = 0; i <= n; ++i) r.marks.push_back(timing_events_[i].get());
+  HR_TRY(copy_marks_prepare(r));
   r.staging = nullptr;
   HR_TRY(ops_issue(r));
   HR_ASSIGN_OR_RETURN(std::vector<HostTensor> out, outputs_collect(r));
@@ -568,8 +575,43 @@ Result<std::vector<HostTensor>> Executor::run_timed(RunState& r) {
   for (size_t i = 0; i < n; ++i) {
     HR_ASSIGN_OR_RETURN(node_ms_[i], backend_.event_elapsed_ms(r.marks[i], r.marks[i + 1]));
   }
+  HR_TRY(timeline_collect(r));
   r.marks.clear();
   return out;
+}
+
+// Note [streaming timeline]
+// bench_streaming's floor ratio says how far a streamed step is from max(compute, copies), not
+// why. A timed run (Note [node timing]) that streams also records a timing event on the copy
+// stream after every copy group; elapsed times from the run's first mark give each node's and
+// each group's end on one clock. A node that ends later than the resident run's node did waited
+// for a copy; a group that ends long after the previous one while its `after` node ended early
+// says the copy stream idled (nothing was permitted), one whose `after` node ended late says the
+// ring held it back.
+Status Executor::copy_marks_prepare(RunState& r) {
+  timeline_ = StreamTimeline();
+  if (!r.res.streams()) return Status();
+  while (copy_timing_events_.size() < r.copy_order.size()) {
+    HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> e, backend_.timing_event_create());
+    copy_timing_events_.push_back(std::move(e));
+  }
+  for (size_t g = 0; g < r.copy_order.size(); ++g) r.copy_marks.push_back(copy_timing_events_[g].get());
+  return Status();
+}
+
+Status Executor::timeline_collect(RunState& r) {
+  if (r.copy_marks.empty() || r.marks.empty()) return Status();
+  timeline_.node_end_ms.assign(r.g.nodes().size(), 0.0);
+  for (size_t i = 0; i < r.g.nodes().size(); ++i) {
+    HR_ASSIGN_OR_RETURN(timeline_.node_end_ms[i], backend_.event_elapsed_ms(r.marks[0], r.marks[i + 1]));
+  }
+  timeline_.groups = r.groups_issued;
+  for (size_t g = 0; g < timeline_.groups.size(); ++g) {
+    HR_ASSIGN_OR_RETURN(timeline_.groups[g].end_ms,
+                        backend_.event_elapsed_ms(r.marks[0], r.copy_marks[g]));
+  }
+  r.copy_marks.clear();
+  return Status();
 }
 
 // HEADROOM_DEBUG_CAPTURE=1 traces capture decisions on stderr (for reports of replay crashes).

@@ -112,6 +112,20 @@ class Executor final : public Reclaimable {
   // runs the timed nodes back to back instead of waiting for the host to issue them.
   void set_node_timing(bool on);
   const std::vector<double>& node_ms() const { return node_ms_; }
+  // Note [streaming timeline]: a timed run that streams also records when each copy group ended
+  // on the copy stream; with the nodes' end times this shows where compute waited for copies and
+  // where the copy stream idled. From the last timed run; empty when that run did not stream.
+  struct StreamTimeline {
+    std::vector<double> node_end_ms;  // per node, from the run's first mark
+    struct Group {
+      double end_ms = 0;     // from the run's first mark
+      uint64_t bytes = 0;    // the group's weights (ring bytes)
+      int32_t after = -1;    // the node its copy waited for (-1: none)
+      int32_t first = -1;    // the first node reading one of its weights
+    };
+    std::vector<Group> groups;  // in issue order
+  };
+  const StreamTimeline& last_timeline() const { return timeline_; }
 
   // Frees the activation arena that run() keeps between runs (Note [arena reuse] in
   // executor.cpp); waits for a run in progress on another thread.
@@ -164,6 +178,8 @@ class Executor final : public Reclaimable {
   bool timing_ = false;
   std::vector<double> node_ms_;
   std::vector<std::unique_ptr<Event>> timing_events_;
+  std::vector<std::unique_ptr<Event>> copy_timing_events_;  // Note [streaming timeline]
+  StreamTimeline timeline_;
   size_t plans_computed_ = 0;
   size_t plans_cached_ = 0;
   // run() is not reentrant: one run at a time uses the arena.
@@ -193,6 +209,8 @@ class Executor final : public Reclaimable {
   Status streams_prepare(size_t weights, size_t nodes);
   Status ops_issue(RunState& r);
   Status copies_issue(RunState& r, int32_t after_node);
+  Status copy_marks_prepare(RunState& r);  // Note [streaming timeline]
+  Status timeline_collect(RunState& r);
   Result<std::vector<HostTensor>> outputs_collect(RunState& r);
   Result<std::vector<HostTensor>> run_timed(RunState& r);
   Result<std::vector<HostTensor>> run_captured(RunState& r);

@@ -200,6 +200,38 @@ TEST_F(StreamingTest, CoalescedCopiesGiveTheSameResultWithFewerTransfers) {
   EXPECT_LT(transfers[8 << 20], transfers[2 * layer]) << "runs of layers go together";
 }
 
+// Note [streaming timeline]: a timed streamed run says when each copy group ended; every group
+// ended after the node its copy waited for and before its first reader ended, and the groups
+// carry every streamed byte.
+TEST_F(StreamingTest, TimedRunRecordsTheCopyTimeline) {
+  Allocator alloc(*cpu_, arena_ + weights_ / 3);
+  Executor ex(*cpu_, alloc);
+  ResidencyOptions o;
+  o.depth = 2;
+  o.small_bytes = 0;
+  ex.set_residency_options(o);
+  ex.set_node_timing(true);
+  auto r = ex.run(g_, test::host_inputs(b_.inputs), b_.weights);
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  EXPECT_TRUE(bit_equal((*r)[0], want_[0]));
+  const Executor::StreamTimeline& t = ex.last_timeline();
+  ASSERT_TRUE(ex.last_residency().streams());
+  ASSERT_EQ(t.node_end_ms.size(), ex.node_ms().size());
+  ASSERT_FALSE(t.groups.empty());
+  uint64_t bytes = 0;
+  for (const Executor::StreamTimeline::Group& gr : t.groups) {
+    bytes += gr.bytes;
+    ASSERT_GE(gr.first, 0);
+    EXPECT_LE(gr.end_ms, t.node_end_ms[size_t(gr.first)]) << "a reader waits for its copy";
+    if (gr.after >= 0) {
+      EXPECT_GE(gr.end_ms, t.node_end_ms[size_t(gr.after)]) << "a copy waits for its node";
+    }
+  }
+  EXPECT_EQ(bytes, ex.last_residency().streamed_bytes);
+  ex.set_node_timing(false);
+  ASSERT_TRUE(ex.run(g_, test::host_inputs(b_.inputs), b_.weights).ok());
+}
+
 // The budget lowered between two runs of the same executor: the second run streams.
 TEST_F(StreamingTest, LoweredBudgetBetweenRunsStreams) {
   Allocator alloc(*cpu_);
