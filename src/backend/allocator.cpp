@@ -42,7 +42,14 @@ void DeviceBuffer::reset() {
 
 Allocator::Allocator(Backend& backend, uint64_t budget) : backend_(backend), budget_(budget) {}
 
-Allocator::~Allocator() = default;
+Allocator::~Allocator() {
+  std::vector<Reclaimable*> holders;
+  {
+    std::lock_guard<std::mutex> lock(reclaim_mu_);
+    holders.swap(reclaimables_);
+  }
+  for (Reclaimable* r : holders) r->allocator_gone();
+}
 
 void Allocator::set_budget(uint64_t budget) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -87,6 +87,10 @@ class Reclaimable {
   virtual bool in_use() const = 0;
   // Bytes reclaim() could free now if asked for everything.
   virtual uint64_t reclaimable_bytes() const = 0;
+  // The allocator it is registered with is being destroyed: give back every buffer it holds
+  // from it and forget it (a model whose weights outlived their allocator while still bound
+  // freed them into a destroyed object). Called without any allocator lock held.
+  virtual void allocator_gone() {}
 };
 
 class Allocator {

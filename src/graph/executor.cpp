@@ -60,8 +60,16 @@ void Executor::set_node_timing(bool on) {
 }
 
 Executor::~Executor() {
-  allocator_.reclaimable_remove(this);
+  if (allocator_alive_) allocator_.reclaimable_remove(this);
   captures_clear();
+}
+
+void Executor::allocator_gone() {
+  std::lock_guard<std::mutex> lock(run_mu_);
+  captures_clear();
+  arena_.reset();
+  ring_.reset();
+  allocator_alive_ = false;
 }
 
 uint64_t Executor::reclaim(uint64_t bytes) {

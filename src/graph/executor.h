@@ -167,6 +167,9 @@ class Executor final : public Reclaimable {
   uint64_t last_use() const override { return last_use_.load(); }
   bool in_use() const override { return running_.load(); }
   uint64_t reclaimable_bytes() const override { return arena_.size() + ring_.size(); }
+  // Its allocator is being destroyed (a test or a caller tearing down in the wrong order): the
+  // arena, ring and captures go now; the executor must not run again.
+  void allocator_gone() override;
 
  private:
   Backend& backend_;
@@ -186,6 +189,7 @@ class Executor final : public Reclaimable {
   std::mutex run_mu_;
   std::atomic<bool> running_{false};  // a run holds run_mu_ (reclaim must not try to lock it)
   std::atomic<uint64_t> last_use_{0};
+  bool allocator_alive_ = true;
   DeviceBuffer arena_;
   // Note [streamed execution]: the staging ring, the copy stream and its events.
   DeviceBuffer ring_;

@@ -126,6 +126,12 @@ void WeightSet::bind(Backend* backend, Allocator* allocator) {
   allocator_ = allocator;
 }
 
+void WeightSet::allocator_gone() {
+  std::lock_guard<std::mutex> lock(mu_);
+  device_.clear();  // into the allocator, which is still alive while it tells its holders
+  allocator_ = nullptr;
+}
+
 void WeightSet::release_device() {
   std::lock_guard<std::mutex> lock(mu_);
   device_.clear();

@@ -73,6 +73,7 @@ class WeightSet final : public WeightSource, public Reclaimable {
   bool in_use() const override { return in_use_.load() > 0; }
   uint64_t reclaimable_bytes() const override { return device_bytes(); }
   uint64_t device_bytes() const;  // bytes of device copies held now
+  void allocator_gone() override;
 
  private:
   struct DeviceCopy {

@@ -261,6 +261,29 @@ TEST_F(WeightSetTest, MappedWhenNoConversionIsNeeded) {
   half.bind(nullptr, nullptr);
 }
 
+// A model still bound to an allocator that is destroyed gives its device copies back while the
+// allocator can take them, and can be bound again.
+TEST_F(WeightSetTest, OutlivesItsAllocator) {
+  WeightSet ws;
+  ASSERT_TRUE(ws.load_prefix(*file_, "enc.", DType::F32).ok());
+  OpaqueCpuBackend dev;
+  TensorDesc desc{DType::F32, Shape{2, 3}};
+  {
+    Allocator alloc(dev);
+    ws.bind(&dev, &alloc);
+    ASSERT_TRUE(ws.weight_get("layer.weight", desc).ok());
+    EXPECT_GT(alloc.stats(Pool::WEIGHTS).current, 0u);
+  }
+  EXPECT_EQ(ws.device_bytes(), 0u);
+  Allocator again(dev);
+  ws.bind(&dev, &again);
+  auto r = ws.weight_get("layer.weight", desc);
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  EXPECT_EQ(std::memcmp(r->data, ws.find("layer.weight")->data(), desc.bytes()), 0);
+  EXPECT_EQ(dev.uploads, 2);
+  ws.bind(nullptr, nullptr);
+}
+
 // Note [reclaim]: a model no run is using gives its device copies back, least recently used
 // first, when another model's weights (or an arena) need the room; a model in use keeps them.
 class WeightReclaimTest : public ::testing::Test {
