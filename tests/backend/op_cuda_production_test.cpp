@@ -49,14 +49,6 @@ namespace {
 
 TensorDesc f32(Shape s) { return TensorDesc{DType::F32, s}; }
 
-OpCase make_case(std::string name, OpKind kind, std::vector<TensorDesc> inputs, OpParams p) {
-  OpCase c;
-  c.name = std::move(name);
-  c.kind = kind;
-  c.params = p;
-  c.inputs = std::move(inputs);
-  return c;
-}
 
 // Weights uniform in +-sqrt(3 / fan_in): outputs of about unit RMS from unit-RMS inputs, as in a
 // trained network (and far from f16's range limits).

@@ -384,13 +384,7 @@ OpResult op_case_compare(Backend& reference, Backend& test, const OpCase& c, DTy
   return op_case_run(test, c, dtype, seed, backend_oracle(reference));
 }
 
-namespace {
-
-TensorDesc f32(Shape s) { return TensorDesc{DType::F32, s}; }
-TensorDesc i32(Shape s) { return TensorDesc{DType::I32, s}; }
-TensorDesc i64(Shape s) { return TensorDesc{DType::I64, s}; }
-
-OpCase make_case(std::string name, OpKind kind, std::vector<TensorDesc> inputs, OpParams p = {}) {
+OpCase make_case(std::string name, OpKind kind, std::vector<TensorDesc> inputs, OpParams p) {
   OpCase c;
   c.name = std::move(name);
   c.kind = kind;
@@ -398,6 +392,13 @@ OpCase make_case(std::string name, OpKind kind, std::vector<TensorDesc> inputs, 
   c.inputs = std::move(inputs);
   return c;
 }
+
+namespace {
+
+TensorDesc f32(Shape s) { return TensorDesc{DType::F32, s}; }
+TensorDesc i32(Shape s) { return TensorDesc{DType::I32, s}; }
+TensorDesc i64(Shape s) { return TensorDesc{DType::I64, s}; }
+
 
 OpParams conv_params(int sh, int sw, int pt, int pb, int pl, int pr, int groups = 1, int dil = 1) {
   OpParams p;

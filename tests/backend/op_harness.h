@@ -105,6 +105,9 @@ struct OpCase {
   OpCase& with_checked_rows(int64_t rows, std::vector<size_t> inputs);
 };
 
+// A case with default tolerances: `name`, `kind`, `inputs` and `p`.
+OpCase make_case(std::string name, OpKind kind, std::vector<TensorDesc> inputs, OpParams p = {});
+
 // Every case (at least one per OpKind).
 std::vector<OpCase> op_cases();
 
