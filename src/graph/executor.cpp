@@ -226,10 +226,10 @@ Result<std::vector<const HostTensor*>> inputs_bind(const Graph& g, const HostInp
 //    copy of this run overwrites ring bytes that the previous run may still read;
 //  - a weight's copy is issued right after the node named by copy_after (the last reader of the
 //    earlier weights whose bytes it overwrites) and waits for that node's `freed` event; it then
-//    records its own `copied` event, and the weight's first reader waits for it. CUDA events
-//    refer to their latest record when a wait is issued, and every wait here is issued after
-//    the record it needs and before the next one (once per run), so one event per node and
-//    one per weight suffice;
+//    records its group's `copied` event (Note [coalesced copies]), and the weight's first reader
+//    waits for it. CUDA events refer to their latest record when a wait is issued, and every
+//    wait here is issued after the record it needs and before the next one (once per run), so
+//    one event per node and one per copy group suffice;
 //  - at the end the compute stream waits for `copies_done` (the copy stream's last record), which
 //    also joins the copy stream back when the run is captured: a streamed step replays as one
 //    CUDA graph, copies and their event edges included (the ring and the pinned host copies
@@ -253,11 +253,9 @@ struct Executor::RunState {
   std::vector<std::vector<ValueId>> inputs_at;          // per node: inputs copied before it
   size_t next_copy = 0;            // streamed uses in first-use order: next to issue
   std::vector<size_t> copy_order;
-  // Note [coalesced copies]: per weight use, its copy's group (in issue order) and the use whose
-  // event the group records; the latest node the copy stream and group the compute stream
-  // waited for.
+  // Note [coalesced copies]: per weight use, its copy's group (in issue order; group g records
+  // copied_[g]); the latest node the copy stream and group the compute stream waited for.
   std::vector<int64_t> copy_group;
-  std::vector<size_t> copy_event;
   int64_t groups = 0, compute_waited = -1;
   int32_t copy_waited = -1;
   const std::vector<std::pair<void*, size_t>>* staging = nullptr;  // Note [captured steps]
@@ -428,7 +426,6 @@ Status Executor::weights_bind(RunState& r, WeightSource& w) {
   return Status();
 }
 
-// Issues the copies whose ring bytes are free once node `after_node` has run (-1: at the start).
 // Note [coalesced copies]
 // Streamed weights lie one after the other in the ring (Note [residency plan]) and, since the
 // weight source lays out their page-locked host copies in the same order and padding
@@ -439,6 +436,8 @@ Status Executor::weights_bind(RunState& r, WeightSource& w) {
 // later node than its own. The compute stream waits for a group once (the copy stream is in
 // order, so a wait for a later group covers the earlier ones), and the copy stream waits for a
 // node's `freed` event only when no later one was waited for already.
+//
+// Issues the copies whose ring bytes are free once node `after_node` has run (-1: at the start).
 Status Executor::copies_issue(RunState& r, int32_t after_node) {
   while (r.next_copy < r.copy_order.size()) {
     const size_t k = r.copy_order[r.next_copy];
@@ -469,7 +468,7 @@ Status Executor::copies_issue(RunState& r, int32_t after_node) {
                .with_context(end - r.next_copy == 1
                                  ? fmt::format("streaming weight '{}'", v.name)
                                  : fmt::format("streaming weights '{}' .. '{}'", v.name, lv.name)));
-    HR_TRY(backend_.event_record(copied_[k].get(), copy_stream_.get()));
+    HR_TRY(backend_.event_record(copied_[size_t(r.groups)].get(), copy_stream_.get()));
     if (size_t(r.groups) < r.copy_marks.size()) {  // Note [streaming timeline]
       HR_TRY(backend_.event_record(r.copy_marks[size_t(r.groups)], copy_stream_.get()));
       r.groups_issued.push_back({0, bytes, after, r.uses[k].first});
@@ -477,7 +476,6 @@ Status Executor::copies_issue(RunState& r, int32_t after_node) {
     for (size_t j = r.next_copy; j < end; ++j) {
       const size_t m = r.copy_order[j];
       r.copy_group[m] = int64_t(r.groups);
-      r.copy_event[m] = k;
       streamed_total_ += r.uses[m].bytes;  // as a replay counts them (ResidencyPlan::streamed_bytes)
     }
     ++r.groups;
@@ -503,7 +501,6 @@ Status Executor::ops_issue(RunState& r) {
   r.copy_waited = -1;
   r.compute_waited = -1;
   r.copy_group.assign(r.uses.size(), -1);
-  r.copy_event.assign(r.uses.size(), 0);
   if (streams) {
     HR_TRY(backend_.event_record(start_event_.get(), stream));
     HR_TRY(backend_.stream_wait_event(copy_stream_.get(), start_event_.get()));
@@ -521,7 +518,7 @@ Status Executor::ops_issue(RunState& r) {
       if (streams)
         for (size_t k : r.first_at[i])
           if (r.copy_group[k] > r.compute_waited) {  // Note [coalesced copies]
-            HR_TRY(backend_.stream_wait_event(stream, copied_[r.copy_event[k]].get()));
+            HR_TRY(backend_.stream_wait_event(stream, copied_[size_t(r.copy_group[k])].get()));
             r.compute_waited = r.copy_group[k];
           }
       refs.clear();
@@ -609,10 +606,8 @@ Status Executor::copy_marks_prepare(RunState& r) {
 
 Status Executor::timeline_collect(RunState& r) {
   if (r.copy_marks.empty() || r.marks.empty()) return Status();
-  timeline_.node_end_ms.assign(r.g.nodes().size(), 0.0);
-  for (size_t i = 0; i < r.g.nodes().size(); ++i) {
-    HR_ASSIGN_OR_RETURN(timeline_.node_end_ms[i], backend_.event_elapsed_ms(r.marks[0], r.marks[i + 1]));
-  }
+  double at = 0;  // the nodes' ends: node_ms_ (marks[i] to marks[i + 1]) summed
+  for (double ms : node_ms_) timeline_.node_end_ms.push_back(at += ms);
   timeline_.groups = r.groups_issued;
   for (size_t g = 0; g < timeline_.groups.size(); ++g) {
     HR_ASSIGN_OR_RETURN(timeline_.groups[g].end_ms,

@@ -195,7 +195,7 @@ class Executor final : public Reclaimable {
   DeviceBuffer ring_;
   std::unique_ptr<Stream> copy_stream_;
   std::unique_ptr<Event> start_event_, copies_done_;
-  std::vector<std::unique_ptr<Event>> copied_;  // per weight use
+  std::vector<std::unique_ptr<Event>> copied_;  // per copy group (at most one per weight use)
   std::vector<std::unique_ptr<Event>> freed_;   // per node
   ResidencyOptions residency_options_;
   ResidencyPlan residency_;

@@ -12,10 +12,6 @@ std::string weight_key(const std::string& name, WeightLayout layout) {
   return layout == WeightLayout::STORED ? name : name + "@" + weight_layout_name(layout);
 }
 
-}  // namespace
-
-namespace {
-
 DType load_dtype(const SafetensorsEntry& e, DType dtype) {
   return dtype_is_float(e.dtype) ? dtype : (e.dtype == DType::I32 ? DType::I32 : DType::I64);
 }
