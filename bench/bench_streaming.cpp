@@ -102,15 +102,33 @@ std::string timeline_text(const Executor::StreamTimeline& t, const std::vector<d
       if (size_t(g.first) >= lo && size_t(g.first) < hi) mib += double(g.bytes) / (1 << 20);
     out += fmt::format(" {:.1f}/{:.1f}/{:.0f}", a, b, mib);
   }
+  // The nodes that waited longest, with the end of the copy group their first weights were in.
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::partial_sort(order.begin(), order.begin() + std::min<size_t>(5, n), order.end(),
+                    [&](size_t x, size_t y) { return ms[x] - resident_ms[x] > ms[y] - resident_ms[y]; });
+  out += "\n      waited longest (node: +ms at ms):";
+  for (size_t j = 0; j < std::min<size_t>(5, n); ++j) {
+    const size_t i = order[j];
+    out += fmt::format(" {} {}: +{:.2f} at {:.2f};", i,
+                       i < t.node_names.size() ? t.node_names[i] : std::string("?"),
+                       ms[i] - resident_ms[i], t.node_end_ms[i]);
+  }
   return out;
 }
 
 // Steps of w within `budget` (UINT64_MAX: none) on a fresh allocator and executor.
+// `spread` false: the streamed set by reuse alone (the plan before Note [spreading copies]).
 Row time_steps(Backend& b, bench::Workload& w, uint64_t budget, int steps,
-               const std::vector<double>* resident_node_ms, double bw) {
+               const std::vector<double>* resident_node_ms, double bw, bool spread = true) {
   Row row;
   Allocator alloc(b, budget == UINT64_MAX ? Allocator::kUnlimited : budget);
   Executor ex(b, alloc);
+  if (!spread) {
+    ResidencyOptions o = ex.residency_options();
+    o.spread = false;
+    ex.set_residency_options(o);
+  }
   w.weights->bind(&b, &alloc);
   const uint64_t driver_base = driver_used(b);
   for (int i = 0; i < 3; ++i) {  // warm-up: uploads, pinned copies, capture
@@ -177,6 +195,13 @@ void unet_rows(Backend& b, bench::Workload& w, int steps, double bw, std::vector
     row.floor_ms = std::max(resident.ms, bw > 0 ? double(row.streamed) / bw * 1e3 : 0.0);
     rows.push_back(row);
     std::fflush(stdout);
+    if (pct == 75 || pct == 50) {  // the same budget planned by reuse alone, for comparison
+      Row before = time_steps(b, w, arena + room, steps, &resident.node_ms, bw, false);
+      before.work = w.name;
+      before.target = fmt::format("{} % (by reuse alone, not spread)", pct);
+      before.floor_ms = std::max(resident.ms, bw > 0 ? double(before.streamed) / bw * 1e3 : 0.0);
+      rows.push_back(before);
+    }
   }
 }
 

@@ -162,7 +162,7 @@ Result<std::shared_ptr<const CompiledGraph>> Executor::compile(const Graph& g) {
   }
   HR_ASSIGN_OR_RETURN(ArenaPlan p, arena_plan(c->graph, backend_));
   c->plan = std::make_shared<const ArenaPlan>(std::move(p));
-  c->weights = weight_uses(c->graph, *c->plan);
+  c->weights = weight_uses(c->graph, *c->plan, residency_options_.clock);
   for (const WeightUse& u : c->weights) c->weight_bytes += u.bytes;
   std::lock_guard<std::mutex> lock(plans_mu_);
   auto [it, inserted] = plans_.emplace(key, std::shared_ptr<const CompiledGraph>(std::move(c)));
@@ -426,6 +426,35 @@ Status Executor::weights_bind(RunState& r, WeightSource& w) {
   return Status();
 }
 
+// Note [inputs before the ring]
+// A streamed run's first copies fill the whole ring (every weight whose ring bytes no earlier
+// weight of the run uses may start at once), tens to hundreds of MiB. Host-to-device copies of
+// one direction share the copy engine, so an input copied on the compute stream after them (the
+// latent before the first convolution, the text context before the first cross-attention)
+// waited for all of them: the first tenth of a streamed SD1.5 step took 1.4-3.5 ms longer than
+// resident (Note [streaming timeline]). Node 0's inputs are therefore always issued before the
+// ring's copies, and when streaming so is every input whose arena bytes no value or workspace
+// uses before its first reader (input_free_from_start), which the planner's layout usually
+// allows for the few small inputs of a step.
+namespace {
+bool input_free_from_start(const ArenaPlan& plan, ValueId v) {
+  const ValueSlot& in = plan.values[size_t(v)];
+  if (in.offset < 0 || in.first <= 0) return true;
+  const uint64_t lo = uint64_t(in.offset), hi = lo + in.bytes;
+  auto overlaps = [&](uint64_t begin, uint64_t bytes) {
+    return bytes > 0 && begin < hi && lo < begin + bytes;
+  };
+  for (const ValueSlot& s : plan.values) {
+    if (&s == &in || s.offset < 0 || s.storage == in.storage || s.first >= in.first) continue;
+    if (overlaps(uint64_t(s.offset), s.bytes)) return false;
+  }
+  for (int32_t i = 0; i < in.first && size_t(i) < plan.nodes.size(); ++i)
+    if (overlaps(plan.nodes[size_t(i)].workspace_offset, plan.nodes[size_t(i)].workspace_bytes))
+      return false;
+  return true;
+}
+}  // namespace
+
 // Note [coalesced copies]
 // Streamed weights lie one after the other in the ring (Note [residency plan]) and, since the
 // weight source lays out their page-locked host copies in the same order and padding
@@ -501,17 +530,19 @@ Status Executor::ops_issue(RunState& r) {
   r.copy_waited = -1;
   r.compute_waited = -1;
   r.copy_group.assign(r.uses.size(), -1);
+  // Node 0's inputs (and, when streaming, every input that may be copied early) go before the
+  // ring's first copies (Note [inputs before the ring]).
+  for (ValueId v : r.inputs_at[0]) HR_TRY(input_from(v));
   if (streams) {
     HR_TRY(backend_.event_record(start_event_.get(), stream));
     HR_TRY(backend_.stream_wait_event(copy_stream_.get(), start_event_.get()));
     HR_TRY(copies_issue(r, -1));
   }
-  if (nodes.empty())
-    for (ValueId v : r.inputs_at[0]) HR_TRY(input_from(v));
   std::vector<TensorRef> refs;
   if (!r.marks.empty()) HR_TRY(backend_.event_record(r.marks[0], stream));
   for (size_t i = 0; i < nodes.size(); ++i) {
-    for (ValueId v : r.inputs_at[i]) HR_TRY(input_from(v));
+    if (i > 0)
+      for (ValueId v : r.inputs_at[i]) HR_TRY(input_from(v));
     const Node& n = nodes[i];
     const NodeSlot& ns = r.plan.nodes[i];
     if (!ns.view) {  // Note [views]: a view's output aliases its input's storage
@@ -608,6 +639,7 @@ Status Executor::timeline_collect(RunState& r) {
   if (r.copy_marks.empty() || r.marks.empty()) return Status();
   double at = 0;  // the nodes' ends: node_ms_ (marks[i] to marks[i + 1]) summed
   for (double ms : node_ms_) timeline_.node_end_ms.push_back(at += ms);
+  for (const Node& n : r.g.nodes()) timeline_.node_names.push_back(n.name);
   timeline_.groups = r.groups_issued;
   for (size_t g = 0; g < timeline_.groups.size(); ++g) {
     HR_ASSIGN_OR_RETURN(timeline_.groups[g].end_ms,
@@ -730,11 +762,14 @@ Result<std::vector<HostTensor>> Executor::run_attempt(
   r.bound = bound;
   r.stream = backend_.default_stream();
   const size_t n = std::max<size_t>(r.g.nodes().size(), 1);
-  // Inputs are copied just before their first reader (Note [inputs in the arena]).
+  // Inputs are copied just before their first reader (Note [inputs in the arena]), or at the
+  // start when streaming and nothing earlier uses their bytes (Note [inputs before the ring]).
   r.inputs_at.assign(n, {});
   for (size_t v = 0; v < r.g.values().size(); ++v)
-    if (r.g.values()[v].kind == ValueKind::INPUT)
-      r.inputs_at[size_t(r.plan.values[v].first)].push_back(ValueId(v));
+    if (r.g.values()[v].kind == ValueKind::INPUT) {
+      const bool early = residency_.streams() && input_free_from_start(r.plan, ValueId(v));
+      r.inputs_at[early ? 0 : size_t(r.plan.values[v].first)].push_back(ValueId(v));
+    }
   r.first_at.assign(n, {});
   r.last_at.assign(n, {});
   for (size_t k = 0; k < r.uses.size(); ++k)

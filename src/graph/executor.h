@@ -117,6 +117,7 @@ class Executor final : public Reclaimable {
   // where the copy stream idled. From the last timed run; empty when that run did not stream.
   struct StreamTimeline {
     std::vector<double> node_end_ms;  // per node, from the run's first mark
+    std::vector<std::string> node_names;  // per node, of the graph that ran (after the passes)
     struct Group {
       double end_ms = 0;     // from the run's first mark
       uint64_t bytes = 0;    // the group's weights (ring bytes)

@@ -2,7 +2,9 @@
 #include "graph/residency.h"
 
 #include <algorithm>
+#include <deque>
 #include <numeric>
+#include <tuple>
 
 #include "backend/op.h"
 #include "core/bytes.h"
@@ -32,33 +34,53 @@ namespace hr {
 //    the weight's first reader wait for the copy (Note [streamed execution] in executor.cpp).
 //    A copy that would have to wait for its own reader means the ring is too small.
 
-namespace {
-
-double node_flops(const Graph& g, const Node& n) {
+// Note [node clock]
+// The planner needs to know where in a call each weight is needed, to tell whether its copy can
+// run ahead of compute. It times the graph on a clock of estimated seconds: a node takes the
+// larger of its FLOPs at the compute rate (attention at its own, lower rate) and the bytes it
+// reads and writes at the memory rate, plus a launch cost. The first clock was FLOPs alone: it
+// made normalisations and element-wise ops free (a fifth of an SD1.5 step on the H200) and
+// attention as fast as a GEMM (it runs at a third of that), so copies looked hidden where
+// compute in fact waited. The GPU rates are set so the clock matches the H200's measured
+// steps: SD1.5 512x512 batch 2 is 1.61 TFLOP, 5.4 GB of traffic, 459 nodes and 7.6 ms (the
+// clock says 7.3 ms); SDXL 1024x1024 batch 2 is 13.5 TFLOP, 31 GB, 1277 nodes and 39 ms (44).
+double node_seconds(const Graph& g, const ArenaPlan& plan, size_t i, const NodeClock& c) {
+  if (i < plan.nodes.size() && plan.nodes[i].view) return 0;
+  const Node& n = g.nodes()[i];
   std::vector<TensorDesc> in;
   in.reserve(n.inputs.size());
-  for (ValueId x : n.inputs) in.push_back(g.desc(x));
-  return op_flops(n.kind, n.params, in, g.desc(n.output));
+  double bytes = double(g.desc(n.output).bytes());
+  for (ValueId x : n.inputs) {
+    in.push_back(g.desc(x));
+    bytes += double(g.desc(x).bytes());
+  }
+  const double flops = op_flops(n.kind, n.params, in, g.desc(n.output));
+  const double rate = n.kind == OpKind::ATTENTION ? c.attention_flops_per_s : c.flops_per_s;
+  const double compute = rate > 0 ? flops / rate : 0;
+  const double memory = c.bytes_per_s > 0 ? bytes / c.bytes_per_s : 0;
+  return std::max(compute, memory) + c.node_s;
 }
-
-}  // namespace
 
 ResidencyOptions residency_options_for(bool host_visible) {
   ResidencyOptions o;
-  // Orders of magnitude, not measurements: an H200 sustains ~300 TFLOP/s in f16 against
-  // ~55 GB/s over PCIe; two CPU cores ~50 GFLOP/s against ~5 GB/s of memcpy.
-  o.flops_per_byte = host_visible ? 10.0 : 5000.0;
+  if (host_visible) {  // two CPU cores: ~60 GFLOP/s, memcpy at ~5 GB/s
+    o.clock = NodeClock{60e9, 30e9, 10e9, 5e-6};
+    o.copy_bytes_per_s = 5e9;
+  } else {  // the H200 (Note [node clock]); PCIe 5 x16 moves ~55 GB/s from page-locked memory
+    o.clock = NodeClock{500e12, 150e12, 1.2e12, 1.5e-6};
+    o.copy_bytes_per_s = 55e9;
+  }
   return o;
 }
 
-std::vector<WeightUse> weight_uses(const Graph& g, const ArenaPlan& plan) {
+std::vector<WeightUse> weight_uses(const Graph& g, const ArenaPlan& plan, const NodeClock& clock) {
   std::vector<int32_t> index(g.values().size(), -1);
   std::vector<WeightUse> uses;
   const std::vector<Node>& nodes = g.nodes();
-  double flops = 0;  // of the nodes before node i
+  double t = 0;  // seconds of the nodes before node i
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const double before = flops;
-    flops += node_flops(g, nodes[i]);
+    const double before = t;
+    t += node_seconds(g, plan, i, clock);
     if (plan.nodes[i].view) continue;
     for (ValueId x : nodes[i].inputs) {
       const ValueId s = g.storage_of(x);
@@ -75,11 +97,11 @@ std::vector<WeightUse> weight_uses(const Graph& g, const ArenaPlan& plan) {
         const Shape& ws = g.desc(s).shape;
         const double rows = ws.rank > 0 && ws[0] > 0 ? double(ws[0]) : 1.0;
         u.reuse = double(g.desc(nodes[i].output).numel()) / rows;
-        u.flops_first = before;
+        u.t_first = before;
         uses.push_back(u);
       }
       uses[size_t(k)].last = int32_t(i);
-      uses[size_t(k)].flops_last = flops;
+      uses[size_t(k)].t_last = t;
     }
   }
   return uses;
@@ -100,17 +122,19 @@ std::vector<size_t> resident_order(const std::vector<WeightUse>& uses, const Res
 }
 
 // Places the streamed weights in a ring of `ring` bytes (Note [residency plan]); false when a
-// copy would have to wait for a node at or after its own first reader. `after_flops[k]`: the
-// FLOPs through the node weight k's copy waits for (0: none).
+// copy would have to wait for a node at or after its own first reader. `after_t[k]`: the clock
+// time (Note [node clock]) through the node weight k's copy waits for (0: none).
 bool place(const std::vector<WeightUse>& uses, const std::vector<bool>& streamed, uint64_t ring,
-           ResidencyPlan& p, std::vector<double>& after_flops) {
+           ResidencyPlan& p, std::vector<double>& after_t) {
   struct Held {
     uint64_t begin, end;
     int32_t last;
-    double flops_last;
+    double t_last;
   };
   std::vector<Held> held;  // this call's weights in the ring now
-  after_flops.assign(uses.size(), 0);
+  after_t.assign(uses.size(), 0);
+  p.offset.assign(uses.size(), -1);
+  p.copy_after.assign(uses.size(), -1);
   uint64_t head = 0;
   for (size_t k = 0; k < uses.size(); ++k) {
     if (!streamed[k]) continue;
@@ -121,7 +145,7 @@ bool place(const std::vector<WeightUse>& uses, const std::vector<bool>& streamed
     size_t kept = 0;
     for (const Held& h : held) {
       if (h.begin < head + size && head < h.end) {
-        if (h.last > after) after_flops[k] = h.flops_last;
+        if (h.last > after) after_t[k] = h.t_last;
         after = std::max(after, h.last);
       } else {
         held[kept++] = h;
@@ -131,7 +155,7 @@ bool place(const std::vector<WeightUse>& uses, const std::vector<bool>& streamed
     if (after >= uses[k].first) return false;
     p.offset[k] = int64_t(head);
     p.copy_after[k] = after;
-    held.push_back(Held{head, head + size, uses[k].last, uses[k].flops_last});
+    held.push_back(Held{head, head + size, uses[k].last, uses[k].t_last});
     head += size;
   }
   return true;
@@ -142,78 +166,232 @@ bool place(const std::vector<WeightUse>& uses, const std::vector<bool>& streamed
 // while the graph computes with resident weights (the deep low-resolution blocks of a UNet) the
 // copy stream fills the ring and then idles, and the streamed weights of the next
 // high-resolution blocks arrive later than their compute needs them. A larger ring streams a few
-// more bytes but lets copies use that idle time. So with a device's FLOP-per-copied-byte rate
-// the planner runs the call's schedule on a clock measured in FLOPs: compute advances by each
-// node's FLOPs, a copy of b bytes takes b x rate and starts when the copy stream is free and
-// the node it waits for (copy_after) has ended, and a node starts only when its weights have
-// arrived; what compute waits in total (the stall) decides between candidate rings. FLOPs are a
-// coarse clock (attention runs below the GEMM rate, small copies below the bandwidth): on the
-// H200, taking the least estimated stall alone chose a 675 MiB ring for SDXL at 75 % that
-// streamed 0.5 GiB more per step and ran 16 % slower than the smallest ring. So a larger ring
-// is taken only when its estimated stall plus the copy time of its extra bytes is clearly (10 %)
-// below the smallest ring's stall (plan_score).
-double stall_estimate(const std::vector<WeightUse>& uses, const ResidencyPlan& p,
-                      const std::vector<double>& after_flops, double rate) {
-  std::vector<std::pair<int32_t, double>> stalls;  // (node, delay from then on), increasing
-  auto delay_at = [&stalls](int32_t node) {
+// more bytes but lets copies use that idle time. So with the device's copy rate the planner runs
+// the call's schedule on the node clock (Note [node clock]): compute advances node by node, a
+// copy of b bytes takes b / rate and starts when the copy stream is free and the node it waits
+// for (copy_after) has ended, and a node starts only when its weights have arrived; what compute
+// waits in total (the stall) decides between candidate rings. The clock is coarse, and on the
+// H200 taking the least estimated stall alone once chose a 675 MiB ring for SDXL at 75 % that
+// streamed 0.5 GiB more per step and ran 16 % slower than the smallest ring (with a clock of
+// FLOPs alone). So a larger ring is taken only when its estimated stall plus the copy time of its
+// extra bytes is clearly (10 %) below the smallest ring's stall (plan_score).
+struct Schedule {
+  double stall = 0;       // seconds compute waits in total
+  size_t worst = SIZE_MAX;  // the streamed weight whose late copy made compute wait longest
+  size_t busy_from = 0;   // the first of the back-to-back copies that ended with `worst`'s
+  // The copy stream's idle intervals [from, to) in call seconds (stalls included), in order, and
+  // the call's stall after each node (node, delay), increasing.
+  std::vector<std::pair<double, double>> idle;
+  std::vector<std::pair<int32_t, double>> stalls;
+
+  double delay_at(int32_t node) const {
     auto it = std::upper_bound(stalls.begin(), stalls.end(), node,
                                [](int32_t n, const std::pair<int32_t, double>& s) { return n < s.first; });
     return it == stalls.begin() ? 0.0 : std::prev(it)->second;
-  };
-  double copy_free = 0, delay = 0;
+  }
+  // Seconds the copy stream idles within [from, to).
+  double idle_within(double from, double to) const {
+    double sum = 0;
+    for (const auto& [a, b] : idle)
+      if (b > from && a < to) sum += std::min(b, to) - std::max(a, from);
+    return sum;
+  }
+};
+
+Schedule simulate(const std::vector<WeightUse>& uses, const ResidencyPlan& p,
+                  const std::vector<double>& after_t, double rate) {
+  Schedule s;
+  double copy_free = 0, worst_jump = 0;
+  size_t busy_from = 0;
   for (size_t k = 0; k < uses.size(); ++k) {
     if (!p.streamed(k)) continue;
     const int32_t after = p.copy_after[k];
-    const double source = after < 0 ? 0 : after_flops[k] + delay_at(after);
-    copy_free = std::max(copy_free, source) + double(uses[k].bytes) * rate;
-    const double need = uses[k].flops_first + delay;
+    const double source = after < 0 ? 0 : after_t[k] + s.delay_at(after);
+    if (source > copy_free) {
+      s.idle.emplace_back(copy_free, source);
+      busy_from = k;
+    }
+    copy_free = std::max(copy_free, source) + double(uses[k].bytes) / rate;
+    const double need = uses[k].t_first + s.stall;
     if (copy_free > need) {
-      delay += copy_free - need;
-      stalls.emplace_back(uses[k].first, delay);
+      const double jump = copy_free - need;
+      s.stall += jump;
+      s.stalls.emplace_back(uses[k].first, s.stall);
+      if (jump > worst_jump) {
+        worst_jump = jump;
+        s.worst = k;
+        s.busy_from = busy_from;
+      }
     }
   }
-  return delay;
+  s.idle.emplace_back(copy_free, 1e30);  // idle after the last copy
+  return s;
 }
 
-// Fills `room - ring` with resident weights in `order` and places the rest in the ring; false
-// when the ring cannot hold what the graph reads at once (`grow` then says by how much to grow).
+// The plan for a given streamed set in a ring of `ring` bytes: offsets, the copy schedule, the
+// byte counts and (with a copy rate) the estimated stall; false when the ring cannot hold what
+// the graph reads at once. `sched`, when given, receives the simulated schedule.
+bool plan_streamed(const std::vector<WeightUse>& uses, const std::vector<bool>& streamed,
+                   uint64_t room, uint64_t ring, const ResidencyOptions& options, ResidencyPlan& q,
+                   Schedule* sched = nullptr) {
+  q = ResidencyPlan();
+  q.room = room;
+  std::vector<double> after_t;
+  if (!place(uses, streamed, ring, q, after_t)) return false;
+  q.ring_bytes = ring;
+  for (size_t k = 0; k < uses.size(); ++k) {
+    if (streamed[k]) {
+      q.largest_streamed = std::max(q.largest_streamed, uses[k].bytes);
+      q.streamed_bytes += uses[k].bytes;
+      ++q.streamed_count;
+    } else {
+      q.resident_bytes += uses[k].bytes;
+    }
+  }
+  if (options.copy_bytes_per_s > 0) {
+    Schedule s = simulate(uses, q, after_t, options.copy_bytes_per_s);
+    q.stall_s = s.stall;
+    q.stall_bytes = s.stall * options.copy_bytes_per_s;
+    if (sched) *sched = std::move(s);
+  }
+  return true;
+}
+
+// Note [spreading copies]
+// Resident by reuse alone (Note [residency plan]) keeps the deep low-resolution blocks resident
+// and streams the high-resolution ends of a UNet, so a step's copies cluster at its start and
+// end while the copy stream idles through the middle: on the H200 an SD1.5 step with 82 % of its
+// weights resident waited 2.5 ms for copies although its 297 MiB need 5.4 ms of copying against
+// 7.6 ms of compute. With a copy rate the planner then improves the streamed set by swaps: the
+// simulated schedule names the copy that made compute wait longest and the run of back-to-back
+// copies before it; the largest weight of that run becomes resident, paid for by streaming
+// resident weights (not the small ones) whose first reader comes where the copy stream idles
+// within a ring's length of copying before it, the idlest first, until as many bytes are freed.
+// A swap is kept only when the whole schedule's estimated stall drops (every candidate is
+// simulated); a weight whose swap was refused is not tried again. The ring and the room are
+// unchanged, so the plan still fits exactly where it did.
+void spread_copies(const std::vector<WeightUse>& uses, std::vector<bool>& streamed, uint64_t room,
+                   uint64_t ring, const ResidencyOptions& options, ResidencyPlan& q) {
+  const double rate = options.copy_bytes_per_s;
+  Schedule s;
+  if (rate <= 0 || !plan_streamed(uses, streamed, room, ring, options, q, &s)) return;
+  std::vector<bool> tried(uses.size(), false);
+  const double lead = double(ring) / rate;  // how far ahead of its reader a copy can run
+  for (int round = 0; round < 256 && s.worst != SIZE_MAX && s.stall > 1e-6; ++round) {
+    size_t take = SIZE_MAX;  // the largest untried streamed weight of the late run
+    for (size_t k = s.busy_from; k <= s.worst; ++k)
+      if (streamed[k] && !tried[k] && (take == SIZE_MAX || uses[k].bytes > uses[take].bytes))
+        take = k;
+    if (take == SIZE_MAX) break;
+    tried[take] = true;
+    // Resident weights by the copy stream's idle time before their reader, idlest first (then
+    // released earliest), among those released before the late copy's reader needs it.
+    std::vector<std::tuple<double, double, size_t>> idle;
+    for (size_t k = 0; k < uses.size(); ++k) {
+      if (streamed[k] || uses[k].bytes < options.small_bytes) continue;
+      if (uses[k].t_last >= uses[s.worst].t_first) continue;
+      const double need = uses[k].t_first + s.delay_at(uses[k].first);
+      const double free_s = s.idle_within(need - lead, need);
+      if (free_s * rate > double(uses[k].bytes)) idle.emplace_back(-free_s, uses[k].t_last, k);
+    }
+    std::sort(idle.begin(), idle.end());
+    std::vector<bool> next = streamed;
+    next[take] = false;
+    uint64_t freed = 0;
+    for (const auto& [idle_s, released, k] : idle) {
+      if (freed >= uses[take].bytes) break;
+      next[k] = true;
+      freed += uses[k].bytes;
+    }
+    if (freed < uses[take].bytes) continue;
+    ResidencyPlan candidate;
+    Schedule cs;
+    if (!plan_streamed(uses, next, room, ring, options, candidate, &cs)) continue;
+    if (cs.stall >= s.stall * 0.99 || candidate.device_bytes() > room) continue;
+    streamed = std::move(next);
+    q = std::move(candidate);
+    q.swaps = size_t(round) + 1;
+    s = std::move(cs);
+  }
+}
+
+// The streamed set chosen on the clock (Note [spreading copies]): in first-use order, a weight
+// streams when the copy stream, running as far ahead as a ring of `ring` bytes allows (a FIFO of
+// the weights streamed so far), can deliver it before its reader, until as many bytes stream as
+// the room requires; if that is not enough, the rest stream in reverse `order` (the most reuse
+// first). Empty when even that cannot free enough room.
+std::vector<bool> streamed_on_clock(const std::vector<WeightUse>& uses,
+                                    const std::vector<size_t>& order, uint64_t room, uint64_t ring,
+                                    const ResidencyOptions& options) {
+  uint64_t total = 0;
+  for (const WeightUse& u : uses) total += u.bytes;
+  const uint64_t keep = room - ring, need = total > keep ? total - keep : 0;
+  std::vector<bool> streamed(uses.size(), false);
+  std::deque<std::pair<uint64_t, double>> held;  // (bytes, released at) in copy order
+  uint64_t occupied = 0, streamed_bytes = 0;
+  double copy_free = 0;
+  for (size_t k = 0; k < uses.size() && streamed_bytes < need; ++k) {
+    const uint64_t b = uses[k].bytes;
+    if (b < options.small_bytes || b > ring) continue;
+    double release = 0;
+    uint64_t occ = occupied;
+    size_t popped = 0;
+    while (occ + b > ring && popped < held.size()) {
+      release = std::max(release, held[popped].second);
+      occ -= held[popped++].first;
+    }
+    const double done = std::max(copy_free, release) + double(b) / options.copy_bytes_per_s;
+    if (done > uses[k].t_first) continue;
+    held.erase(held.begin(), held.begin() + std::ptrdiff_t(popped));
+    held.emplace_back(b, uses[k].t_last);
+    occupied = occ + b;
+    copy_free = done;
+    streamed[k] = true;
+    streamed_bytes += b;
+  }
+  for (auto it = order.rbegin(); it != order.rend() && streamed_bytes < need; ++it)
+    if (!streamed[*it] && uses[*it].bytes <= ring) {
+      streamed[*it] = true;
+      streamed_bytes += uses[*it].bytes;
+    }
+  if (streamed_bytes < need) return {};
+  return streamed;
+}
+
+// Fills `room - ring` with resident weights in `order`, places the rest in the ring and, with a
+// copy rate, also plans the streamed set on the clock and spreads the copies of both (Note
+// [spreading copies]), keeping the one that waits least; false when the ring cannot hold what
+// the graph reads at once (`grow` then says by how much to grow it).
 bool plan_ring(const std::vector<WeightUse>& uses, const std::vector<size_t>& order, uint64_t room,
                uint64_t ring, const ResidencyOptions& options, ResidencyPlan& q, uint64_t& grow) {
-  uint64_t left = room - ring, resident = 0, biggest = 0, streamed_bytes = 0;
+  uint64_t left = room - ring;
   std::vector<bool> streamed(uses.size(), true);
   for (size_t k : order)
     if (uses[k].bytes <= left) {
       streamed[k] = false;
       left -= uses[k].bytes;
-      resident += uses[k].bytes;
     }
+  grow = 0;
   for (size_t k = 0; k < uses.size(); ++k)
-    if (streamed[k]) {
-      biggest = std::max(biggest, uses[k].bytes);
-      streamed_bytes += uses[k].bytes;
-    }
-  q = ResidencyPlan();
-  q.room = room;
-  q.offset.assign(uses.size(), -1);
-  q.copy_after.assign(uses.size(), -1);
-  grow = biggest;
-  std::vector<double> after_flops;
-  if (!place(uses, streamed, ring, q, after_flops)) return false;
-  q.ring_bytes = ring;
-  q.resident_bytes = resident;
-  q.streamed_bytes = streamed_bytes;
-  q.largest_streamed = biggest;
-  q.streamed_count = size_t(std::count(streamed.begin(), streamed.end(), true));
-  if (options.flops_per_byte > 0)
-    q.stall_bytes = stall_estimate(uses, q, after_flops, options.flops_per_byte) /
-                    options.flops_per_byte;
+    if (streamed[k]) grow = std::max(grow, uses[k].bytes);
+  if (!plan_streamed(uses, streamed, room, ring, options, q)) return false;
+  if (options.copy_bytes_per_s <= 0 || !options.spread) return true;
+  spread_copies(uses, streamed, room, ring, options, q);
+  std::vector<bool> timed = streamed_on_clock(uses, order, room, ring, options);
+  ResidencyPlan t;
+  if (!timed.empty() && plan_streamed(uses, timed, room, ring, options, t) &&
+      t.device_bytes() <= room) {
+    spread_copies(uses, timed, room, ring, options, t);
+    if (t.stall_s < q.stall_s) q = std::move(t);
+  }
   return true;
 }
 
 // The score of a plan against the smallest ring's `base` (lower is better): its estimated stall
-// plus the copy time of the bytes it streams beyond base's. The estimate is coarse (FLOPs are
-// not time, copies of many small tensors do not reach the measured bandwidth), so a larger ring
-// must save more estimated stall than its extra bytes cost outright (Note [ring choice]).
+// plus the copy time of the bytes it streams beyond base's, as bytes. The estimate is coarse
+// (the clock is a model, copies of many small tensors do not reach the measured bandwidth), so
+// a larger ring must save more estimated stall than its extra bytes cost outright (Note [ring
+// choice]).
 double plan_score(const ResidencyPlan& q, const ResidencyPlan& base) {
   return q.stall_bytes + double(q.streamed_bytes - std::min(q.streamed_bytes, base.streamed_bytes));
 }
@@ -225,11 +403,8 @@ bool plan_into(const std::vector<WeightUse>& uses, uint64_t room, const Residenc
   p.room = room;
   p.offset.assign(uses.size(), -1);
   p.copy_after.assign(uses.size(), -1);
-  uint64_t total = 0, largest = 0;
-  for (const WeightUse& u : uses) {
-    total += u.bytes;
-    largest = std::max(largest, u.bytes);
-  }
+  uint64_t total = 0;
+  for (const WeightUse& u : uses) total += u.bytes;
   if (total <= room) {
     p.resident_bytes = total;
     return true;
@@ -246,13 +421,16 @@ bool plan_into(const std::vector<WeightUse>& uses, uint64_t room, const Residenc
     else
       streamed_largest = std::max(streamed_largest, uses[k].bytes);
   }
+  // The smallest ring is searched without the copy rate (feasibility does not depend on it).
+  ResidencyOptions fit_only = options;
+  fit_only.copy_bytes_per_s = 0;
   uint64_t ring = std::min(depth * streamed_largest, std::max(2 * streamed_largest, room / 256 * 256));
   bool found = false;
   uint64_t smallest_ring = 0;
   for (int round = 0; round < 16 && ring <= room; ++round) {
     ResidencyPlan q;
     uint64_t grow = 0;
-    if (!plan_ring(uses, order, room, ring, options, q, grow)) {
+    if (!plan_ring(uses, order, room, ring, fit_only, q, grow)) {
       // The graph reads more streamed bytes at once than the ring holds: grow it.
       if (ring >= total + grow) break;
       ring += grow;
@@ -267,13 +445,15 @@ bool plan_into(const std::vector<WeightUse>& uses, uint64_t room, const Residenc
     if (smaller >= ring) break;
     ring = smaller;  // a smaller ring leaves more room for residents: plan again
   }
-  if (!found || options.flops_per_byte <= 0) return found;
-  // Note [ring choice]: larger rings, kept when they score better than the smallest.
+  if (!found || options.copy_bytes_per_s <= 0) return found;
+  // Note [ring choice]: the smallest ring with its copies spread (Note [spreading copies]), then
+  // larger rings, kept when they score better.
+  uint64_t grow = 0;
+  if (!plan_ring(uses, order, room, smallest_ring, options, p, grow)) return false;
   const ResidencyPlan base = p;
   double best = plan_score(p, base);
   for (uint64_t r = smallest_ring * 2; r <= room && r <= 2 * total; r *= 2) {
     ResidencyPlan q;
-    uint64_t grow = 0;
     if (!plan_ring(uses, order, room, r / 256 * 256, options, q, grow)) continue;
     const double score = plan_score(q, base);
     if (score < 0.9 * best) {
@@ -292,7 +472,7 @@ uint64_t residency_min_room(const std::vector<WeightUse>& uses, const ResidencyO
   // Whether a plan exists does not depend on the rate (Note [ring choice] only picks among
   // plans that fit), so the search skips the stall estimates.
   ResidencyOptions fit_only = options;
-  fit_only.flops_per_byte = 0;
+  fit_only.copy_bytes_per_s = 0;
   uint64_t lo = 0, hi = 0;
   for (const WeightUse& u : uses) hi += u.bytes / 256;
   while (lo < hi) {
@@ -330,9 +510,14 @@ std::string residency_describe(const ResidencyPlan& p, const std::vector<WeightU
   const uint64_t total = p.resident_bytes + p.streamed_bytes;
   if (!p.streams())
     return fmt::format("all {} weights resident ({} tensors)", bytes_format(total), uses.size());
-  return fmt::format("streams {} of {} weights ({} of {} tensors) through a {} ring; {} resident",
-                     bytes_format(p.streamed_bytes), bytes_format(total), p.streamed_count,
-                     uses.size(), bytes_format(p.ring_bytes), bytes_format(p.resident_bytes));
+  std::string text = fmt::format(
+      "streams {} of {} weights ({} of {} tensors) through a {} ring; {} resident",
+      bytes_format(p.streamed_bytes), bytes_format(total), p.streamed_count, uses.size(),
+      bytes_format(p.ring_bytes), bytes_format(p.resident_bytes));
+  if (p.stall_s > 0 || p.swaps > 0)  // Note [ring choice], Note [spreading copies]
+    text += fmt::format("; compute waits ~{:.1f} ms per call for copies (estimated{})",
+                        p.stall_s * 1e3, p.swaps ? fmt::format(", {} swaps", p.swaps) : "");
+  return text;
 }
 
 }  // namespace hr

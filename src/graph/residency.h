@@ -25,14 +25,29 @@ struct WeightUse {
   // convolution or a linear layer): how many FLOPs each weight byte pays for, roughly. Low
   // reuse means its copy cannot hide behind the compute that uses it.
   double reuse = 0;
-  // FLOPs of the graph's nodes before the first reader, and through the last reader: where in
-  // the call's compute the weight is needed and released (Note [ring choice]).
-  double flops_first = 0;
-  double flops_last = 0;
+  // Estimated seconds of the call's compute before the first reader, and through the last
+  // reader: where in the call the weight is needed and released (Note [node clock]).
+  double t_first = 0;
+  double t_last = 0;
 };
 
-// The weights of g in first-use order, with the node range reading each.
-std::vector<WeightUse> weight_uses(const Graph& g, const ArenaPlan& plan);
+// How long a node takes on a device, roughly (Note [node clock] in residency.cpp): the larger of
+// its FLOPs at the compute rate (attention at its own) and the bytes it reads and writes at the
+// memory rate, plus a launch cost.
+struct NodeClock {
+  double flops_per_s = 1e12;
+  double attention_flops_per_s = 1e12;
+  double bytes_per_s = 0;  // 0: memory traffic costs nothing
+  double node_s = 0;
+};
+
+// Estimated seconds of node i of g (0 for views).
+double node_seconds(const Graph& g, const ArenaPlan& plan, size_t i, const NodeClock& clock);
+
+// The weights of g in first-use order, with the node range reading each and where in the call
+// (on `clock`) they are needed.
+std::vector<WeightUse> weight_uses(const Graph& g, const ArenaPlan& plan,
+                                   const NodeClock& clock = {});
 
 struct ResidencyOptions {
   // The ring holds at least this many of the largest streamed weights (copies in flight ahead
@@ -49,14 +64,19 @@ struct ResidencyOptions {
   // False: every weight stays resident and a graph whose weights do not fit fails with
   // OUT_OF_MEMORY instead of streaming (--gpu-only; `headroom bench`'s resident mode).
   bool stream = true;
-  // The device's compute rate over its host-to-device copy rate (FLOP per byte copied), with
-  // which the planner estimates how long compute waits for copies and picks the ring size that
-  // waits least (Note [ring choice]); 0: the smallest ring that fits (the most resident bytes).
-  double flops_per_byte = 0;
+  // Host-to-device copy rate (bytes per second) with which the planner estimates how long
+  // compute waits for copies on the clock of WeightUse::t_first and picks the ring and the
+  // streamed set that wait least (Note [ring choice], Note [spreading copies]); 0: the smallest
+  // ring that fits (the most resident bytes), streamed set by reuse alone.
+  double copy_bytes_per_s = 0;
+  // The clock weight_uses times the graph with (Note [node clock]).
+  NodeClock clock;
+  // With a copy rate: improve the streamed set by swaps (Note [spreading copies]); false keeps
+  // the set by reuse alone (for comparisons).
+  bool spread = true;
 };
 
-// The estimate for a backend: a GPU computes thousands of FLOPs in the time PCIe moves a byte,
-// a CPU "copies" at memory speed.
+// The estimates for a backend: a GPU (PCIe, tensor cores) or the CPU (memcpy, two cores).
 ResidencyOptions residency_options_for(bool host_visible);
 
 struct ResidencyPlan {
@@ -72,9 +92,12 @@ struct ResidencyPlan {
   uint64_t largest_streamed = 0;
   uint64_t room = 0;  // bytes it was planned within (weights + ring)
   size_t streamed_count = 0;
-  // Estimated time compute waits for copies per call, as the bytes one could copy in that time
-  // (Note [ring choice]; 0 when ResidencyOptions::flops_per_byte is 0).
+  // Estimated time compute waits for copies per call, in seconds and as the bytes one could copy
+  // in that time (Note [ring choice]; 0 when ResidencyOptions::copy_bytes_per_s is 0).
+  double stall_s = 0;
   double stall_bytes = 0;
+  // Swaps of a streamed weight for resident ones that spread the copies (Note [spreading copies]).
+  size_t swaps = 0;
 
   bool streams() const { return ring_bytes > 0; }
   bool streamed(size_t k) const { return !offset.empty() && offset[k] >= 0; }
