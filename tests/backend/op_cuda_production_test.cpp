@@ -142,6 +142,18 @@ std::vector<OpCase> production_cases() {
   add_attention(v, "attn_sdxl_self_4096_d64", 2, 4096, 4096, 10, 64, 128);
   add_attention(v, "attn_sdxl_self_1024_d64", 2, 1024, 1024, 20, 64, 256);
   add_attention(v, "attn_sdxl_cross77_1024_d64", 2, 1024, 77, 20, 64, 0);
+  // Query and key lengths that are not multiples of the kernels' tiles (64 or 128 queries per
+  // block, 64 or 80 keys per tile; Note [attention v2 shapes] in cuda_attention_fa2.cu): partial
+  // query blocks, a partial last key tile, a single partial key tile, and few blocks (the
+  // 64-query shape) as well as many (the 128-query shape).
+  add_attention(v, "attn_d40_q4000_k1000", 2, 4000, 1000, 8, 40, 500);
+  add_attention(v, "attn_d40_q77_k77", 1, 77, 77, 8, 40, 0);
+  add_attention(v, "attn_d64_q4096_k77", 2, 4096, 77, 10, 64, 512);
+  add_attention(v, "attn_d64_q1000_k4000", 1, 1000, 4000, 10, 64, 200);
+  add_attention(v, "attn_d80_q77_k4096", 1, 77, 4096, 8, 80, 0);
+  add_attention(v, "attn_d80_q4000_k1000", 2, 4000, 1000, 8, 80, 500);
+  add_attention(v, "attn_d160_q1000_k77", 2, 1000, 77, 8, 160, 0);
+  add_attention(v, "attn_d160_q4096_k300", 2, 4096, 300, 8, 160, 512);
   add_attention(v, "attn_vae_4096_d512", 1, 4096, 4096, 1, 512, 256);
   // Note [production tolerances]: the GEMM path stores the unscaled scores in the dtype.
   v.back().with_tol(1e-5, 2.5e-3, 2e-2).with_max_tol(2e-5, 4e-3, 3e-2);

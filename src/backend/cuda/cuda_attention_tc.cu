@@ -1,11 +1,15 @@
-// Tensor-core fused attention for f16/bf16 (mma.sync m16n8k16, f32 accumulation, sm_80+): the
-// fast path of cuda_attention.cu for non-causal heads of 40, 64, 80 and 160.
+// Tensor-core fused attention for f16/bf16 (mma.sync m16n8k16, f32 accumulation, sm_80+), the
+// first kernel (64 queries per block): kept as attention_tc_v1 for bench_attention's same-run
+// comparison; attention_tc (cuda_attention_fa2.cu) runs the FlashAttention-2-style kernel.
 #include <cstdint>
 
 #include "backend/cuda/cuda_common.h"
+#include "backend/cuda/cuda_mma.cuh"
 
 namespace hr::cuda {
 namespace {
+
+using namespace mma;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
@@ -23,74 +27,6 @@ constexpr int kBlockK = 64;           // keys per shared-memory tile
 // of bank conflicts. Q is staged through the second stage's K buffer before the loop starts.
 // Scores are in log2 units (scale * log2 e applied to the f32 scores) so exp2f does the
 // exponentials; P is rounded to T for the P V product while l sums the f32 values.
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return uint32_t(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared; bytes = 0 writes zeros without reading src.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(smem_addr(p)));
-}
-
-// c += a b for one m16n8k16 tile.
-template <typename T>
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1);
-template <>
-__device__ __forceinline__ void mma16816<__half>(float (&c)[4], const uint32_t (&a)[4],
-                                                 uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-template <>
-__device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4],
-                                                        uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Two floats as a T pair in one register, the first in the low half.
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi);
-template <>
-__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
-  __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
-}
-template <>
-__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
-}
 
 template <int D>
 struct TcShape {
@@ -327,7 +263,7 @@ bool attention_tc_supported(const AttentionArgs& a) {
   return aligned16(a.q) && aligned16(a.k) && aligned16(a.v) && aligned16(a.o);
 }
 
-cudaError_t attention_tc(const AttentionArgs& a, cudaStream_t s) {
+cudaError_t attention_tc_v1(const AttentionArgs& a, cudaStream_t s) {
   if (a.dtype == DType::F16) return launch_tc_for_dim<__half>(a, s);
   if (a.dtype == DType::BF16) return launch_tc_for_dim<__nv_bfloat16>(a, s);
   return cudaErrorInvalidValue;

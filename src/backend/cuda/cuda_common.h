@@ -75,7 +75,13 @@ cudaError_t attention(const AttentionArgs& a, cudaStream_t s);
 // cuda_attention_tc.cu: the tensor-core path attention() takes for f16/bf16, non-causal,
 // D == Dv in {40, 64, 80, 160} with 16-byte aligned tensors.
 bool attention_tc_supported(const AttentionArgs& a);
-cudaError_t attention_tc(const AttentionArgs& a, cudaStream_t s);
+// cuda_attention_fa2.cu: which tensor-core kernel runs. AUTO picks per shape (Note [attention
+// v2 shapes]); the others name one block shape (queries per block, keys per tile) or the first
+// kernel (V1, cuda_attention_tc.cu) so that bench_attention can time them in one run.
+enum class AttentionTc : uint8_t { AUTO, V1, Q64_K64, Q64_K80, Q128_K64, Q128_K80 };
+cudaError_t attention_tc(const AttentionArgs& a, cudaStream_t s,
+                         AttentionTc kernel = AttentionTc::AUTO);
+cudaError_t attention_tc_v1(const AttentionArgs& a, cudaStream_t s);
 
 // --- cuda_layout.cu ---------------------------------------------------------------------------
 // Element-size-generic data movement (esize 1, 2, 4 or 8 bytes).

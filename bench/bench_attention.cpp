@@ -1,0 +1,226 @@
+// Benchmark of the tensor-core attention kernels at SD1.5 / SDXL shapes (f16, batch 2): the
+// first kernel (V1, cuda_attention_tc.cu), each block shape of the FlashAttention-2-style
+// kernel and its per-shape choice (AUTO, cuda_attention_fa2.cu), all in the same run, with
+// TFLOP/s against an f16 cuBLAS GEMM (8192^3, f32 accumulation) measured in that run too.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#ifdef HEADROOM_WITH_CUDA
+#include <cublas_v2.h>
+
+#include "backend/cuda/cuda_common.h"
+
+namespace {
+
+using hr::cuda::AttentionArgs;
+using hr::cuda::AttentionTc;
+
+#define CHECK_CUDA(x)                                                                \
+  do {                                                                               \
+    cudaError_t e_ = (x);                                                            \
+    if (e_ != cudaSuccess) {                                                         \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,                 \
+                   cudaGetErrorString(e_));                                          \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+
+// Mean milliseconds of fn() over enough launches for ~40 ms, after warm-up launches.
+template <typename Fn>
+double time_ms(Fn&& fn) {
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  for (int i = 0; i < 3; ++i) fn();
+  CHECK_CUDA(cudaEventRecord(e0));
+  fn();
+  CHECK_CUDA(cudaEventRecord(e1));
+  CHECK_CUDA(cudaEventSynchronize(e1));
+  float one = 0.0f;
+  CHECK_CUDA(cudaEventElapsedTime(&one, e0, e1));
+  const int reps = std::clamp(int(40.0 / std::max(one, 1e-3f)), 5, 2000);
+  CHECK_CUDA(cudaEventRecord(e0));
+  for (int i = 0; i < reps; ++i) fn();
+  CHECK_CUDA(cudaEventRecord(e1));
+  CHECK_CUDA(cudaEventSynchronize(e1));
+  float ms = 0.0f;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+  CHECK_CUDA(cudaGetLastError());
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return double(ms) / reps;
+}
+
+// f16 GEMM ceiling: C[n, n] = A B, f16 in and out, f32 accumulation.
+double gemm_tflops() {
+  constexpr int n = 8192;
+  void *a, *b, *c;
+  CHECK_CUDA(cudaMalloc(&a, size_t(n) * n * 2));
+  CHECK_CUDA(cudaMalloc(&b, size_t(n) * n * 2));
+  CHECK_CUDA(cudaMalloc(&c, size_t(n) * n * 2));
+  CHECK_CUDA(cudaMemset(a, 0, size_t(n) * n * 2));
+  CHECK_CUDA(cudaMemset(b, 0, size_t(n) * n * 2));
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return 0.0;
+  const float one = 1.0f, zero = 0.0f;
+  const double ms = time_ms([&] {
+    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16F, n, b, CUDA_R_16F, n,
+                 &zero, c, CUDA_R_16F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  });
+  cublasDestroy(h);
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+  return 2.0 * n * n * double(n) / (ms * 1e9);
+}
+
+struct Shape {
+  const char* name;
+  int nq, nk, heads, d;
+  int per_step;  // layers of this shape in one UNet step (SD1.5 or SDXL)
+  bool sdxl;
+};
+
+// Random f16/bf16 of unit range: bits from floats on the host.
+std::vector<uint16_t> random_bits(size_t n, hr::DType t, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<uint16_t> out(n);
+  for (auto& x : out) {
+    const float f = u(rng);
+    if (t == hr::DType::F16) {
+      const __half h = __float2half_rn(f);
+      x = *reinterpret_cast<const uint16_t*>(&h);
+    } else {
+      const __nv_bfloat16 h = __float2bfloat16_rn(f);
+      x = *reinterpret_cast<const uint16_t*>(&h);
+    }
+  }
+  return out;
+}
+
+float to_float(uint16_t x, hr::DType t) {
+  if (t == hr::DType::F16) return __half2float(*reinterpret_cast<const __half*>(&x));
+  return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(&x));
+}
+
+const char* kernel_name(AttentionTc k) {
+  switch (k) {
+    case AttentionTc::AUTO: return "auto";
+    case AttentionTc::V1: return "v1";
+    case AttentionTc::Q64_K64: return "q64k64";
+    case AttentionTc::Q64_K80: return "q64k80";
+    case AttentionTc::Q128_K64: return "q128k64";
+    case AttentionTc::Q128_K80: return "q128k80";
+  }
+  return "?";
+}
+
+}  // namespace
+
+int main() {
+  int dev_count = 0;
+  if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count == 0) {
+    std::printf("bench_attention: no CUDA device\n");
+    return 0;
+  }
+  cudaDeviceProp prop{};
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  const double ceiling = gemm_tflops();
+  std::printf("%s, %d SMs; f16 cuBLAS GEMM 8192^3: %.0f TFLOP/s (the ceiling below)\n",
+              prop.name, prop.multiProcessorCount, ceiling);
+
+  const int b = 2;
+  const std::vector<Shape> shapes = {
+      {"sd15 self 4096 d40 h8", 4096, 4096, 8, 40, 5, false},
+      {"sd15 cross 4096x77 d40", 4096, 77, 8, 40, 5, false},
+      {"sd15 self 1024 d80 h8", 1024, 1024, 8, 80, 5, false},
+      {"sd15 cross 1024x77 d80", 1024, 77, 8, 80, 5, false},
+      {"sd15 self 256 d160 h8", 256, 256, 8, 160, 5, false},
+      {"sd15 cross 256x77 d160", 256, 77, 8, 160, 5, false},
+      {"sd15 mid self 64 d160", 64, 64, 8, 160, 1, false},
+      {"sd15 mid cross 64x77 d160", 64, 77, 8, 160, 1, false},
+      {"sdxl self 4096 d64 h10", 4096, 4096, 10, 64, 10, true},
+      {"sdxl cross 4096x77 d64", 4096, 77, 10, 64, 10, true},
+      {"sdxl self 1024 d64 h20", 1024, 1024, 20, 64, 60, true},
+      {"sdxl cross 1024x77 d64", 1024, 77, 20, 64, 60, true},
+  };
+  const AttentionTc variants[] = {AttentionTc::V1,      AttentionTc::Q64_K64,
+                                  AttentionTc::Q128_K64, AttentionTc::Q64_K80,
+                                  AttentionTc::Q128_K80, AttentionTc::AUTO};
+
+  std::mt19937 rng(1234);
+  double step_old[2] = {0, 0}, step_new[2] = {0, 0};
+  for (hr::DType t : {hr::DType::F16, hr::DType::BF16}) {
+    std::printf("\n%s | %s\n", t == hr::DType::F16 ? "f16" : "bf16",
+                "ms and TFLOP/s per kernel; auto/v1 = speed-up; %ceil = auto vs GEMM; maxdiff = "
+                "max |auto - v1|");
+    std::printf("%-26s", "shape");
+    for (AttentionTc k : variants) std::printf(" %17s", kernel_name(k));
+    std::printf("  auto/v1  %%ceil  maxdiff\n");
+    for (const Shape& sh : shapes) {
+      if (t == hr::DType::BF16 && sh.per_step < 10 && sh.nk != 4096) continue;  // f16 covers it
+      const size_t n_q = size_t(b) * sh.nq * sh.heads * sh.d;
+      const size_t n_k = size_t(b) * sh.nk * sh.heads * sh.d;
+      void *q, *k, *v, *o_old, *o_new;
+      CHECK_CUDA(cudaMalloc(&q, n_q * 2));
+      CHECK_CUDA(cudaMalloc(&k, n_k * 2));
+      CHECK_CUDA(cudaMalloc(&v, n_k * 2));
+      CHECK_CUDA(cudaMalloc(&o_old, n_q * 2));
+      CHECK_CUDA(cudaMalloc(&o_new, n_q * 2));
+      for (auto [p, n] : {std::pair{q, n_q}, std::pair{k, n_k}, std::pair{v, n_k}}) {
+        std::vector<uint16_t> h = random_bits(n, t, rng);
+        CHECK_CUDA(cudaMemcpy(p, h.data(), n * 2, cudaMemcpyHostToDevice));
+      }
+      AttentionArgs a;
+      a.dtype = t;
+      a.q = q;
+      a.k = k;
+      a.v = v;
+      a.b = b;
+      a.nq = sh.nq;
+      a.nk = sh.nk;
+      a.heads = sh.heads;
+      a.d = a.dv = sh.d;
+      a.scale = 1.0f / std::sqrt(float(sh.d));
+      const double flop = 4.0 * b * sh.heads * double(sh.nq) * sh.nk * sh.d;
+      std::printf("%-26s", sh.name);
+      double ms_v1 = 0, ms_auto = 0;
+      for (AttentionTc kern : variants) {
+        a.o = kern == AttentionTc::V1 ? o_old : o_new;
+        const double ms = time_ms([&] { CHECK_CUDA(hr::cuda::attention_tc(a, nullptr, kern)); });
+        if (kern == AttentionTc::V1) ms_v1 = ms;
+        if (kern == AttentionTc::AUTO) ms_auto = ms;
+        std::printf(" %7.4f %4.0fTF/s", ms, flop / (ms * 1e9));
+      }
+      // AUTO ran last: o_new holds its output.
+      std::vector<uint16_t> ho(n_q), hn(n_q);
+      CHECK_CUDA(cudaMemcpy(ho.data(), o_old, n_q * 2, cudaMemcpyDeviceToHost));
+      CHECK_CUDA(cudaMemcpy(hn.data(), o_new, n_q * 2, cudaMemcpyDeviceToHost));
+      double maxdiff = 0;
+      for (size_t i = 0; i < n_q; ++i)
+        maxdiff = std::max(maxdiff, double(std::fabs(to_float(ho[i], t) - to_float(hn[i], t))));
+      std::printf("  %6.2fx  %4.1f%%  %.2e\n", ms_v1 / ms_auto,
+                  100.0 * flop / (ms_auto * 1e9) / ceiling, maxdiff);
+      if (t == hr::DType::F16) {
+        step_old[sh.sdxl] += sh.per_step * ms_v1;
+        step_new[sh.sdxl] += sh.per_step * ms_auto;
+      }
+      for (void* p : {q, k, v, o_old, o_new}) cudaFree(p);
+    }
+  }
+  std::printf("\nattention per UNet step (f16, layers x shape time): SD1.5 %.3f -> %.3f ms, "
+              "SDXL %.3f -> %.3f ms\n",
+              step_old[0], step_new[0], step_old[1], step_new[1]);
+  return 0;
+}
+
+#else
+int main() {
+  std::printf("bench_attention: built without CUDA\n");
+  return 0;
+}
+#endif
