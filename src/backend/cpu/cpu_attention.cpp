@@ -24,24 +24,27 @@ namespace {
 // OpenMP threads; each thread owns chunk x Nk floats of the workspace for its tile's scores, so
 // memory is threads * chunk * Nk * 4 bytes however long the sequence, and there is one parallel
 // region per call (on a busy machine every extra fork/join costs). The chunk is the largest
-// whose scores fit in kScoreBytes, cut further so that there are at least as many tiles as
-// threads. q, k, v and the output are addressed in place through BLAS leading dimensions (row
-// stride H*D), so no head is gathered. The sgemms inside a tile must run single-threaded:
-// OpenBLAS (pthreads build) would otherwise start its own pool under every OpenMP thread.
+// whose scores fit in kScoreBytes, cut further so that one batch entry's heads make at least as
+// many tiles as threads: from the heads, never the batch, since a row's result depends on where
+// it falls in its tile's sgemms (Note [batch-invariant linear] in cpu_linear.cpp) and a batch
+// entry must come out the same alone as batched. q, k, v and the output are addressed in place
+// through BLAS leading dimensions (row stride H*D), so no head is gathered. The sgemms inside a
+// tile must run single-threaded: OpenBLAS (pthreads build) would otherwise start its own pool
+// under every OpenMP thread.
 constexpr size_t kScoreBytes = size_t(1) << 20;
 
-int64_t attention_chunk(int64_t tiles_per_row, int64_t nq, int64_t nk, int threads) {
+int64_t attention_chunk(int64_t heads, int64_t nq, int64_t nk, int threads) {
   const size_t row = size_t(std::max<int64_t>(nk, 1)) * sizeof(float);
   int64_t chunk = std::clamp<int64_t>(int64_t(kScoreBytes / row), 1, std::max<int64_t>(nq, 1));
-  // tiles_per_row = batch * heads; want tiles_per_row * ceil(nq / chunk) >= threads.
-  const int64_t splits = (threads + tiles_per_row - 1) / std::max<int64_t>(tiles_per_row, 1);
+  // Want heads * ceil(nq / chunk) >= threads (per batch entry, Note [attention tiles]).
+  const int64_t splits = (threads + heads - 1) / std::max<int64_t>(heads, 1);
   if (splits > 1) chunk = std::min(chunk, std::max<int64_t>((nq + splits - 1) / splits, 1));
   return chunk;
 }
 
-size_t attention_bytes(int64_t tiles_per_row, int64_t nq, int64_t nk, int threads) {
-  return size_t(threads) * size_t(attention_chunk(tiles_per_row, nq, nk, threads)) *
-         size_t(nk) * sizeof(float);
+size_t attention_bytes(int64_t heads, int64_t nq, int64_t nk, int threads) {
+  return size_t(threads) * size_t(attention_chunk(heads, nq, nk, threads)) * size_t(nk) *
+         sizeof(float);
 }
 
 // In place: s[0, valid) = softmax(s[0, valid)), s[valid, n) = 0 (masked keys).
@@ -71,7 +74,7 @@ size_t attention_workspace(const OpParams& p, std::span<const TensorDesc> in,
   if (in.size() < 2 || in[0].dtype != DType::F32) return 0;
   const int64_t nq = in[0].shape[1], nk = in[1].shape[1];
   if (nq == 0 || nk == 0) return 0;
-  return attention_bytes(in[0].shape[0] * p.heads, nq, nk, omp_get_max_threads());
+  return attention_bytes(p.heads, nq, nk, omp_get_max_threads());
 }
 
 Status attention(const OpCall& c) {
@@ -95,16 +98,16 @@ Status attention(const OpCall& c) {
   // The workspace was sized for omp_get_max_threads() when planned; should fewer bytes be
   // given (the thread count changed since), use as many threads as it holds.
   int threads = omp_get_max_threads();
-  while (threads > 1 && attention_bytes(batch * heads, nq, nk, threads) > c.workspace_bytes)
+  while (threads > 1 && attention_bytes(heads, nq, nk, threads) > c.workspace_bytes)
     --threads;
-  if (!c.workspace || attention_bytes(batch * heads, nq, nk, threads) > c.workspace_bytes)
+  if (!c.workspace || attention_bytes(heads, nq, nk, threads) > c.workspace_bytes)
     return make_error(ErrorCode::INVALID_ARGUMENT, "cpu attention: workspace {} bytes, need {}",
-                      c.workspace_bytes, attention_bytes(batch * heads, nq, nk, threads));
+                      c.workspace_bytes, attention_bytes(heads, nq, nk, threads));
   const float scale = c.params->alpha != 0.0f
                           ? c.params->alpha
                           : float(1.0 / std::sqrt(double(std::max<int64_t>(d, 1))));
   const bool causal = c.params->causal;
-  const int64_t chunk = attention_chunk(batch * heads, nq, nk, threads);
+  const int64_t chunk = attention_chunk(heads, nq, nk, threads);
   const int64_t chunks = (nq + chunk - 1) / chunk;
   const int64_t tiles = batch * heads * chunks;
   const float* qall = c.inputs[0].as<const float>();

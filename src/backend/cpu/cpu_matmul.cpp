@@ -48,13 +48,16 @@ Status matmul(const OpCall& c) {
   const CBLAS_TRANSPOSE tr_b = tb ? CblasTrans : CblasNoTrans;
   const int ldb = int(tb ? k : n);
 
-  // A shared b with a non-broadcast a is one tall sgemm: a's batches are consecutive rows.
+  // A shared b with a non-broadcast a is one tall sgemm per entry of dim 0 (the batch, Note
+  // [batch-invariant linear] in cpu_linear.cpp): a's other batches are consecutive rows.
   bool a_full = true;
   for (int i = 0; i < batch_rank; ++i)
     if (os.dims[i] != 1 && a_stride[i] == 0) a_full = false;
-  if (b_broadcast && a_full && batches * m <= INT_MAX) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tr_b, int(batches * m), int(n), int(k), 1.0f, a,
-                int(k), b, ldb, 0.0f, y, int(n));
+  const int64_t items = batch_rank > 0 ? os.dims[0] : 1, rows = batches / items * m;
+  if (b_broadcast && a_full && rows <= INT_MAX) {
+    for (int64_t item = 0; item < items; ++item)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, tr_b, int(rows), int(n), int(k), 1.0f,
+                  a + item * rows * k, int(k), b, ldb, 0.0f, y + item * rows * n, int(n));
     return Status();
   }
   for (int64_t bi = 0; bi < batches; ++bi) {
