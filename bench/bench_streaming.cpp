@@ -118,17 +118,15 @@ std::string timeline_text(const Executor::StreamTimeline& t, const std::vector<d
 }
 
 // Steps of w within `budget` (UINT64_MAX: none) on a fresh allocator and executor.
-// `spread` false: the streamed set by reuse alone (the plan before Note [spreading copies]).
+// `spread`: the streamed set planned on the clock (Note [spreading copies]), else by reuse alone.
 Row time_steps(Backend& b, bench::Workload& w, uint64_t budget, int steps,
-               const std::vector<double>* resident_node_ms, double bw, bool spread = true) {
+               const std::vector<double>* resident_node_ms, double bw, bool spread) {
   Row row;
   Allocator alloc(b, budget == UINT64_MAX ? Allocator::kUnlimited : budget);
   Executor ex(b, alloc);
-  if (!spread) {
-    ResidencyOptions o = ex.residency_options();
-    o.spread = false;
-    ex.set_residency_options(o);
-  }
+  ResidencyOptions o = ex.residency_options();
+  o.spread = spread;
+  ex.set_residency_options(o);
   w.weights->bind(&b, &alloc);
   const uint64_t driver_base = driver_used(b);
   for (int i = 0; i < 3; ++i) {  // warm-up: uploads, pinned copies, capture
@@ -182,25 +180,25 @@ void unet_rows(Backend& b, bench::Workload& w, int steps, double bw, std::vector
   const uint64_t ring = ResidencyOptions().depth * largest;
   std::printf("%s: weights %s, arena %s, ring %s\n", w.name.c_str(), bytes_format(weights).c_str(),
               bytes_format(arena).c_str(), bytes_format(ring).c_str());
-  Row resident = time_steps(b, w, UINT64_MAX, steps, nullptr, bw);
+  Row resident = time_steps(b, w, UINT64_MAX, steps, nullptr, bw, false);
   resident.work = w.name;
   resident.target = "resident (no budget)";
   resident.floor_ms = resident.ms;
   rows.push_back(resident);
   for (int pct : {100, 75, 50, 25, 0}) {
     const uint64_t room = pct == 100 ? weights : uint64_t(double(weights) * pct / 100.0) + ring;
-    Row row = time_steps(b, w, arena + room, steps, &resident.node_ms, bw);
+    Row row = time_steps(b, w, arena + room, steps, &resident.node_ms, bw, false);
     row.work = w.name;
     row.target = fmt::format("{} % resident (budget {})", pct, bytes_format(arena + room));
     row.floor_ms = std::max(resident.ms, bw > 0 ? double(row.streamed) / bw * 1e3 : 0.0);
     rows.push_back(row);
     std::fflush(stdout);
-    if (pct == 75 || pct == 50) {  // the same budget planned by reuse alone, for comparison
-      Row before = time_steps(b, w, arena + room, steps, &resident.node_ms, bw, false);
-      before.work = w.name;
-      before.target = fmt::format("{} % (by reuse alone, not spread)", pct);
-      before.floor_ms = std::max(resident.ms, bw > 0 ? double(before.streamed) / bw * 1e3 : 0.0);
-      rows.push_back(before);
+    if (pct > 0 && pct < 100) {  // the same budget with the streamed set planned on the clock
+      Row spread = time_steps(b, w, arena + room, steps, &resident.node_ms, bw, true);
+      spread.work = w.name;
+      spread.target = fmt::format("{} % (streamed set on the clock, spread)", pct);
+      spread.floor_ms = std::max(resident.ms, bw > 0 ? double(spread.streamed) / bw * 1e3 : 0.0);
+      rows.push_back(spread);
     }
   }
 }

@@ -18,7 +18,7 @@
 # the driver-level memory in bench_models.log counts the peer's process too. SERIAL=1 runs the
 # two strictly one after the other (fairest; add the compile time).
 #   DTYPES=f16,bf16 (headroom and PyTorch eager)  COMPILE_DTYPES=f16  COMPILE=full|regional|off
-#   STEPS=20 (headroom timed runs)  ITERS=10 (PyTorch timed steps)  TESTS=1|0
+#   STEPS=20 (headroom timed runs)  ITERS=10 (PyTorch timed steps)  TESTS=1|0  STREAMING=0|1
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PEER_SRC=bench/peers/diffusers/src
@@ -37,6 +37,8 @@ COMPILE=${COMPILE:-full}
 STEPS=${STEPS:-20}
 SERIAL=${SERIAL:-0}
 TESTS=${TESTS:-1}
+STREAMING=${STREAMING:-0}  # 1: also bench_streaming (issue 15) while the peer compiles
+TEST_FILTER=${TEST_FILTER:-*Cuda*}  # which CUDA op tests TESTS=1 runs (all by default)
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 source scripts/device-env.sh
@@ -65,13 +67,14 @@ if [ "$SERIAL" != 1 ]; then peer_start; fi
 
 device_configure
 ninja -C build-dev -j"$(nproc)" bench_models $([ "$TESTS" = 1 ] && echo hr_tests_backend) \
+  $([ "$STREAMING" = 1 ] && echo bench_streaming) \
   > "$OUT/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 echo "build ok"
 
 tests_rc=0
 if [ "$TESTS" = 1 ]; then
-  ./build-dev/tests/hr_tests_backend --gtest_filter='*Cuda*' > "$OUT/cuda_tests.log" 2>&1
+  ./build-dev/tests/hr_tests_backend --gtest_filter="$TEST_FILTER" > "$OUT/cuda_tests.log" 2>&1
   tests_rc=$?
   echo "CUDA op tests exit $tests_rc (harness and production cases; errors per case in cuda_tests.log)"
   grep -E "^op harness: |^\[  (PASSED|FAILED|SKIPPED) \] [0-9]+ test" "$OUT/cuda_tests.log"
@@ -91,6 +94,18 @@ print("closest to tolerance (error / tol): case dtype, rel L2 (tol), rel max (to
 for r in sorted(rows, reverse=True)[:12]:
     print(f"  {r[0]:.2f}  {r[1]} {r[2]}: {r[3]:.3g} ({r[4]:.3g}), {r[5]:.3g} ({r[6]:.3g})")
 PY
+fi
+
+if [ "$STREAMING" = 1 ]; then  # issue 15's streaming rows (SDXL), while the peer still compiles
+  # Twice: as is, and with more hardware queues per context (CUDA_DEVICE_MAX_CONNECTIONS, read
+  # when the context is made): whether the copy stream shares one with the compute stream.
+  for conn in default 32; do
+    env $([ "$conn" = default ] || echo CUDA_DEVICE_MAX_CONNECTIONS=$conn) timeout 200 \
+      ./build-dev/bench/bench_streaming --device cuda --dtype f16 --steps 8 --only sdxl \
+      > /tmp/hr_streaming_$conn.log 2>&1
+    echo "bench_streaming (CUDA_DEVICE_MAX_CONNECTIONS $conn) exit $?"
+    grep -E "^\| SDXL|timed step|compute waits" /tmp/hr_streaming_$conn.log | cut -c1-230
+  done
 fi
 
 ./build-dev/bench/bench_models --device cuda --dtype "$DTYPES" --steps "$STEPS" \
