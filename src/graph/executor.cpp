@@ -431,29 +431,10 @@ Status Executor::weights_bind(RunState& r, WeightSource& w) {
 // weight of the run uses may start at once), tens to hundreds of MiB. Host-to-device copies of
 // one direction share the copy engine, so an input copied on the compute stream after them (the
 // latent before the first convolution, the text context before the first cross-attention)
-// waited for all of them: the first tenth of a streamed SD1.5 step took 1.4-3.5 ms longer than
-// resident (Note [streaming timeline]). Node 0's inputs are therefore always issued before the
-// ring's copies, and when streaming so is every input whose arena bytes no value or workspace
-// uses before its first reader (input_free_from_start), which the planner's layout usually
-// allows for the few small inputs of a step.
-namespace {
-bool input_free_from_start(const ArenaPlan& plan, ValueId v) {
-  const ValueSlot& in = plan.values[size_t(v)];
-  if (in.offset < 0 || in.first <= 0) return true;
-  const uint64_t lo = uint64_t(in.offset), hi = lo + in.bytes;
-  auto overlaps = [&](uint64_t begin, uint64_t bytes) {
-    return bytes > 0 && begin < hi && lo < begin + bytes;
-  };
-  for (const ValueSlot& s : plan.values) {
-    if (&s == &in || s.offset < 0 || s.storage == in.storage || s.first >= in.first) continue;
-    if (overlaps(uint64_t(s.offset), s.bytes)) return false;
-  }
-  for (int32_t i = 0; i < in.first && size_t(i) < plan.nodes.size(); ++i)
-    if (overlaps(plan.nodes[size_t(i)].workspace_offset, plan.nodes[size_t(i)].workspace_bytes))
-      return false;
-  return true;
-}
-}  // namespace
+// waited for all of them: on the H200 the first tenth of a streamed SD1.5 step took 1.4-3.5 ms
+// longer than resident, and SDXL's latent copy 2.7-4.1 ms (Note [streaming timeline]). Inputs
+// therefore live from the first node (Note [inputs in the arena] in planner.cpp) and are all
+// copied before the ring's first copies are issued.
 
 // Note [coalesced copies]
 // Streamed weights lie one after the other in the ring (Note [residency plan]) and, since the
@@ -530,8 +511,7 @@ Status Executor::ops_issue(RunState& r) {
   r.copy_waited = -1;
   r.compute_waited = -1;
   r.copy_group.assign(r.uses.size(), -1);
-  // Node 0's inputs (and, when streaming, every input that may be copied early) go before the
-  // ring's first copies (Note [inputs before the ring]).
+  // The inputs go before the ring's first copies (Note [inputs before the ring]).
   for (ValueId v : r.inputs_at[0]) HR_TRY(input_from(v));
   if (streams) {
     HR_TRY(backend_.event_record(start_event_.get(), stream));
@@ -762,14 +742,11 @@ Result<std::vector<HostTensor>> Executor::run_attempt(
   r.bound = bound;
   r.stream = backend_.default_stream();
   const size_t n = std::max<size_t>(r.g.nodes().size(), 1);
-  // Inputs are copied just before their first reader (Note [inputs in the arena]), or at the
-  // start when streaming and nothing earlier uses their bytes (Note [inputs before the ring]).
+  // Inputs live from the first node and are copied before it (Note [inputs in the arena]).
   r.inputs_at.assign(n, {});
   for (size_t v = 0; v < r.g.values().size(); ++v)
-    if (r.g.values()[v].kind == ValueKind::INPUT) {
-      const bool early = residency_.streams() && input_free_from_start(r.plan, ValueId(v));
-      r.inputs_at[early ? 0 : size_t(r.plan.values[v].first)].push_back(ValueId(v));
-    }
+    if (r.g.values()[v].kind == ValueKind::INPUT)
+      r.inputs_at[size_t(r.plan.values[v].first)].push_back(ValueId(v));
   r.first_at.assign(n, {});
   r.last_at.assign(n, {});
   for (size_t k = 0; k < r.uses.size(); ++k)

@@ -10,9 +10,14 @@
 namespace hr {
 
 // Note [inputs in the arena]
-// INPUT values are planned like intermediates: each gets an arena slot, live from the first
-// node that reads it to its last reader. The executor copies the host tensor into that slot
-// right before that node runs, so a latent used only late does not hold memory early.
+// INPUT values are planned like intermediates, each with an arena slot, but live from the first
+// node (not from their first reader) to their last reader: the executor copies every input in
+// before the first node runs. Copying each just before its first reader kept a late input's
+// bytes free for earlier values, but a copy issued mid-run waits behind whatever the copy
+// engine already holds: in a streamed SDXL step the latent, first read by node 8, queued behind
+// the staging ring's first 169-225 MiB of weights and the step waited 2.7-4.1 ms for it (Note
+// [inputs before the ring] in executor.cpp). A step's inputs are small (latent, text context,
+// timestep: under 1 MiB for SDXL at 1024x1024), so holding them from the start costs little.
 // Weights are never in the arena; they are bound by name at run time (WeightSource).
 //
 // Note [views]
@@ -159,6 +164,7 @@ Result<ArenaPlan> arena_plan(const Graph& g, const Backend& backend) {
   }
   for (size_t v = 0; v < nv; ++v) {
     if (first[v] < 0) first[v] = last[v] = 0;  // unused input or weight
+    if (vals[v].kind == ValueKind::INPUT) first[v] = 0;  // Note [inputs in the arena]
     if (vals[v].is_output) {
       last[v] = end;
       keeps_output[v] = true;

@@ -14,9 +14,9 @@
 namespace hr {
 
 // Where one value lives. Times are node indices: a value is live from `first` (the node that
-// defines it; for an INPUT, the first node that reads it, since inputs are copied in just
-// before that node) to `last` (its last reader, its views' readers included; outputs live to
-// the last node). `offset` is -1 for values outside the arena: weights and views of weights.
+// defines it; 0 for an INPUT, since inputs are copied in before the first node, Note [inputs in
+// the arena] in planner.cpp) to `last` (its last reader, its views' readers included; outputs
+// live to the last node). `offset` is -1 for values outside the arena: weights and views of weights.
 struct ValueSlot {
   int64_t offset = -1;
   uint64_t bytes = 0;  // the tensor's own bytes (not rounded)
