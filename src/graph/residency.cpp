@@ -269,7 +269,19 @@ bool plan_streamed(const std::vector<WeightUse>& uses, const std::vector<bool>& 
 // within a ring's length of copying before it, the idlest first, until as many bytes are freed.
 // A swap is kept only when the whole schedule's estimated stall drops (every candidate is
 // simulated); a weight whose swap was refused is not tried again. The ring and the room are
-// unchanged, so the plan still fits exactly where it did.
+// unchanged, so the plan still fits exactly where it did. A second candidate comes from the
+// clock directly (streamed_on_clock); the one that waits least is kept.
+//
+// Off by default (ResidencyOptions::spread), because of what the H200 showed (bench_streaming,
+// SDXL 1024x1024 b2, both sets at the same budget in one run, 2026-12-01): timed node by node
+// (Note [node timing]: a timing event after every node and copy group) the spread plans ran as
+// estimated and beat the set by reuse (75 %: 44.5 against 49.9 ms, 50 %: 55.6 against 67.2, 25 %:
+// 78.9 against 83.0); as captured replays, and as plain runs with capture off, they were far
+// slower (68.4 against 48.4, 88.6 against 66.4, 123.0 against 84.2). The order of the rows and
+// CUDA_DEVICE_MAX_CONNECTIONS=32 changed nothing, no step was captured again, and the copies
+// come from page-locked memory in every mode. What makes the untimed runs slow is not known
+// yet; the next experiment is to record plain events after every copy group and node in an
+// untimed run.
 void spread_copies(const std::vector<WeightUse>& uses, std::vector<bool>& streamed, uint64_t room,
                    uint64_t ring, const ResidencyOptions& options, ResidencyPlan& q) {
   const double rate = options.copy_bytes_per_s;
