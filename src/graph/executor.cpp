@@ -436,6 +436,37 @@ Status Executor::weights_bind(RunState& r, WeightSource& w) {
 // therefore live from the first node (Note [inputs in the arena] in planner.cpp) and are all
 // copied before the ring's first copies are issued.
 
+// Note [debug marks]
+// A diagnostic for Note [spreading copies]: streamed plans ran as the planner estimated only in
+// timed runs, which record a timing event after every node and every copy group. With
+// HEADROOM_DEBUG_MARKS=node, copy or both, untimed runs (plain and captured) record a plain
+// event after every node, after every copy group, or both, so that one device call can tell
+// which of the two changes how the copies overlap compute. Unset: nothing is recorded.
+namespace {
+int debug_marks_mode() {
+  static const int mode = [] {
+    const char* e = std::getenv("HEADROOM_DEBUG_MARKS");
+    const std::string m = e ? e : "";
+    return (m == "node" || m == "both" ? 1 : 0) | (m == "copy" || m == "both" ? 2 : 0);
+  }();
+  return mode;
+}
+}  // namespace
+
+Status Executor::debug_marks_prepare(size_t nodes, size_t groups) {
+  const int mode = debug_marks_mode();
+  auto grow = [&](std::vector<std::unique_ptr<Event>>& v, size_t n) -> Status {
+    while (v.size() < n) {
+      HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> e, backend_.event_create());
+      v.push_back(std::move(e));
+    }
+    return Status();
+  };
+  if (mode & 1) HR_TRY(grow(debug_node_marks_, nodes));
+  if (mode & 2) HR_TRY(grow(debug_copy_marks_, groups));
+  return Status();
+}
+
 // Note [coalesced copies]
 // Streamed weights lie one after the other in the ring (Note [residency plan]) and, since the
 // weight source lays out their page-locked host copies in the same order and padding
@@ -479,6 +510,8 @@ Status Executor::copies_issue(RunState& r, int32_t after_node) {
                                  ? fmt::format("streaming weight '{}'", v.name)
                                  : fmt::format("streaming weights '{}' .. '{}'", v.name, lv.name)));
     HR_TRY(backend_.event_record(copied_[size_t(r.groups)].get(), copy_stream_.get()));
+    if (r.copy_marks.empty() && size_t(r.groups) < debug_copy_marks_.size())  // Note [debug marks]
+      HR_TRY(backend_.event_record(debug_copy_marks_[size_t(r.groups)].get(), copy_stream_.get()));
     if (size_t(r.groups) < r.copy_marks.size()) {  // Note [streaming timeline]
       HR_TRY(backend_.event_record(r.copy_marks[size_t(r.groups)], copy_stream_.get()));
       r.groups_issued.push_back({0, bytes, after, r.uses[k].first});
@@ -547,6 +580,8 @@ Status Executor::ops_issue(RunState& r) {
       if (!st.ok()) return st.with_context(node_context(r.g, i));
     }
     if (!r.marks.empty()) HR_TRY(backend_.event_record(r.marks[i + 1], stream));
+    else if (i < debug_node_marks_.size())  // Note [debug marks]
+      HR_TRY(backend_.event_record(debug_node_marks_[i].get(), stream));
     if (streams && !r.last_at[i].empty()) {
       HR_TRY(backend_.event_record(freed_[i].get(), stream));
       HR_TRY(copies_issue(r, int32_t(i)));
@@ -756,6 +791,7 @@ Result<std::vector<HostTensor>> Executor::run_attempt(
       r.copy_order.push_back(k);  // uses are in first-use order already
     }
   HR_TRY(buffers_prepare(r, weights));
+  HR_TRY(debug_marks_prepare(r.g.nodes().size(), r.copy_order.size()));
   HR_TRY(weights_bind(r, weights));
   Result<std::vector<HostTensor>> out = run_body(r);
   if (!out.ok()) {  // Note [arena reuse]: nothing may still touch the arena or the ring
