@@ -250,7 +250,7 @@ struct Executor::RunState {
   std::vector<void*> ptr;          // device pointer of each weight storage value, by ValueId
   std::vector<const void*> host;   // per weight use: host source when streamed
   std::vector<std::vector<size_t>> first_at, last_at;  // per node: streamed uses
-  std::vector<std::vector<ValueId>> inputs_at;          // per node: inputs copied before it
+  std::vector<ValueId> inputs;  // INPUT values, copied before the first node
   size_t next_copy = 0;            // streamed uses in first-use order: next to issue
   std::vector<size_t> copy_order;
   // Note [coalesced copies]: per weight use, its copy's group (in issue order; group g records
@@ -545,7 +545,7 @@ Status Executor::ops_issue(RunState& r) {
   r.compute_waited = -1;
   r.copy_group.assign(r.uses.size(), -1);
   // The inputs go before the ring's first copies (Note [inputs before the ring]).
-  for (ValueId v : r.inputs_at[0]) HR_TRY(input_from(v));
+  for (ValueId v : r.inputs) HR_TRY(input_from(v));
   if (streams) {
     HR_TRY(backend_.event_record(start_event_.get(), stream));
     HR_TRY(backend_.stream_wait_event(copy_stream_.get(), start_event_.get()));
@@ -554,8 +554,6 @@ Status Executor::ops_issue(RunState& r) {
   std::vector<TensorRef> refs;
   if (!r.marks.empty()) HR_TRY(backend_.event_record(r.marks[0], stream));
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (i > 0)
-      for (ValueId v : r.inputs_at[i]) HR_TRY(input_from(v));
     const Node& n = nodes[i];
     const NodeSlot& ns = r.plan.nodes[i];
     if (!ns.view) {  // Note [views]: a view's output aliases its input's storage
@@ -778,10 +776,8 @@ Result<std::vector<HostTensor>> Executor::run_attempt(
   r.stream = backend_.default_stream();
   const size_t n = std::max<size_t>(r.g.nodes().size(), 1);
   // Inputs live from the first node and are copied before it (Note [inputs in the arena]).
-  r.inputs_at.assign(n, {});
   for (size_t v = 0; v < r.g.values().size(); ++v)
-    if (r.g.values()[v].kind == ValueKind::INPUT)
-      r.inputs_at[size_t(r.plan.values[v].first)].push_back(ValueId(v));
+    if (r.g.values()[v].kind == ValueKind::INPUT) r.inputs.push_back(ValueId(v));
   r.first_at.assign(n, {});
   r.last_at.assign(n, {});
   for (size_t k = 0; k < r.uses.size(); ++k)

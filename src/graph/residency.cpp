@@ -280,13 +280,15 @@ bool plan_streamed(const std::vector<WeightUse>& uses, const std::vector<bool>& 
 // slower (68.4 against 48.4, 88.6 against 66.4, 123.0 against 84.2). The order of the rows and
 // CUDA_DEVICE_MAX_CONNECTIONS=32 changed nothing, no step was captured again, and the copies
 // come from page-locked memory in every mode. What makes the untimed runs slow is not known
-// yet; the next experiment is to record plain events after every copy group and node in an
-// untimed run.
-void spread_copies(const std::vector<WeightUse>& uses, std::vector<bool>& streamed, uint64_t room,
+// yet; scripts/device-spread.sh runs the next experiment (Note [debug marks] in executor.cpp).
+//
+// Plans `streamed` into q and improves it by swaps; false when the ring cannot hold it at all.
+bool spread_copies(const std::vector<WeightUse>& uses, std::vector<bool>& streamed, uint64_t room,
                    uint64_t ring, const ResidencyOptions& options, ResidencyPlan& q) {
   const double rate = options.copy_bytes_per_s;
   Schedule s;
-  if (rate <= 0 || !plan_streamed(uses, streamed, room, ring, options, q, &s)) return;
+  if (!plan_streamed(uses, streamed, room, ring, options, q, &s)) return false;
+  size_t swaps = 0;
   std::vector<bool> tried(uses.size(), false);
   const double lead = double(ring) / rate;  // how far ahead of its reader a copy can run
   for (int round = 0; round < 256 && s.worst != SIZE_MAX && s.stall > 1e-6; ++round) {
@@ -322,9 +324,10 @@ void spread_copies(const std::vector<WeightUse>& uses, std::vector<bool>& stream
     if (cs.stall >= s.stall * 0.99 || candidate.device_bytes() > room) continue;
     streamed = std::move(next);
     q = std::move(candidate);
-    q.swaps = size_t(round) + 1;
+    q.swaps = ++swaps;
     s = std::move(cs);
   }
+  return true;
 }
 
 // The streamed set chosen on the clock (Note [spreading copies]): in first-use order, a weight
@@ -386,16 +389,14 @@ bool plan_ring(const std::vector<WeightUse>& uses, const std::vector<size_t>& or
   grow = 0;
   for (size_t k = 0; k < uses.size(); ++k)
     if (streamed[k]) grow = std::max(grow, uses[k].bytes);
-  if (!plan_streamed(uses, streamed, room, ring, options, q)) return false;
-  if (options.copy_bytes_per_s <= 0 || !options.spread) return true;
-  spread_copies(uses, streamed, room, ring, options, q);
+  if (options.copy_bytes_per_s <= 0 || !options.spread)
+    return plan_streamed(uses, streamed, room, ring, options, q);
+  if (!spread_copies(uses, streamed, room, ring, options, q)) return false;
   std::vector<bool> timed = streamed_on_clock(uses, order, room, ring, options);
   ResidencyPlan t;
-  if (!timed.empty() && plan_streamed(uses, timed, room, ring, options, t) &&
-      t.device_bytes() <= room) {
-    spread_copies(uses, timed, room, ring, options, t);
-    if (t.stall_s < q.stall_s) q = std::move(t);
-  }
+  if (!timed.empty() && spread_copies(uses, timed, room, ring, options, t) &&
+      t.device_bytes() <= room && t.stall_s < q.stall_s)
+    q = std::move(t);
   return true;
 }
 
