@@ -82,7 +82,8 @@ for i in range(jobs):
     wf["3"]["inputs"]["seed"] = 1000 + i
     wf["9"]["inputs"]["filename_prefix"] = f"{tag}_{i}"
     ids.append(post("/prompt", {"prompt": wf, "client_id": "throughput"})["prompt_id"])
-done, failed = set(), []
+t_submit = time.time() - t0
+done, failed, busy = set(), [], []
 deadline = t0 + 1800
 while len(done) < jobs and time.time() < deadline:
     for pid in ids:
@@ -92,8 +93,13 @@ while len(done) < jobs and time.time() < deadline:
             done.add(pid)
             st = hist[pid].get("status", {})
             if st.get("status_str") not in (None, "success"): failed.append(pid)
-    time.sleep(0.2)
-print(f"{time.time() - t0:.2f} {len(done)} {len(failed)}")
+            stamps = {m[0]: m[1].get("timestamp") for m in st.get("messages", []) if len(m) == 2}
+            if stamps.get("execution_start") and stamps.get("execution_success"):
+                busy.append((stamps["execution_success"] - stamps["execution_start"]) / 1000)
+    time.sleep(0.05)
+# seconds, done, failed, seconds to submit them all, mean seconds a worker spent on one job
+mean_busy = sum(busy) / len(busy) if busy else float("nan")
+print(f"{time.time() - t0:.2f} {len(done)} {len(failed)} {t_submit:.2f} {mean_busy:.3f}")
 PY
 }
 
@@ -102,18 +108,21 @@ IFS=, read -ra devs <<< "$DEVICES"
 start_worker "${devs[0]}" 0
 sleep 1
 warm=$(run_batch warm)  # loads the model on the first worker
-echo "warm-up: $warm (s, done, failed)"
+echo "warm-up: $warm (s, done, failed, s to submit, mean s per job on a worker)"
 one=$(run_batch one)
-echo "1 worker (${devs[0]}): $one (s, done, failed)"
+echo "1 worker (${devs[0]}): $one (s, done, failed, s to submit, mean s per job on a worker)"
 for i in $(seq 1 $((${#devs[@]} - 1))); do start_worker "${devs[$i]}" "$i"; done
 sleep 1
 run_batch warm2 > /dev/null  # every worker loads the model
 many=$(run_batch many)
-echo "${#devs[@]} workers ($DEVICES): $many (s, done, failed)"
+echo "${#devs[@]} workers ($DEVICES): $many (s, done, failed, s to submit, mean s per job on a worker)"
 python3 - "$one" "$many" "$JOBS" "${#devs[@]}" <<'PY'
 import sys
 one, many, jobs, n = sys.argv[1].split(), sys.argv[2].split(), int(sys.argv[3]), int(sys.argv[4])
 t1, tn = float(one[0]), float(many[0])
 print(f"jobs per minute: 1 worker {jobs / t1 * 60:.1f}, {n} workers {jobs / tn * 60:.1f}; "
       f"speed-up {t1 / tn:.2f}x (ideal {n}x)")
+b1, bn = float(one[4]), float(many[4])
+print(f"workers busy: 1 worker {jobs * b1 / t1 * 100:.0f} % of the batch, {n} workers "
+      f"{jobs * bn / (n * tn) * 100:.0f} % each on average")
 PY

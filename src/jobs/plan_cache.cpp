@@ -4,9 +4,11 @@
 namespace hr {
 namespace {
 
-// Seeds change no shape and no byte count; a client that queues one graph with new seeds (the
-// common case) keeps hitting the cache.
-bool input_unplanned(const std::string& name) { return name == "seed" || name == "noise_seed"; }
+// Seeds and output file names change no shape and no byte count; a client that queues one graph
+// with new seeds or prefixes (the common case) keeps hitting the cache.
+bool input_unplanned(const std::string& name) {
+  return name == "seed" || name == "noise_seed" || name == "filename_prefix";
+}
 
 std::string plan_key(const Prompt& prompt, uint64_t budget) {
   std::string key = std::to_string(budget);
