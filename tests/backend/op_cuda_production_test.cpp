@@ -193,6 +193,21 @@ std::vector<OpCase> production_cases() {
                          {f32({2, 1024, 1280}), f32({1280}), f32({1280})}, p);
     x.with_range(0, -1.0, 3.0).with_range(1, 0.5, 1.5).with_range(2, -0.5, 0.5);
     v.push_back(std::move(x));
+    // SDXL's width at 1024^2 (16 lanes a row in the packed kernel, Note [vectorised norms] in
+    // cuda_norm.cu); 154 rows of 320 end inside a warp's four rows and a block's sixteen; a width
+    // that is not a multiple of 8 takes the first kernels.
+    OpCase l = make_case("layer_norm_4096x640", OpKind::LAYER_NORM,
+                         {f32({2, 4096, 640}), f32({640}), f32({640})}, p);
+    l.with_range(0, -1.0, 3.0).with_range(1, 0.5, 1.5).with_range(2, -0.5, 0.5);
+    v.push_back(std::move(l));
+    OpCase w = make_case("layer_norm_77x320_partial_warp", OpKind::LAYER_NORM,
+                         {f32({2, 77, 320}), f32({320}), f32({320})}, p);
+    w.with_range(0, -1.0, 3.0).with_range(1, 0.5, 1.5).with_range(2, -0.5, 0.5);
+    v.push_back(std::move(w));
+    OpCase o = make_case("layer_norm_37x100_fallback", OpKind::LAYER_NORM,
+                         {f32({37, 100}), f32({100}), f32({100})}, p);
+    o.with_range(0, -1.0, 3.0).with_range(1, 0.5, 1.5).with_range(2, -0.5, 0.5);
+    v.push_back(std::move(o));
     OpCase g = make_case("geglu_4096x2560", OpKind::GEGLU, {f32({2, 4096, 2560})}, p);
     g.with_range(0, -3.0, 3.0);
     v.push_back(std::move(g));

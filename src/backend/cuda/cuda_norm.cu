@@ -1,11 +1,19 @@
 // GROUP_NORM (optionally fused with SiLU) and LAYER_NORM: two-pass f32 statistics (mean, then
-// the sum of squared deviations), so large offsets do not cancel; vector loads where aligned.
+// the sum of squared deviations), so large offsets do not cancel; vector loads where aligned
+// (16-byte packs on the production paths, Note [vectorised norms]).
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/cuda/cuda_common.h"
 
 namespace hr::cuda {
 namespace {
+
+// V consecutive elements loaded or stored as one access (16 bytes for the production paths).
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
 
 // One block per (batch, group); a group's cg * spatial elements are contiguous. VEC: spatial is a
 // multiple of 4, so each 4-vector lies in one channel and is aligned.
@@ -152,6 +160,126 @@ __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__
   }
 }
 
+// Note [vectorised norms]
+// What limited the first kernels (layer_norm_regs_kernel, gn_apply_kernel, kept as layer_norm_v1
+// and group_norm_nhwc_v1 so that bench_norms times both in one run):
+// - layer norm: one warp per row with 8-byte loads, the row held as f32 (one register per
+//   element). At c = 640 the R = 10 instance needs 64 registers, so an H200 holds 32 warps per
+//   SM, 4224 rows at once: SDXL's 8192 rows took two waves, each waiting out DRAM latency; at
+//   c = 320 half the lanes loaded 3 packs and half 2.
+// - group norm apply: per 16-byte pack a 64-bit modulo and division for the channel and sample,
+//   then per element a 64-bit division by the group width and a load of the group's statistics:
+//   integer work, not bandwidth, bounded it.
+// - group norm partial: one column tile of up to 256 packs (c = 1280 in f16 is 160 packs: 96 of
+//   256 threads idle) and chunks of at least 32 rows, so [2, 32*32, 1280] ran 64 blocks on 132
+//   SMs with ~10 KiB of loads in flight per busy SM (~32-64 KiB are needed to cover HBM latency).
+// The kernels here:
+// - layer_norm_packs_kernel: 16-byte packs (8 halves, 4 floats); a row is handled by a group of
+//   L = 4..32 lanes (a power of two), the smallest L for which each lane holds at most
+//   kLnMaxPacks = 5 packs, so 32 / L rows share a warp: SD's widths give every lane exactly 5
+//   packs (c = 320: L = 8, 640: 16, 1280: 32; 80 bytes of loads in flight per lane). Mean, then the
+//   sum of squared deviations, in f32 from the registers, reduced with shuffles inside the lane
+//   group, as before. gamma and beta are read as packs after the statistics (L1 hits; holding
+//   them from the start would double the registers). At most 64 registers (launch bounds, no
+//   spills up to 5 packs; bf16 spills beyond, hence the limit), so 32 warps per SM: c = 640 x 8192
+//   rows is 4096 warps, one wave. Wider rows (c > 1280 in 16-bit types, > 640 in f32) take the
+//   first kernels.
+// - gn_apply_rows_kernel: each thread keeps one channel pack (column) and steps over rows
+//   `row_step` apart, so its groups and per-channel scale = rstd * gamma and shift = beta -
+//   mean * scale are computed once (y = x * scale + shift: the fold's f32 rounding is far below
+//   the 16-bit input's own; the statistics stay two-pass); the row step gives about one wave of
+//   threads a multiple of four rows each, four 16-byte loads in flight per thread (64 KiB per SM
+//   at 4 blocks of 256, 64 registers); blockIdx.y is the sample. SiLU is a template parameter and
+//   divides with __fdividef (an approximate reciprocal: 0 where e^-x nears f32's range, x below
+//   about -87, where the exact result is below 1e-35 in magnitude).
+// - gn_partial_kernel with column tiles of at most 128 packs (at least two rows per pass), and
+//   chunks of at least 16 rows sized for ~4 blocks per SM counting the tiles; gn_finalize with
+//   32-bit indices and 512 threads, since the smaller chunks give it more partials to merge.
+// Misaligned pointers or widths not a multiple of the pack take the first layer norm kernels and
+// one-element packs in group norm (16-byte packs need c % 8 == 0 for 16-bit types, c % 4 == 0
+// for f32, and every pointer 16-byte aligned).
+constexpr int kLnThreads = 128;
+constexpr int kLnMaxPacks = 5;
+
+// Pairwise sum of a pack's elements (after subtracting `mean`, squared, when SQ).
+template <bool SQ, typename T, int V>
+__device__ __forceinline__ float pack_sum(const Pack<T, V>& p, float mean) {
+  float a[V];
+#pragma unroll
+  for (int e = 0; e < V; ++e) {
+    const float d = to_f32(p.v[e]) - mean;
+    a[e] = SQ ? d * d : d;
+  }
+#pragma unroll
+  for (int w = V / 2; w > 0; w >>= 1)
+#pragma unroll
+    for (int e = 0; e < w; ++e) a[e] = a[2 * e] + a[2 * e + 1];
+  return a[0];
+}
+
+// Sum over an aligned group of `lanes` lanes (a power of two); every lane of the warp takes part.
+__device__ __forceinline__ float lanes_sum(float v, int lanes) {
+  for (int o = lanes >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Note [vectorised norms]: 1 << shift lanes per row, R packs per lane; c a multiple of the pack,
+// every pointer 16-byte aligned.
+template <typename T, int R>
+__global__ void __launch_bounds__(kLnThreads, 8)
+    layer_norm_packs_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                            const T* __restrict__ beta, T* __restrict__ y, int64_t rows, int64_t c,
+                            int shift, float eps) {
+  constexpr int V = 16 / int(sizeof(T));
+  using P = Pack<T, V>;
+  const int lanes = 1 << shift;
+  const int lane = threadIdx.x & 31;
+  const int64_t first =
+      (int64_t(blockIdx.x) * (kLnThreads / 32) + (threadIdx.x >> 5)) << (5 - shift);
+  if (first >= rows) return;  // whole warps leave together
+  const int64_t row = first + (lane >> shift);
+  const int l = lane & (lanes - 1);
+  // A lane group past the last row loads nothing but still joins the shuffles.
+  const int have = row < rows ? int(c / V) : 0;
+  const int64_t at = (row < rows ? row : first) * c;
+  const P* xr = reinterpret_cast<const P*>(x + at);
+  P v[R];
+#pragma unroll
+  for (int k = 0; k < R; ++k)
+    if (k * lanes + l < have) v[k] = xr[k * lanes + l];
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < R; ++k)
+    if (k * lanes + l < have) sum += pack_sum<false>(v[k], 0.0f);
+  const float mean = lanes_sum(sum, lanes) / float(c);
+  float sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < R; ++k)
+    if (k * lanes + l < have) sq += pack_sum<true>(v[k], mean);
+  const float rstd = rsqrtf(lanes_sum(sq, lanes) / float(c) + eps);
+  P* yr = reinterpret_cast<P*>(y + at);
+#pragma unroll
+  for (int k = 0; k < R; ++k) {
+    const int j = k * lanes + l;
+    if (j >= have) continue;
+    const P g = reinterpret_cast<const P*>(gamma)[j];
+    float b[V];
+    if (beta) {
+      const P bp = reinterpret_cast<const P*>(beta)[j];
+#pragma unroll
+      for (int e = 0; e < V; ++e) b[e] = to_f32(bp.v[e]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < V; ++e) b[e] = 0.0f;
+    }
+    P out;
+#pragma unroll
+    for (int e = 0; e < V; ++e)
+      out.v[e] = from_f32<T>((to_f32(v[k].v[e]) - mean) * rstd * to_f32(g.v[e]) + b[e]);
+    yr[j] = out;
+  }
+}
+
 // Note [channels-last group norm]
 // x is [N, S, C] (channels last). A group's elements are spread over every row, so one block
 // per group (as above) would read strided memory with only N * groups blocks. Instead:
@@ -162,23 +290,20 @@ __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__
 //    Chan's formula into (mean, 1/std);
 // 3. gn_apply: an element-wise pass normalises, applies gamma/beta and optionally SiLU.
 // x is read twice and y written once; the partials live in the op's workspace.
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
-
 constexpr int kGnThreads = 256;
 
 template <typename T, int V>
 __global__ void gn_partial_kernel(const T* __restrict__ x, float2* __restrict__ partial,
-                                  int64_t s, int64_t c, int64_t rows_per_chunk, int64_t chunks) {
+                                  int64_t s, int64_t c, int64_t rows_per_chunk, int64_t chunks,
+                                  int64_t tile) {
   __shared__ float sh1[kGnThreads * V];
   __shared__ float sh2[kGnThreads * V];
   __shared__ float shift[kGnThreads * V];
   const int64_t chunk = blockIdx.x, nb = blockIdx.y;
   const int64_t ncols = c / V;
-  const int64_t col0 = int64_t(blockIdx.z) * kGnThreads;
-  const int tile_cols = int(min(int64_t(kGnThreads), ncols - col0));
+  // blockIdx.z picks a tile of at most `tile` <= kGnThreads packs.
+  const int64_t col0 = int64_t(blockIdx.z) * tile;
+  const int tile_cols = int(min(tile, ncols - col0));
   const int rows_per_pass = kGnThreads / tile_cols;
   const int lc = threadIdx.x % tile_cols, lr = threadIdx.x / tile_cols;
   const int64_t r0 = chunk * rows_per_chunk, r1 = min(s, r0 + rows_per_chunk);
@@ -244,6 +369,8 @@ __device__ __forceinline__ Moments moments_merge(Moments a, Moments b) {
   return Moments{n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
 }
 
+// I: the index type (int64_t in the first version, int since Note [vectorised norms]).
+template <typename I>
 __global__ void gn_finalize_kernel(const float2* __restrict__ partial, float2* __restrict__ stats,
                                    int64_t s, int64_t c, int groups, int64_t rows_per_chunk,
                                    int64_t chunks, float eps) {
@@ -253,19 +380,20 @@ __global__ void gn_finalize_kernel(const float2* __restrict__ partial, float2* _
   Moments acc{0.0f, 0.0f, 0.0f};
   // Four independent loads in flight per thread before merging (the merges are serial).
   constexpr int kLoads = 4;
-  const int64_t total = chunks * cpg;
-  for (int64_t i0 = threadIdx.x; i0 < total; i0 += int64_t(blockDim.x) * kLoads) {
+  const I total = I(chunks * cpg), cpg_i = I(cpg);
+  for (I i0 = I(threadIdx.x); i0 < total; i0 += I(blockDim.x) * kLoads) {
     float2 p[kLoads];
     float cnt[kLoads];
 #pragma unroll
     for (int u = 0; u < kLoads; ++u) {
-      const int64_t i = i0 + int64_t(u) * blockDim.x;
+      const I i = i0 + I(u) * I(blockDim.x);
       p[u] = make_float2(0.0f, 0.0f);
       cnt[u] = 0.0f;
       if (i < total) {
-        const int64_t chunk = i / cpg, ch = g * cpg + i % cpg;
+        const I chunk = i / cpg_i;
+        const int64_t ch = g * cpg + (i - chunk * cpg_i);
         p[u] = partial[(nb * chunks + chunk) * c + ch];
-        cnt[u] = float(min(rows_per_chunk, s - chunk * rows_per_chunk));
+        cnt[u] = float(min(rows_per_chunk, s - int64_t(chunk) * rows_per_chunk));
       }
     }
 #pragma unroll
@@ -315,6 +443,87 @@ __global__ void gn_apply_kernel(const T* __restrict__ x, const T* __restrict__ g
   }
 }
 
+// Note [vectorised norms]: thread t keeps column t % ncols and takes rows t / ncols,
+// + row_step, + 2 row_step, ...; blockIdx.y (with a stride) is the sample.
+template <typename T, int V, bool SILU>
+__global__ void __launch_bounds__(kGnThreads, 4)
+    gn_apply_rows_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                         const T* __restrict__ beta, const float2* __restrict__ stats,
+                         T* __restrict__ y, int64_t n, int64_t s, int64_t c, int groups,
+                         int64_t row_step) {
+  using P = Pack<T, V>;
+  const int64_t ncols = c / V;
+  const int64_t t = int64_t(blockIdx.x) * kGnThreads + threadIdx.x;
+  if (t >= ncols * row_step) return;
+  const int64_t col = t % ncols, row0 = t / ncols;
+  const int ch0 = int(col) * V, cpg = int(c / groups);
+  constexpr int kU = 4;  // rows whose loads are in flight together
+#pragma unroll 1
+  for (int64_t nb = blockIdx.y; nb < n; nb += gridDim.y) {
+    // The affine vectors' rows are one pack at col (c is a multiple of V); read here, not held
+    // across samples, to stay within the registers of four blocks per SM.
+    const P ga = reinterpret_cast<const P*>(gamma)[col];
+    const P be = reinterpret_cast<const P*>(beta)[col];
+    // y = x * scale + shift with the mean folded into shift (Note [vectorised norms]).
+    float scale[V], shift[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float2 st = stats[nb * groups + (ch0 + k) / cpg];
+      scale[k] = st.y * to_f32(ga.v[k]);
+      shift[k] = to_f32(be.v[k]) - st.x * scale[k];
+    }
+    // This thread's rows: row0, row0 + row_step, ... (row0 < row_step <= s); packs step apart.
+    const int64_t step = row_step * ncols;
+    const P* xp = reinterpret_cast<const P*>(x + nb * s * c) + row0 * ncols + col;
+    P* yp = reinterpret_cast<P*>(y + nb * s * c) + row0 * ncols + col;
+    auto norm = [&](const P& p) {
+      P out;
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        float v = fmaf(to_f32(p.v[k]), scale[k], shift[k]);
+        if (SILU) v = __fdividef(v, 1.0f + __expf(-v));
+        out.v[k] = from_f32<T>(v);
+      }
+      return out;
+    };
+    int64_t left = (s - row0 + row_step - 1) / row_step;
+#pragma unroll 1
+    for (; left >= kU; left -= kU, xp += kU * step, yp += kU * step) {
+      P p[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) p[u] = xp[u * step];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) yp[u * step] = norm(p[u]);
+    }
+#pragma unroll 1
+    for (; left > 0; --left, xp += step, yp += step) *yp = norm(*xp);
+  }
+}
+
+// The first version: column tiles of kGnThreads packs, gn_finalize at 256 threads with 64-bit
+// indices, gn_apply_kernel.
+template <typename T, int V>
+cudaError_t group_norm_nhwc_launch_v1(const GroupNormNhwcPlan& pl, const T* x, const T* gamma,
+                                      const T* beta, T* y, int64_t n, int64_t s, int64_t c,
+                                      int groups, float eps, bool silu, void* ws, cudaStream_t st) {
+  auto* partial = static_cast<float2*>(ws);
+  auto* stats = reinterpret_cast<float2*>(static_cast<uint8_t*>(ws) + pl.partial_bytes);
+  const int64_t ncols = c / V;
+  const dim3 grid1(unsigned(pl.chunks), unsigned(n), unsigned((ncols + kGnThreads - 1) / kGnThreads));
+  gn_partial_kernel<T, V><<<grid1, kGnThreads, 0, st>>>(x, partial, s, c, pl.rows_per_chunk,
+                                                        pl.chunks, int64_t(kGnThreads));
+  gn_finalize_kernel<int64_t><<<unsigned(n * groups), 256, 0, st>>>(
+      partial, stats, s, c, groups, pl.rows_per_chunk, pl.chunks, eps);
+  const int64_t packs = n * s * c / V;
+  gn_apply_kernel<T, V><<<grid_1d(packs, 256), 256, 0, st>>>(x, gamma, beta, stats, y, packs, s, c,
+                                                            groups, silu);
+  return cudaGetLastError();
+}
+
+// Threads gn_apply_rows_kernel aims for: about one wave of an H200 (132 SMs, 1024 threads each).
+constexpr int64_t kGnApplyThreads = 132 * 1024;
+
+// Note [vectorised norms].
 template <typename T, int V>
 cudaError_t group_norm_nhwc_launch(const GroupNormNhwcPlan& pl, const T* x, const T* gamma,
                                    const T* beta, T* y, int64_t n, int64_t s, int64_t c,
@@ -322,24 +531,85 @@ cudaError_t group_norm_nhwc_launch(const GroupNormNhwcPlan& pl, const T* x, cons
   auto* partial = static_cast<float2*>(ws);
   auto* stats = reinterpret_cast<float2*>(static_cast<uint8_t*>(ws) + pl.partial_bytes);
   const int64_t ncols = c / V;
-  const dim3 grid1(unsigned(pl.chunks), unsigned(n), unsigned((ncols + kGnThreads - 1) / kGnThreads));
-  gn_partial_kernel<T, V><<<grid1, kGnThreads, 0, st>>>(x, partial, s, c, pl.rows_per_chunk, pl.chunks);
-  gn_finalize_kernel<<<unsigned(n * groups), 256, 0, st>>>(partial, stats, s, c, groups,
-                                                           pl.rows_per_chunk, pl.chunks, eps);
-  const int64_t packs = n * s * c / V;
-  gn_apply_kernel<T, V><<<grid_1d(packs, 256), 256, 0, st>>>(x, gamma, beta, stats, y, packs, s, c,
-                                                            groups, silu);
+  const int64_t tiles = (ncols + 127) / 128;
+  const int64_t tile = (ncols + tiles - 1) / tiles;
+  const dim3 grid1(unsigned(pl.chunks), unsigned(n), unsigned(tiles));
+  gn_partial_kernel<T, V><<<grid1, kGnThreads, 0, st>>>(x, partial, s, c, pl.rows_per_chunk,
+                                                        pl.chunks, tile);
+  gn_finalize_kernel<int><<<unsigned(n * groups), 512, 0, st>>>(partial, stats, s, c, groups,
+                                                                pl.rows_per_chunk, pl.chunks, eps);
+  // Rows per thread: a multiple of gn_apply_rows_kernel's four, at least four.
+  int64_t rows_each = (n * s * ncols + kGnApplyThreads - 1) / kGnApplyThreads;
+  rows_each = std::max<int64_t>(4, (rows_each + 3) / 4 * 4);
+  const int64_t row_step = (s + rows_each - 1) / rows_each;
+  const dim3 grid3(unsigned((ncols * row_step + kGnThreads - 1) / kGnThreads),
+                   unsigned(std::min<int64_t>(n, 65535)));
+  if (silu)
+    gn_apply_rows_kernel<T, V, true>
+        <<<grid3, kGnThreads, 0, st>>>(x, gamma, beta, stats, y, n, s, c, groups, row_step);
+  else
+    gn_apply_rows_kernel<T, V, false>
+        <<<grid3, kGnThreads, 0, st>>>(x, gamma, beta, stats, y, n, s, c, groups, row_step);
   return cudaGetLastError();
+}
+
+// Note [vectorised norms]: lanes per row (1 << shift, at least 4) and packs per lane.
+template <typename T>
+cudaError_t layer_norm_packs(const T* x, const T* gamma, const T* beta, T* y, int64_t rows,
+                             int64_t c, float eps, cudaStream_t s) {
+  constexpr int64_t V = 16 / int64_t(sizeof(T));
+  const int64_t packs = c / V;  // at most 32 * kLnMaxPacks
+  int shift = 2;
+  while (((packs + (int64_t(1) << shift) - 1) >> shift) > kLnMaxPacks) ++shift;
+  const int per_lane = int((packs + (int64_t(1) << shift) - 1) >> shift);
+  const int64_t rows_per_block = int64_t(kLnThreads) >> shift;
+  const unsigned blocks = unsigned((rows + rows_per_block - 1) / rows_per_block);
+  auto go = [&](auto r) {
+    layer_norm_packs_kernel<T, decltype(r)::value>
+        <<<blocks, kLnThreads, 0, s>>>(x, gamma, beta, y, rows, c, shift, eps);
+  };
+  switch (per_lane) {
+    case 1: go(std::integral_constant<int, 1>{}); break;
+    case 2: go(std::integral_constant<int, 2>{}); break;
+    case 3: go(std::integral_constant<int, 3>{}); break;
+    case 4: go(std::integral_constant<int, 4>{}); break;
+    default: go(std::integral_constant<int, 5>{}); break;
+  }
+  return cudaGetLastError();
+}
+
+bool aligned16(const void* a, const void* b, const void* c, const void* d) {
+  return (reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
+          reinterpret_cast<uintptr_t>(c) | reinterpret_cast<uintptr_t>(d)) %
+             16 ==
+         0;
 }
 
 }  // namespace
 
-GroupNormNhwcPlan group_norm_nhwc_plan(int64_t n, int64_t s, int64_t c, int groups) {
+GroupNormNhwcPlan group_norm_nhwc_plan_v1(int64_t n, int64_t s, int64_t c, int groups) {
   GroupNormNhwcPlan p;
   // About four blocks per SM of an H200-class GPU in all, each chunk at least 32 rows (more,
   // smaller chunks lengthen gn_finalize's serial merges).
   const int64_t want = std::max<int64_t>(1, (528 + n - 1) / std::max<int64_t>(n, 1));
   const int64_t most = std::max<int64_t>(1, s / 32);
+  const int64_t chunks = std::min(want, most);
+  p.rows_per_chunk = std::max<int64_t>(1, (s + chunks - 1) / chunks);
+  p.chunks = std::max<int64_t>(1, (s + p.rows_per_chunk - 1) / p.rows_per_chunk);
+  p.partial_bytes = (size_t(n * p.chunks * c) * sizeof(float2) + 255) / 256 * 256;
+  p.stats_bytes = (size_t(n * groups) * sizeof(float2) + 255) / 256 * 256;
+  return p;
+}
+
+GroupNormNhwcPlan group_norm_nhwc_plan(int64_t n, int64_t s, int64_t c, int groups) {
+  GroupNormNhwcPlan p;
+  // Note [vectorised norms]: about four gn_partial blocks per SM of an H200-class GPU in all,
+  // counting the column tiles of 16-bit types (8 channels a pack, at most 128 packs a tile), each
+  // chunk at least 16 rows (more, smaller chunks lengthen gn_finalize's serial merges).
+  const int64_t tiles = std::max<int64_t>(1, (c / 8 + 127) / 128);
+  const int64_t blocks = std::max<int64_t>(n, 1) * tiles;
+  const int64_t want = std::max<int64_t>(1, (528 + blocks - 1) / blocks);
+  const int64_t most = std::max<int64_t>(1, s / 16);
   const int64_t chunks = std::min(want, most);
   p.rows_per_chunk = std::max<int64_t>(1, (s + chunks - 1) / chunks);
   p.chunks = std::max<int64_t>(1, (s + p.rows_per_chunk - 1) / p.rows_per_chunk);
@@ -360,12 +630,29 @@ cudaError_t group_norm_nhwc(DType t, const void* x, const void* gamma, const voi
     auto pb = static_cast<const T*>(beta);
     auto py = static_cast<T*>(y);
     constexpr int kVec = sizeof(T) == 2 ? 8 : 4;
-    const bool aligned = (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y) |
-                          reinterpret_cast<uintptr_t>(gamma) | reinterpret_cast<uintptr_t>(beta)) %
-                             16 == 0;
-    if (c % kVec == 0 && aligned)
+    if (c % kVec == 0 && aligned16(x, y, gamma, beta))
       return group_norm_nhwc_launch<T, kVec>(pl, px, pg, pb, py, n, s, c, groups, eps, silu, workspace, st);
     return group_norm_nhwc_launch<T, 1>(pl, px, pg, pb, py, n, s, c, groups, eps, silu, workspace, st);
+  });
+}
+
+cudaError_t group_norm_nhwc_v1(DType t, const void* x, const void* gamma, const void* beta,
+                               void* y, int64_t n, int64_t s, int64_t c, int groups, float eps,
+                               bool silu, void* workspace, cudaStream_t st) {
+  if (n * s * c == 0) return cudaSuccess;
+  const GroupNormNhwcPlan pl = group_norm_nhwc_plan_v1(n, s, c, groups);
+  return dispatch_float(t, [&](auto tag) -> cudaError_t {
+    using T = decltype(tag);
+    auto px = static_cast<const T*>(x);
+    auto pg = static_cast<const T*>(gamma);
+    auto pb = static_cast<const T*>(beta);
+    auto py = static_cast<T*>(y);
+    constexpr int kVec = sizeof(T) == 2 ? 8 : 4;
+    if (c % kVec == 0 && aligned16(x, y, gamma, beta))
+      return group_norm_nhwc_launch_v1<T, kVec>(pl, px, pg, pb, py, n, s, c, groups, eps, silu,
+                                                workspace, st);
+    return group_norm_nhwc_launch_v1<T, 1>(pl, px, pg, pb, py, n, s, c, groups, eps, silu,
+                                           workspace, st);
   });
 }
 
@@ -390,7 +677,7 @@ cudaError_t group_norm(DType t, const void* x, const void* gamma, const void* be
   });
 }
 
-cudaError_t layer_norm(DType t, const void* x, const void* gamma, const void* beta, void* y,
+cudaError_t layer_norm_v1(DType t, const void* x, const void* gamma, const void* beta, void* y,
                        int64_t rows, int64_t c, float eps, cudaStream_t s) {
   if (rows * c == 0) return cudaSuccess;
   constexpr int kWarps = 8;
@@ -412,6 +699,20 @@ cudaError_t layer_norm(DType t, const void* x, const void* gamma, const void* be
     else
       layer_norm_kernel<T, false><<<blocks, kWarps * 32, 0, s>>>(px, pg, pb, py, rows, c, eps);
     return cudaGetLastError();
+  });
+}
+
+cudaError_t layer_norm(DType t, const void* x, const void* gamma, const void* beta, void* y,
+                       int64_t rows, int64_t c, float eps, cudaStream_t s) {
+  if (rows * c == 0) return cudaSuccess;
+  return dispatch_float(t, [&](auto tag) -> cudaError_t {
+    using T = decltype(tag);
+    constexpr int64_t kVec = 16 / int64_t(sizeof(T));
+    // beta may be null (aligned).
+    if (c % kVec == 0 && c / kVec <= 32 * kLnMaxPacks && aligned16(x, y, gamma, beta))
+      return layer_norm_packs<T>(static_cast<const T*>(x), static_cast<const T*>(gamma),
+                                 static_cast<const T*>(beta), static_cast<T*>(y), rows, c, eps, s);
+    return layer_norm_v1(t, x, gamma, beta, y, rows, c, eps, s);
   });
 }
 
