@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 
@@ -166,6 +167,21 @@ Row time_steps(Backend& b, bench::Workload& w, uint64_t budget, int steps,
   return row;
 }
 
+// BENCH_STREAMING_BUDGETS=75,50 times only those rows (after the resident one); default all.
+std::vector<int> budgets_wanted() {
+  const char* e = std::getenv("BENCH_STREAMING_BUDGETS");
+  std::vector<int> out;
+  for (const char* p = e; p && *p;) {
+    char* end = nullptr;
+    const long v = std::strtol(p, &end, 10);
+    if (end == p) break;
+    out.push_back(int(v));
+    p = *end == ',' ? end + 1 : end;
+  }
+  if (out.empty()) out = {100, 75, 50, 25, 0};
+  return out;
+}
+
 void unet_rows(Backend& b, bench::Workload& w, int steps, double bw, std::vector<Row>& rows) {
   Allocator a(b);
   Executor probe(b, a);
@@ -185,7 +201,7 @@ void unet_rows(Backend& b, bench::Workload& w, int steps, double bw, std::vector
   resident.target = "resident (no budget)";
   resident.floor_ms = resident.ms;
   rows.push_back(resident);
-  for (int pct : {100, 75, 50, 25, 0}) {
+  for (int pct : budgets_wanted()) {
     const uint64_t room = pct == 100 ? weights : uint64_t(double(weights) * pct / 100.0) + ring;
     Row row = time_steps(b, w, arena + room, steps, &resident.node_ms, bw, false);
     row.work = w.name;
