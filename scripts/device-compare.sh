@@ -19,6 +19,9 @@
 # two strictly one after the other (fairest; add the compile time).
 #   DTYPES=f16,bf16 (headroom and PyTorch eager)  COMPILE_DTYPES=f16  COMPILE=full|regional|off
 #   STEPS=20 (headroom timed runs)  ITERS=10 (PyTorch timed steps)  TESTS=1|0  STREAMING=0|1
+#   EXTRA_TARGETS="bench_norms hr_tests_models" EXTRA_CMD='...': more targets to build and a
+#   command run after the tests while the peer compiles, its output in $OUT/extra.log (then
+#   configure.log is not kept: at most 8 files come back); EXTRA_GREP picks the lines to print.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PEER_SRC=bench/peers/diffusers/src
@@ -67,7 +70,7 @@ if [ "$SERIAL" != 1 ]; then peer_start; fi
 
 device_configure
 ninja -C build-dev -j"$(nproc)" bench_models $([ "$TESTS" = 1 ] && echo hr_tests_backend) \
-  $([ "$STREAMING" = 1 ] && echo bench_streaming) \
+  $([ "$STREAMING" = 1 ] && echo bench_streaming) ${EXTRA_TARGETS:-} \
   > "$OUT/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 echo "build ok"
@@ -106,6 +109,13 @@ if [ "$STREAMING" = 1 ]; then  # issue 15's streaming rows (SDXL), while the pee
     echo "bench_streaming (CUDA_DEVICE_MAX_CONNECTIONS $conn) exit $?"
     grep -E "^\| SDXL|timed step|compute waits" /tmp/hr_streaming_$conn.log | cut -c1-230
   done
+fi
+
+if [ -n "${EXTRA_CMD:-}" ]; then  # while the peer still compiles
+  bash -c "$EXTRA_CMD" > "$OUT/extra.log" 2>&1
+  echo "extra command exit $?"
+  grep -E "${EXTRA_GREP:-.}" "$OUT/extra.log" | cut -c1-200 | head -60
+  rm -f "$OUT/configure.log"
 fi
 
 ./build-dev/bench/bench_models --device cuda --dtype "$DTYPES" --steps "$STEPS" \
