@@ -331,15 +331,29 @@ Result<ResidencyPlan> Executor::residency_decide(const CompiledGraph& c, WeightS
   return r;
 }
 
+namespace {
+// HEADROOM_DEBUG_TIMING_EVENTS=marks: the debug marks are timing events (as a timed run's);
+// =sync: so are the events that order the copy and compute streams (Note [debug marks]).
+bool debug_timing_events(const char* which) {
+  static const std::string mode = [] {
+    const char* e = std::getenv("HEADROOM_DEBUG_TIMING_EVENTS");
+    return std::string(e ? e : "");
+  }();
+  return mode == which;
+}
+}  // namespace
+
 Status Executor::streams_prepare(size_t weights, size_t nodes) {
+  const bool timing = debug_timing_events("sync");  // Note [debug marks]
+  auto make = [&] { return timing ? backend_.timing_event_create() : backend_.event_create(); };
   if (!copy_stream_) {
     HR_ASSIGN_OR_RETURN(copy_stream_, backend_.stream_create());
-    HR_ASSIGN_OR_RETURN(start_event_, backend_.event_create());
-    HR_ASSIGN_OR_RETURN(copies_done_, backend_.event_create());
+    HR_ASSIGN_OR_RETURN(start_event_, make());
+    HR_ASSIGN_OR_RETURN(copies_done_, make());
   }
   for (auto v : {std::pair{&copied_, weights}, std::pair{&freed_, nodes}})
     while (v.first->size() < v.second) {
-      HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> e, backend_.event_create());
+      HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> e, make());
       v.first->push_back(std::move(e));
     }
   return Status();
@@ -465,11 +479,14 @@ bool debug_no_timed_warmup() {
 }
 }  // namespace
 
+
 Status Executor::debug_marks_prepare(size_t nodes, size_t groups) {
   const int mode = debug_marks_mode();
+  const bool timing = debug_timing_events("marks");
   auto grow = [&](std::vector<std::unique_ptr<Event>>& v, size_t n) -> Status {
     while (v.size() < n) {
-      HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> e, backend_.event_create());
+      HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> e,
+                          timing ? backend_.timing_event_create() : backend_.event_create());
       v.push_back(std::move(e));
     }
     return Status();
