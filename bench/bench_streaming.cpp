@@ -154,6 +154,9 @@ Row time_steps(Backend& b, bench::Workload& w, uint64_t budget, int steps,
   row.streamed = r.streamed_bytes;
   row.resident_frac = double(r.resident_bytes) / double(r.resident_bytes + r.streamed_bytes);
   row.residency = ex.last_residency_text();
+  if (r.streams())
+    row.residency += fmt::format(" [residency plan made once in {:.1f} ms of CPU]",
+                                 ex.residency_plan_ms());
   row.alloc_peak = alloc.total().peak;
   row.driver_peak = driver_peak > driver_base ? driver_peak - driver_base : 0;
   ex.set_node_timing(true);  // one more run, timed node by node (Note [streaming timeline])

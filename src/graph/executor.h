@@ -143,7 +143,14 @@ class Executor final : public Reclaimable {
   const ResidencyPlan& last_residency() const { return residency_; }
   std::string last_residency_text() const;
   // Ring depth and small-weight threshold for streaming (tests use a ring of two slots).
-  void set_residency_options(const ResidencyOptions& o) { residency_options_ = o; }
+  void set_residency_options(const ResidencyOptions& o) {
+    residency_options_ = o;
+    residency_cache_.clear();
+  }
+  // Residency plans made (not found in the cache, Note [residency cache] in executor.cpp).
+  size_t residency_plans_made() const { return residency_plans_made_; }
+  // CPU milliseconds the last residency plan made took.
+  double residency_plan_ms() const { return residency_plan_ms_; }
   const ResidencyOptions& residency_options() const { return residency_options_; }
   // The fewest device bytes one run of g can take: its arena plus the smallest room its weights
   // stream through (residency_min_room).
@@ -204,6 +211,15 @@ class Executor final : public Reclaimable {
   ResidencyOptions residency_options_;
   ResidencyPlan residency_;
   std::vector<WeightUse> residency_uses_;
+  // Note [residency cache]: the plans made for (compiled graph, room), newest last.
+  struct CachedResidency {
+    std::weak_ptr<const CompiledGraph> compiled;
+    uint64_t room = 0;
+    ResidencyPlan plan;
+  };
+  std::vector<CachedResidency> residency_cache_;
+  size_t residency_plans_made_ = 0;
+  double residency_plan_ms_ = 0;
   std::atomic<uint64_t> streamed_total_{0};
 
   // What the allocator holds that no run of this executor can use: everything but its arena,
@@ -211,7 +227,9 @@ class Executor final : public Reclaimable {
   // would give back.
   uint64_t others_held(const Reclaimable* keep, uint64_t also_mine);
   struct RunState;  // one run's bindings (executor.cpp)
-  Result<ResidencyPlan> residency_decide(const CompiledGraph& c, WeightSource& w);
+  Result<ResidencyPlan> residency_decide(const std::shared_ptr<const CompiledGraph>& c,
+                                         WeightSource& w);
+  Result<ResidencyPlan> residency_plan_for(const CompiledGraph& c, uint64_t room);
   Status buffers_prepare(RunState& r, WeightSource& w);
   Status weights_bind(RunState& r, WeightSource& w);
   Status streams_prepare(size_t weights, size_t nodes);

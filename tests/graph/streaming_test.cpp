@@ -232,6 +232,37 @@ TEST_F(StreamingTest, TimedRunRecordsTheCopyTimeline) {
   ASSERT_TRUE(ex.run(g_, test::host_inputs(b_.inputs), b_.weights).ok());
 }
 
+// Note [residency cache]: a graph run again in the same room reuses its residency plan; another
+// room (a lowered budget) or new options make a new one, and every run gives the same bits.
+TEST_F(StreamingTest, ResidencyPlanIsMadeOncePerRoom) {
+  Allocator alloc(*cpu_, arena_ + weights_ / 2);
+  Executor ex(*cpu_, alloc);
+  ResidencyOptions o;
+  o.depth = 2;
+  o.small_bytes = 0;
+  ex.set_residency_options(o);
+  for (int i = 0; i < 3; ++i) {
+    auto r = ex.run(g_, test::host_inputs(b_.inputs), b_.weights);
+    ASSERT_TRUE(r.ok()) << r.status().str();
+    EXPECT_TRUE(bit_equal((*r)[0], want_[0]));
+  }
+  ASSERT_TRUE(ex.last_residency().streams());
+  EXPECT_EQ(ex.residency_plans_made(), 1u);
+  alloc.set_budget(arena_ + weights_ / 3);
+  auto lower = ex.run(g_, test::host_inputs(b_.inputs), b_.weights);
+  ASSERT_TRUE(lower.ok()) << lower.status().str();
+  EXPECT_TRUE(bit_equal((*lower)[0], want_[0]));
+  EXPECT_EQ(ex.residency_plans_made(), 2u);
+  const uint64_t streamed_lower = ex.last_residency().streamed_bytes;
+  alloc.set_budget(arena_ + weights_ / 2);  // back: the first plan again, from the cache
+  ASSERT_TRUE(ex.run(g_, test::host_inputs(b_.inputs), b_.weights).ok());
+  EXPECT_EQ(ex.residency_plans_made(), 2u);
+  EXPECT_LT(ex.last_residency().streamed_bytes, streamed_lower);
+  ex.set_residency_options(o);  // new options: planned again
+  ASSERT_TRUE(ex.run(g_, test::host_inputs(b_.inputs), b_.weights).ok());
+  EXPECT_EQ(ex.residency_plans_made(), 3u);
+}
+
 // The budget lowered between two runs of the same executor: the second run streams.
 TEST_F(StreamingTest, LoweredBudgetBetweenRunsStreams) {
   Allocator alloc(*cpu_);
