@@ -5,8 +5,10 @@
 # is the residency plan that was made on the host before every step (~25 ms of CPU for SDXL), now
 # cached. If the spread rows now match their timed runs, ResidencyOptions::spread becomes the
 # default. VARIANTS (space-separated env assignments, "none" for as is) adds more runs, e.g.
+#   VARIANTS="none HEADROOM_DEBUG_GROUP_BYTES=33554432"   (32 MiB transfers: copy-bound rows)
 #   VARIANTS="none HEADROOM_DEBUG_MARKS=both,HEADROOM_DEBUG_TIMING_EVENTS=marks"
-# (commas inside one variant separate its assignments). Logs to $OUT; carry .debs.
+# (commas inside one variant separate its assignments; ~2.5 min per variant). Logs to $OUT;
+# carry .debs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device-logs}
