@@ -13,47 +13,14 @@
 #include <cublas_v2.h>
 
 #include "backend/cuda/cuda_common.h"
+#include "bench_cuda.h"
 
 namespace {
 
 using hr::cuda::AttentionArgs;
 using hr::cuda::AttentionTc;
 
-#define CHECK_CUDA(x)                                                                \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,                 \
-                   cudaGetErrorString(e_));                                          \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
-
-// Mean milliseconds of fn() over enough launches for ~40 ms, after warm-up launches.
-template <typename Fn>
-double time_ms(Fn&& fn) {
-  cudaEvent_t e0, e1;
-  CHECK_CUDA(cudaEventCreate(&e0));
-  CHECK_CUDA(cudaEventCreate(&e1));
-  for (int i = 0; i < 3; ++i) fn();
-  CHECK_CUDA(cudaEventRecord(e0));
-  fn();
-  CHECK_CUDA(cudaEventRecord(e1));
-  CHECK_CUDA(cudaEventSynchronize(e1));
-  float one = 0.0f;
-  CHECK_CUDA(cudaEventElapsedTime(&one, e0, e1));
-  const int reps = std::clamp(int(40.0 / std::max(one, 1e-3f)), 5, 2000);
-  CHECK_CUDA(cudaEventRecord(e0));
-  for (int i = 0; i < reps; ++i) fn();
-  CHECK_CUDA(cudaEventRecord(e1));
-  CHECK_CUDA(cudaEventSynchronize(e1));
-  float ms = 0.0f;
-  CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-  CHECK_CUDA(cudaGetLastError());
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return double(ms) / reps;
-}
+using hr::bench::time_ms;
 
 // f16 GEMM ceiling: C[n, n] = A B, f16 in and out, f32 accumulation.
 double gemm_tflops() {

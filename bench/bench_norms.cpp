@@ -10,46 +10,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <utility>
 #include <vector>
 
 #ifdef HEADROOM_WITH_CUDA
 #include "backend/cuda/cuda_common.h"
+#include "bench_cuda.h"
 
 namespace {
 
-#define CHECK_CUDA(x)                                                                         \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
-
-// Mean milliseconds of fn() over enough launches for ~40 ms, after warm-up launches.
+// Up to 5000 launches: the smallest norms take ~4 us.
 template <typename Fn>
 double time_ms(Fn&& fn) {
-  cudaEvent_t e0, e1;
-  CHECK_CUDA(cudaEventCreate(&e0));
-  CHECK_CUDA(cudaEventCreate(&e1));
-  for (int i = 0; i < 3; ++i) fn();
-  CHECK_CUDA(cudaEventRecord(e0));
-  fn();
-  CHECK_CUDA(cudaEventRecord(e1));
-  CHECK_CUDA(cudaEventSynchronize(e1));
-  float one = 0.0f;
-  CHECK_CUDA(cudaEventElapsedTime(&one, e0, e1));
-  const int reps = std::clamp(int(40.0 / std::max(one, 1e-3f)), 5, 5000);
-  CHECK_CUDA(cudaEventRecord(e0));
-  for (int i = 0; i < reps; ++i) fn();
-  CHECK_CUDA(cudaEventRecord(e1));
-  CHECK_CUDA(cudaEventSynchronize(e1));
-  float ms = 0.0f;
-  CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-  CHECK_CUDA(cudaGetLastError());
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return double(ms) / reps;
+  return hr::bench::time_ms(std::forward<Fn>(fn), 5000);
 }
 
 uint16_t to_bits(float f, hr::DType t) {

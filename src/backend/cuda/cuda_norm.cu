@@ -618,11 +618,16 @@ GroupNormNhwcPlan group_norm_nhwc_plan(int64_t n, int64_t s, int64_t c, int grou
   return p;
 }
 
-cudaError_t group_norm_nhwc(DType t, const void* x, const void* gamma, const void* beta, void* y,
-                            int64_t n, int64_t s, int64_t c, int groups, float eps, bool silu,
-                            void* workspace, cudaStream_t st) {
+namespace {
+
+// The dtype and pack-width dispatch of group_norm_nhwc and its first version (V1).
+template <bool V1>
+cudaError_t group_norm_nhwc_dispatch(DType t, const void* x, const void* gamma, const void* beta,
+                                     void* y, int64_t n, int64_t s, int64_t c, int groups,
+                                     float eps, bool silu, void* workspace, cudaStream_t st) {
   if (n * s * c == 0) return cudaSuccess;
-  const GroupNormNhwcPlan pl = group_norm_nhwc_plan(n, s, c, groups);
+  const GroupNormNhwcPlan pl =
+      V1 ? group_norm_nhwc_plan_v1(n, s, c, groups) : group_norm_nhwc_plan(n, s, c, groups);
   return dispatch_float(t, [&](auto tag) -> cudaError_t {
     using T = decltype(tag);
     auto px = static_cast<const T*>(x);
@@ -630,30 +635,35 @@ cudaError_t group_norm_nhwc(DType t, const void* x, const void* gamma, const voi
     auto pb = static_cast<const T*>(beta);
     auto py = static_cast<T*>(y);
     constexpr int kVec = sizeof(T) == 2 ? 8 : 4;
+    auto launch = [&](auto vec) {
+      constexpr int V = decltype(vec)::value;
+      if constexpr (V1)
+        return group_norm_nhwc_launch_v1<T, V>(pl, px, pg, pb, py, n, s, c, groups, eps, silu,
+                                               workspace, st);
+      else
+        return group_norm_nhwc_launch<T, V>(pl, px, pg, pb, py, n, s, c, groups, eps, silu,
+                                            workspace, st);
+    };
     if (c % kVec == 0 && aligned16(x, y, gamma, beta))
-      return group_norm_nhwc_launch<T, kVec>(pl, px, pg, pb, py, n, s, c, groups, eps, silu, workspace, st);
-    return group_norm_nhwc_launch<T, 1>(pl, px, pg, pb, py, n, s, c, groups, eps, silu, workspace, st);
+      return launch(std::integral_constant<int, kVec>{});
+    return launch(std::integral_constant<int, 1>{});
   });
+}
+
+}  // namespace
+
+cudaError_t group_norm_nhwc(DType t, const void* x, const void* gamma, const void* beta, void* y,
+                            int64_t n, int64_t s, int64_t c, int groups, float eps, bool silu,
+                            void* workspace, cudaStream_t st) {
+  return group_norm_nhwc_dispatch<false>(t, x, gamma, beta, y, n, s, c, groups, eps, silu,
+                                         workspace, st);
 }
 
 cudaError_t group_norm_nhwc_v1(DType t, const void* x, const void* gamma, const void* beta,
                                void* y, int64_t n, int64_t s, int64_t c, int groups, float eps,
                                bool silu, void* workspace, cudaStream_t st) {
-  if (n * s * c == 0) return cudaSuccess;
-  const GroupNormNhwcPlan pl = group_norm_nhwc_plan_v1(n, s, c, groups);
-  return dispatch_float(t, [&](auto tag) -> cudaError_t {
-    using T = decltype(tag);
-    auto px = static_cast<const T*>(x);
-    auto pg = static_cast<const T*>(gamma);
-    auto pb = static_cast<const T*>(beta);
-    auto py = static_cast<T*>(y);
-    constexpr int kVec = sizeof(T) == 2 ? 8 : 4;
-    if (c % kVec == 0 && aligned16(x, y, gamma, beta))
-      return group_norm_nhwc_launch_v1<T, kVec>(pl, px, pg, pb, py, n, s, c, groups, eps, silu,
-                                                workspace, st);
-    return group_norm_nhwc_launch_v1<T, 1>(pl, px, pg, pb, py, n, s, c, groups, eps, silu,
-                                           workspace, st);
-  });
+  return group_norm_nhwc_dispatch<true>(t, x, gamma, beta, y, n, s, c, groups, eps, silu,
+                                        workspace, st);
 }
 
 cudaError_t group_norm(DType t, const void* x, const void* gamma, const void* beta, void* y,
