@@ -56,23 +56,11 @@ struct Shape {
 std::vector<uint16_t> random_bits(size_t n, hr::DType t, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
   std::vector<uint16_t> out(n);
-  for (auto& x : out) {
-    const float f = u(rng);
-    if (t == hr::DType::F16) {
-      const __half h = __float2half_rn(f);
-      x = *reinterpret_cast<const uint16_t*>(&h);
-    } else {
-      const __nv_bfloat16 h = __float2bfloat16_rn(f);
-      x = *reinterpret_cast<const uint16_t*>(&h);
-    }
-  }
+  for (auto& x : out) x = hr::bench::half_bits(u(rng), t);
   return out;
 }
 
-float to_float(uint16_t x, hr::DType t) {
-  if (t == hr::DType::F16) return __half2float(*reinterpret_cast<const __half*>(&x));
-  return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(&x));
-}
+using hr::bench::half_value;
 
 const char* kernel_name(AttentionTc k) {
   switch (k) {
@@ -169,7 +157,7 @@ int main() {
       CHECK_CUDA(cudaMemcpy(hn.data(), o_new, n_q * 2, cudaMemcpyDeviceToHost));
       double maxdiff = 0;
       for (size_t i = 0; i < n_q; ++i)
-        maxdiff = std::max(maxdiff, double(std::fabs(to_float(ho[i], t) - to_float(hn[i], t))));
+        maxdiff = std::max(maxdiff, double(std::fabs(half_value(ho[i], t) - half_value(hn[i], t))));
       std::printf("  %6.2fx  %4.1f%%  %.2e\n", ms_v1 / ms_auto,
                   100.0 * flop / (ms_auto * 1e9) / ceiling, maxdiff);
       if (t == hr::DType::F16) {

@@ -25,28 +25,14 @@ double time_ms(Fn&& fn) {
   return hr::bench::time_ms(std::forward<Fn>(fn), 5000);
 }
 
-uint16_t to_bits(float f, hr::DType t) {
-  uint16_t x;
-  if (t == hr::DType::F16) {
-    const __half h = __float2half_rn(f);
-    x = *reinterpret_cast<const uint16_t*>(&h);
-  } else {
-    const __nv_bfloat16 h = __float2bfloat16_rn(f);
-    x = *reinterpret_cast<const uint16_t*>(&h);
-  }
-  return x;
-}
-
-float to_float(uint16_t x, hr::DType t) {
-  if (t == hr::DType::F16) return __half2float(*reinterpret_cast<const __half*>(&x));
-  return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(&x));
-}
+using hr::bench::half_bits;
+using hr::bench::half_value;
 
 // n values uniform in [lo, hi), as f16 or bf16 bits, on the device.
 void* random_device(size_t n, float lo, float hi, hr::DType t, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(lo, hi);
   std::vector<uint16_t> h(n);
-  for (auto& x : h) x = to_bits(u(rng), t);
+  for (auto& x : h) x = half_bits(u(rng), t);
   void* p = nullptr;
   CHECK_CUDA(cudaMalloc(&p, n * 2));
   CHECK_CUDA(cudaMemcpy(p, h.data(), n * 2, cudaMemcpyHostToDevice));
@@ -60,7 +46,7 @@ double max_diff(const void* a, const void* b, size_t n, hr::DType t) {
   CHECK_CUDA(cudaMemcpy(hb.data(), b, n * 2, cudaMemcpyDeviceToHost));
   double m = 0.0;
   for (size_t i = 0; i < n; ++i) {
-    const double d = std::fabs(double(to_float(ha[i], t)) - double(to_float(hb[i], t)));
+    const double d = std::fabs(double(half_value(ha[i], t)) - double(half_value(hb[i], t)));
     m = std::isnan(d) ? INFINITY : std::max(m, d);
   }
   return m;
