@@ -355,9 +355,35 @@ Result<ResidencyPlan> Executor::residency_plan_for(const CompiledGraph& c, uint6
   return r;
 }
 
+// Note [debug marks]
+// A diagnostic for Note [spreading copies]: streamed plans ran as the planner estimated only in
+// timed runs, which record a timing event after every node and every copy group. With
+// HEADROOM_DEBUG_MARKS=node, copy or both, untimed runs (plain and captured) record a plain
+// event after every node, after every copy group, or both, so that one device call can tell
+// which of the two changes how the copies overlap compute. Unset: nothing is recorded. (Measured:
+// neither; both made the spread plans slower still.) The other difference of a timed run is that
+// it queues three captured replays first, so the GPU is busy while the host issues the timed
+// step; HEADROOM_DEBUG_TIMED_WARMUP=0 leaves them out.
 namespace {
+int debug_marks_mode() {
+  static const int mode = [] {
+    const char* e = std::getenv("HEADROOM_DEBUG_MARKS");
+    const std::string m = e ? e : "";
+    return (m == "node" || m == "both" ? 1 : 0) | (m == "copy" || m == "both" ? 2 : 0);
+  }();
+  return mode;
+}
+// HEADROOM_DEBUG_TIMED_WARMUP=0: a timed run does not queue three captured replays before its
+// own work (so the host issues the timed step while the GPU is idle, as in a plain run).
+bool debug_no_timed_warmup() {
+  static const bool off = [] {
+    const char* e = std::getenv("HEADROOM_DEBUG_TIMED_WARMUP");
+    return e && std::string(e) == "0";
+  }();
+  return off;
+}
 // HEADROOM_DEBUG_TIMING_EVENTS=marks: the debug marks are timing events (as a timed run's);
-// =sync: so are the events that order the copy and compute streams (Note [debug marks]).
+// =sync: so are the events that order the copy and compute streams.
 bool debug_timing_events(const char* which) {
   static const std::string mode = [] {
     const char* e = std::getenv("HEADROOM_DEBUG_TIMING_EVENTS");
@@ -365,11 +391,14 @@ bool debug_timing_events(const char* which) {
   }();
   return mode == which;
 }
+Result<std::unique_ptr<Event>> event_new(Backend& b, bool timing) {
+  return timing ? b.timing_event_create() : b.event_create();
+}
 }  // namespace
 
 Status Executor::streams_prepare(size_t weights, size_t nodes) {
   const bool timing = debug_timing_events("sync");  // Note [debug marks]
-  auto make = [&] { return timing ? backend_.timing_event_create() : backend_.event_create(); };
+  auto make = [&] { return event_new(backend_, timing); };
   if (!copy_stream_) {
     HR_ASSIGN_OR_RETURN(copy_stream_, backend_.stream_create());
     HR_ASSIGN_OR_RETURN(start_event_, make());
@@ -380,6 +409,21 @@ Status Executor::streams_prepare(size_t weights, size_t nodes) {
       HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> e, make());
       v.first->push_back(std::move(e));
     }
+  return Status();
+}
+
+Status Executor::debug_marks_prepare(size_t nodes, size_t groups) {
+  const int mode = debug_marks_mode();
+  const bool timing = debug_timing_events("marks");
+  auto grow = [&](std::vector<std::unique_ptr<Event>>& v, size_t n) -> Status {
+    while (v.size() < n) {
+      HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> e, event_new(backend_, timing));
+      v.push_back(std::move(e));
+    }
+    return Status();
+  };
+  if (mode & 1) HR_TRY(grow(debug_node_marks_, nodes));
+  if (mode & 2) HR_TRY(grow(debug_copy_marks_, groups));
   return Status();
 }
 
@@ -473,52 +517,6 @@ Status Executor::weights_bind(RunState& r, WeightSource& w) {
 // longer than resident, and SDXL's latent copy 2.7-4.1 ms (Note [streaming timeline]). Inputs
 // therefore live from the first node (Note [inputs in the arena] in planner.cpp) and are all
 // copied before the ring's first copies are issued.
-
-// Note [debug marks]
-// A diagnostic for Note [spreading copies]: streamed plans ran as the planner estimated only in
-// timed runs, which record a timing event after every node and every copy group. With
-// HEADROOM_DEBUG_MARKS=node, copy or both, untimed runs (plain and captured) record a plain
-// event after every node, after every copy group, or both, so that one device call can tell
-// which of the two changes how the copies overlap compute. Unset: nothing is recorded. (Measured:
-// neither; both made the spread plans slower still.) The other difference of a timed run is that
-// it queues three captured replays first, so the GPU is busy while the host issues the timed
-// step; HEADROOM_DEBUG_TIMED_WARMUP=0 leaves them out.
-namespace {
-int debug_marks_mode() {
-  static const int mode = [] {
-    const char* e = std::getenv("HEADROOM_DEBUG_MARKS");
-    const std::string m = e ? e : "";
-    return (m == "node" || m == "both" ? 1 : 0) | (m == "copy" || m == "both" ? 2 : 0);
-  }();
-  return mode;
-}
-// HEADROOM_DEBUG_TIMED_WARMUP=0: a timed run does not queue three captured replays before its
-// own work (so the host issues the timed step while the GPU is idle, as in a plain run).
-bool debug_no_timed_warmup() {
-  static const bool off = [] {
-    const char* e = std::getenv("HEADROOM_DEBUG_TIMED_WARMUP");
-    return e && std::string(e) == "0";
-  }();
-  return off;
-}
-}  // namespace
-
-
-Status Executor::debug_marks_prepare(size_t nodes, size_t groups) {
-  const int mode = debug_marks_mode();
-  const bool timing = debug_timing_events("marks");
-  auto grow = [&](std::vector<std::unique_ptr<Event>>& v, size_t n) -> Status {
-    while (v.size() < n) {
-      HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> e,
-                          timing ? backend_.timing_event_create() : backend_.event_create());
-      v.push_back(std::move(e));
-    }
-    return Status();
-  };
-  if (mode & 1) HR_TRY(grow(debug_node_marks_, nodes));
-  if (mode & 2) HR_TRY(grow(debug_copy_marks_, groups));
-  return Status();
-}
 
 // Note [coalesced copies]
 // Streamed weights lie one after the other in the ring (Note [residency plan]) and, since the
