@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
-# The spreading check (Note [spreading copies], Note [residency cache]) in one device call (~4 min
-# on a fresh H200): bench_streaming's SDXL rows, each budget with the streamed set by reuse and
-# on the clock (spread). Spread plans ran as the planner estimated only in timed runs; the lead
-# is the residency plan that was made on the host before every step (~25 ms of CPU for SDXL), now
-# cached. If the spread rows now match their timed runs, ResidencyOptions::spread becomes the
-# default. VARIANTS (space-separated env assignments, "none" for as is) adds more runs, e.g.
+# bench_streaming's SDXL rows in one device call (~4 min on a fresh H200): each budget with the
+# streamed set planned on the clock and spread (the default, Note [spreading copies]) and by reuse
+# alone, with the CPU time of each residency plan (made once per room, Note [residency cache]).
+# VARIANTS (space-separated env assignments, "none" for as is) adds more runs, e.g.
 #   VARIANTS="none HEADROOM_DEBUG_GROUP_BYTES=33554432"   (32 MiB transfers: copy-bound rows)
 #   VARIANTS="none HEADROOM_DEBUG_MARKS=both,HEADROOM_DEBUG_TIMING_EVENTS=marks"
 # (commas inside one variant separate its assignments; ~2.5 min per variant). Logs to $OUT;

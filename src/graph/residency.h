@@ -72,9 +72,8 @@ struct ResidencyOptions {
   // The clock weight_uses times the graph with (Note [node clock]).
   NodeClock clock;
   // With a copy rate: plan the streamed set on the clock and improve it by swaps (Note
-  // [spreading copies]). Off by default: on the H200 those plans ran as estimated in a timed run
-  // but slower than the set by reuse alone in captured and plain runs (see the Note).
-  bool spread = false;
+  // [spreading copies]); false: the set by reuse alone.
+  bool spread = true;
 };
 
 // The estimates for a backend: a GPU (PCIe, tensor cores) or the CPU (memcpy, two cores).
