@@ -4,7 +4,8 @@
 // max(resident step, streamed bytes / host-to-device bandwidth), both measured in this run.
 // Then the SD VAE decode at 2048x2048 under a 1 GiB budget (tiled) against untiled.
 //
-//   bench_streaming [--device cuda] [--dtype f16] [--steps 10] [--only sd15|sdxl|vae]
+//   bench_streaming [--device cuda] [--dtype f16] [--steps 10] [--only sd15|sdxl|vae|switch]
+// (switch: SDXL model switches under a one-model budget, Note [weight block cache]; only alone)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -278,6 +279,63 @@ void vae_rows(Backend& b, DType dt, int steps, std::vector<Row>& rows) {
   }
 }
 
+// Model switches under a budget that holds one model's weights (Note [weight block cache]): two
+// UNets of the same shapes (the second a copy of the first's weights) run in turn, so every run
+// evicts the other model's weights and uploads its own. Cache on: the new weights land in the old
+// blocks; off (cap 0): every eviction is a device free and every upload a device allocation.
+// Per mode: the median time of a run after a switch, against a run of the same model again.
+void switch_rows(Backend& b, bench::Workload& w, int steps) {
+  WeightSet other;
+  for (const std::string& n : w.weights->names()) other.put(n, w.weights->find(n)->clone());
+  Allocator probe_alloc(b);
+  Executor probe(b, probe_alloc);
+  auto c = probe.compile(w.graph);
+  if (!c.ok()) return;
+  const uint64_t budget = (*c)->plan->arena_bytes + (*c)->weight_bytes * 11 / 10 + (64ull << 20);
+  std::printf("\n%s model switches, budget %s (one model's weights and the arena):\n\n"
+              "| weight block cache | run after a switch ms | same model again ms | switch costs ms "
+              "| device allocations per switch | blocks reused per switch |\n|---|---|---|---|---|---|\n",
+              w.name.c_str(), bytes_format(budget).c_str());
+  for (const bool cache : {true, false}) {
+    Allocator alloc(b, budget);
+    if (!cache) alloc.set_weight_cache_cap(0);
+    Executor ex(b, alloc);
+    w.weights->bind(&b, &alloc);
+    other.bind(&b, &alloc);
+    WeightSet* sets[2] = {w.weights.get(), &other};
+    std::vector<double> switched, again;
+    const int rounds = std::max(3, steps / 2);
+    uint64_t allocs = 0, reused = 0;
+    for (int i = 0; i < rounds + 1; ++i) {
+      const PoolStats before = alloc.stats(Pool::WEIGHTS);
+      auto t0 = Clock::now();
+      auto out = ex.run(w.graph, w.host_inputs(), *sets[i % 2]);
+      const double ms = ms_since(t0);
+      const PoolStats after = alloc.stats(Pool::WEIGHTS);
+      t0 = Clock::now();
+      auto same = ex.run(w.graph, w.host_inputs(), *sets[i % 2]);
+      const double ms_again = ms_since(t0);
+      if (!out.ok() || !same.ok()) {
+        std::printf("| %s | failed: %s |\n", cache ? "on" : "off",
+                    (out.ok() ? same.status() : out.status()).str().c_str());
+        break;
+      }
+      if (i == 0) continue;  // the first run uploads into an empty budget
+      switched.push_back(ms);
+      again.push_back(ms_again);
+      allocs += after.allocations - before.allocations;
+      reused += after.reused - before.reused;
+    }
+    if (switched.empty()) continue;
+    const double n = double(switched.size());
+    std::printf("| %s | %.1f | %.1f | %.1f | %.0f | %.0f |\n", cache ? "on" : "off",
+                median(switched), median(again), median(switched) - median(again),
+                double(allocs) / n, double(reused) / n);
+    w.weights->bind(nullptr, nullptr);
+    other.bind(nullptr, nullptr);
+  }
+}
+
 }  // namespace
 }  // namespace hr
 
@@ -304,6 +362,11 @@ int main(int argc, char** argv) {
     if (w.ok()) unet_rows(*backend, *w, args.steps, bw, rows);
   }
   if (args.only.empty() || args.only == "vae") vae_rows(*backend, dt, std::max(2, args.steps / 4), rows);
+  if (args.only == "switch") {  // not part of the default run: it needs two models in host memory
+    auto w = bench::workload_sdxl(dt);
+    if (w.ok()) switch_rows(*backend, *w, args.steps);
+    return 0;
+  }
   std::printf("\n| work | budget | ms (min-max) | vs resident | resident | streamed/step | floor ms "
               "| vs floor | allocator-level peak | driver-level peak (delta) |\n"
               "|---|---|---|---|---|---|---|---|---|---|\n");

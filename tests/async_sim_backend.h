@@ -140,6 +140,10 @@ class AsyncSimBackend final : public Backend {
   DeviceInfo info() const override { return cpu_->info(); }
   bool host_visible() const override { return host_visible_; }
   Result<void*> device_alloc(size_t bytes) override { return cpu_->device_alloc(bytes); }
+  Status device_sync() override {
+    implicit_sync("device_sync");
+    return Status();
+  }
   void device_free(void* p) override {
     implicit_sync("device_free");
     cpu_->device_free(p);

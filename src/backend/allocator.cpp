@@ -2,6 +2,8 @@
 #include "backend/allocator.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <iterator>
 #include <utility>
 
 namespace hr {
@@ -40,7 +42,12 @@ void DeviceBuffer::reset() {
   size_ = 0;
 }
 
-Allocator::Allocator(Backend& backend, uint64_t budget) : backend_(backend), budget_(budget) {}
+Allocator::Allocator(Backend& backend, uint64_t budget) : backend_(backend), budget_(budget) {
+  // HEADROOM_DEBUG_WEIGHT_CACHE=N: the weight block cache's cap in bytes (0: off), for measuring
+  // what the cache saves (Note [weight block cache]).
+  if (const char* e = std::getenv("HEADROOM_DEBUG_WEIGHT_CACHE"); e && *e)
+    cache_cap_ = uint64_t(std::strtoull(e, nullptr, 10));
+}
 
 Allocator::~Allocator() {
   std::vector<Reclaimable*> holders;
@@ -49,6 +56,7 @@ Allocator::~Allocator() {
     holders.swap(reclaimables_);
   }
   for (Reclaimable* r : holders) r->allocator_gone();
+  cache_release(UINT64_MAX);
 }
 
 void Allocator::set_budget(uint64_t budget) {
@@ -87,21 +95,34 @@ Result<DeviceBuffer> Allocator::adopt(void* p, size_t bytes, Pool pool, const st
   return allocate_reclaiming(bytes, pool, what, p);
 }
 
-// allocate_once, and once more after reclaiming the shortfall (Note [reclaim]).
+// allocate_once, and again after freeing the shortfall: first from the weight block cache (Note
+// [weight block cache]: nothing uses those blocks), then from idle holders (Note [reclaim]),
+// whose freed weights land in the cache where this very request may find its size; what they
+// freed that it cannot use is then given back to the device.
 Result<DeviceBuffer> Allocator::allocate_reclaiming(size_t bytes, Pool pool,
                                                     const std::string& what, void* external) {
   size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded == 0) rounded = kAlignment;
+  auto out_of_memory = [](const Result<DeviceBuffer>& r) {
+    return !r.ok() && r.status().code() == ErrorCode::OUT_OF_MEMORY;
+  };
   Result<DeviceBuffer> r = allocate_once(rounded, pool, what, external);
-  if (r.ok() || r.status().code() != ErrorCode::OUT_OF_MEMORY) return r;
-  uint64_t missing = rounded;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (budget_ != kUnlimited && total_.current < budget_ && budget_ - total_.current < rounded)
-      missing = rounded - (budget_ - total_.current);
+  if (!out_of_memory(r)) return r;
+  if (cache_release(missing_for(rounded)) > 0) {
+    r = allocate_once(rounded, pool, what, external);
+    if (!out_of_memory(r)) return r;
   }
-  if (reclaim(missing) == 0) return r;
+  if (reclaim_holders(missing_for(rounded)) == 0) return r;
+  r = allocate_once(rounded, pool, what, external);
+  if (!out_of_memory(r) || cache_release(missing_for(rounded)) == 0) return r;
   return allocate_once(rounded, pool, what, external);
+}
+
+uint64_t Allocator::missing_for(size_t rounded) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (budget_ != kUnlimited && total_.current < budget_ && budget_ - total_.current < rounded)
+    return rounded - (budget_ - total_.current);
+  return rounded;  // over the budget already, or the device refused
 }
 
 void Allocator::reclaimable_add(Reclaimable* r) {
@@ -115,7 +136,17 @@ void Allocator::reclaimable_remove(Reclaimable* r) {
                       reclaimables_.end());
 }
 
+// Device memory given back: idle cached blocks first, then what idle holders free (which
+// passes through the cache on its way back, Note [weight block cache]).
 uint64_t Allocator::reclaim(uint64_t bytes) {
+  uint64_t freed = cache_release(bytes);
+  if (freed >= bytes) return freed;
+  const uint64_t asked = reclaim_holders(bytes - freed);
+  cache_release(asked);
+  return freed + asked;
+}
+
+uint64_t Allocator::reclaim_holders(uint64_t bytes) {
   std::lock_guard<std::mutex> lock(reclaim_mu_);
   std::vector<Reclaimable*> order;
   for (Reclaimable* r : reclaimables_)
@@ -132,21 +163,101 @@ uint64_t Allocator::reclaim(uint64_t bytes) {
 }
 
 uint64_t Allocator::reclaimable_bytes(const Reclaimable* keep, const Reclaimable* also) {
-  std::lock_guard<std::mutex> lock(reclaim_mu_);
   uint64_t n = 0;
-  for (Reclaimable* r : reclaimables_)
-    if (r != keep && r != also && !r->in_use()) n += r->reclaimable_bytes();
-  return n;
+  {
+    std::lock_guard<std::mutex> lock(reclaim_mu_);
+    for (Reclaimable* r : reclaimables_)
+      if (r != keep && r != also && !r->in_use()) n += r->reclaimable_bytes();
+  }
+  return n + stats(Pool::WEIGHTS).cached;
 }
 
+// Weights above the cap go back to the device, cached blocks included (--lowvram and --novram
+// promise that the memory is free between uses).
 uint64_t Allocator::trim_weights() {
   const uint64_t cap = weights_cap_.load();
-  const uint64_t held = stats(Pool::WEIGHTS).current;
-  return held > cap ? reclaim(held - cap) : 0;
+  if (cap == UINT64_MAX) return 0;
+  const PoolStats w = stats(Pool::WEIGHTS);
+  const uint64_t held = w.current - w.cached;
+  const uint64_t freed = held > cap ? reclaim_holders(held - cap) : 0;
+  cache_release(UINT64_MAX);
+  return freed;
+}
+
+// Note [weight block cache]
+// Evicting a weight used to free its block with cudaFree, which waits for the whole device, and
+// the next weight uploaded needed a cudaMalloc of its own. Switching between two checkpoints of
+// one architecture under a budget (the common case on a server: two SDXL fine-tunes) did that
+// for every one of their ~1700 tensors. Now a freed weight block stays held in the weights pool
+// as an idle cached block (PoolStats::cached), still counted against the budget, and the next
+// weight of exactly its size takes it without a device call: the new model's tensors land in
+// the old one's blocks as reclaim frees them. Exact sizes only: a larger block would hold bytes
+// the plans do not count. Idle blocks are the first memory an allocation that does not fit gets
+// (before idle holders are asked), count as reclaimable room (reclaimable_bytes), and are given
+// back by trim_weights, by an executor recovering from an out-of-memory error and when the
+// cache would exceed its cap (1 GiB by default; without a budget nothing else would free them).
+// A block's last reader may still be queued when it is freed (cudaFree used to wait for it), so
+// a block goes out again only after a device-wide wait that began after it was cached; one wait
+// covers every block cached before it, so a model switch waits about once per reclaim, not per
+// tensor.
+void Allocator::set_weight_cache_cap(uint64_t cap) {
+  cache_cap_ = cap;
+  const uint64_t cached = stats(Pool::WEIGHTS).cached;
+  if (cached > cap) cache_release(cached - cap);
+}
+
+Result<DeviceBuffer> Allocator::cache_take(size_t rounded, const std::string& what) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = cache_.find(rounded);
+  if (it == cache_.end()) return DeviceBuffer();
+  const auto [p, cached_at] = it->second;
+  cache_.erase(it);
+  pools_[size_t(Pool::WEIGHTS)].cached -= rounded;
+  total_.cached -= rounded;
+  ++pools_[size_t(Pool::WEIGHTS)].reused;
+  ++total_.reused;
+  DeviceBuffer b;
+  b.owner_ = this;
+  b.data_ = p;
+  b.size_ = rounded;
+  b.pool_ = Pool::WEIGHTS;
+  if (syncs_done_ > cached_at) return b;  // a wait that began after it was cached has ended
+  const uint64_t n = ++syncs_started_;
+  lock.unlock();
+  Status st = backend_.device_sync();
+  lock.lock();
+  if (!st.ok()) return Status(st.code(), fmt::format("{}: {}", what, st.message()));
+  syncs_done_ = std::max(syncs_done_, n);
+  return b;
+}
+
+uint64_t Allocator::cache_release(uint64_t bytes) {
+  uint64_t freed = 0;
+  while (freed < bytes) {
+    void* p = nullptr;
+    size_t n = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cache_.empty()) break;
+      auto it = std::prev(cache_.end());  // the largest first: fewest device calls
+      p = it->second.first;
+      n = it->first;
+      cache_.erase(it);
+      pools_[size_t(Pool::WEIGHTS)].cached -= n;
+      total_.cached -= n;
+    }
+    release(p, n, Pool::WEIGHTS, true, /*to_cache=*/false);
+    freed += n;
+  }
+  return freed;
 }
 
 Result<DeviceBuffer> Allocator::allocate_once(size_t rounded, Pool pool, const std::string& what,
                                               void* external) {
+  if (pool == Pool::WEIGHTS && !external) {  // Note [weight block cache]
+    Result<DeviceBuffer> c = cache_take(rounded, what);
+    if (!c.ok() || *c) return c;
+  }
   std::unique_lock<std::mutex> lock(mu_);
   PoolStats& ps = pools_[size_t(pool)];
   if (budget_ != kUnlimited && (total_.current > budget_ || rounded > budget_ - total_.current)) {
@@ -201,7 +312,17 @@ Result<DeviceBuffer> Allocator::allocate_once(size_t rounded, Pool pool, const s
   return b;
 }
 
-void Allocator::release(void* p, size_t bytes, Pool pool, bool owned) {
+void Allocator::release(void* p, size_t bytes, Pool pool, bool owned, bool to_cache) {
+  if (to_cache && owned && pool == Pool::WEIGHTS) {  // Note [weight block cache]
+    std::lock_guard<std::mutex> lock(mu_);
+    PoolStats& w = pools_[size_t(Pool::WEIGHTS)];
+    if (w.cached + bytes <= cache_cap_.load()) {
+      cache_.emplace(bytes, std::pair{p, syncs_started_});
+      w.cached += bytes;
+      total_.cached += bytes;
+      return;
+    }
+  }
   if (owned) backend_.device_free(p);
   std::lock_guard<std::mutex> lock(mu_);
   for (PoolStats* st : {&pools_[size_t(pool)], &total_}) {

@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,6 +35,10 @@ struct PoolStats {
   uint64_t freed = 0;      // bytes ever freed
   uint64_t allocations = 0;
   uint64_t failures = 0;  // refused by budget or by the device
+  // Note [weight block cache]: bytes of `current` held as idle cached blocks (weights only),
+  // and the requests served from them without a device allocation.
+  uint64_t cached = 0;
+  uint64_t reused = 0;
 };
 
 class Allocator;
@@ -124,7 +129,8 @@ class Allocator {
   void reclaimable_remove(Reclaimable* r);
   // A monotonically increasing use counter for Reclaimable::last_use.
   uint64_t tick() { return ticks_.fetch_add(1) + 1; }
-  // Asks holders not in use, least recently used first, to free `bytes`; returns bytes freed.
+  // Gives back `bytes` of idle memory to the device: cached weight blocks, then what holders not
+  // in use free, least recently used first; returns bytes freed.
   uint64_t reclaim(uint64_t bytes);
   // What idle holders other than `keep` and `also` could free now (they may free less if a run
   // starts meanwhile): room an allocation can count on after reclaim.
@@ -135,6 +141,14 @@ class Allocator {
   void set_weights_cap(uint64_t cap) { weights_cap_ = cap; }
   uint64_t weights_cap() const { return weights_cap_; }
   uint64_t trim_weights();
+  // Note [weight block cache]: freed weight blocks are kept (counted in the weights pool and the
+  // budget, reclaimable) for a later weight of the same size, up to `cap` bytes; 0 disables it
+  // (HEADROOM_DEBUG_WEIGHT_CACHE=0 at construction does too). cache_release frees cached
+  // blocks, largest first, until at least `bytes` are freed (or the cache is empty); returns the
+  // bytes freed.
+  void set_weight_cache_cap(uint64_t cap);
+  uint64_t weight_cache_cap() const { return cache_cap_.load(); }
+  uint64_t cache_release(uint64_t bytes);
   uint64_t reclaimed() const { return reclaimed_.load(); }  // bytes freed by reclaim, ever
 
   // Note [pinned budget]: page-locked host memory (streamed weights' host copies, captured
@@ -161,13 +175,21 @@ class Allocator {
 
  private:
   friend class DeviceBuffer;
-  void release(void* p, size_t bytes, Pool pool, bool owned);
+  // to_cache: an owned weight block may stay cached (Note [weight block cache]).
+  void release(void* p, size_t bytes, Pool pool, bool owned, bool to_cache = true);
 
   // external: adopt()'s memory (no device call) or null.
   Result<DeviceBuffer> allocate_reclaiming(size_t bytes, Pool pool, const std::string& what,
                                            void* external);
   Result<DeviceBuffer> allocate_once(size_t rounded, Pool pool, const std::string& what,
                                      void* external = nullptr);
+  // Asks holders not in use, least recently used first, to free `bytes` (weight blocks they free
+  // stay cached); returns bytes they freed.
+  uint64_t reclaim_holders(uint64_t bytes);
+  // A cached weight block of exactly `rounded` bytes, or an empty buffer.
+  Result<DeviceBuffer> cache_take(size_t rounded, const std::string& what);
+  // Bytes an allocation of `rounded` lacks within the budget (rounded when the device refused).
+  uint64_t missing_for(size_t rounded) const;
 
   Backend& backend_;
   uint64_t budget_;
@@ -177,6 +199,11 @@ class Allocator {
   std::atomic<uint64_t> reclaimed_{0};
   std::atomic<uint64_t> weights_cap_{UINT64_MAX};
   std::shared_ptr<PinnedAccount> pinned_ = std::make_shared<PinnedAccount>();
+  // Note [weight block cache]: size -> (block, syncs_started_ when it was cached); under mu_.
+  std::multimap<size_t, std::pair<void*, uint64_t>> cache_;
+  std::atomic<uint64_t> cache_cap_{1ull << 30};
+  // Device-wide waits begun and ended (the number of the latest ended); under mu_.
+  uint64_t syncs_started_ = 0, syncs_done_ = 0;
   mutable std::mutex mu_;
   std::array<PoolStats, size_t(Pool::COUNT_)> pools_{};
   PoolStats total_{};

@@ -80,6 +80,10 @@ class Backend {
   virtual Status event_record(Event* e, Stream* s) = 0;
   virtual Status stream_wait_event(Stream* s, Event* e) = 0;
   virtual Status event_sync(Event* e) = 0;
+  // Waits for all work queued on every stream (what cudaFree does implicitly); the allocator's
+  // weight block cache calls it before handing out a block freed since the last wait (Note
+  // [weight block cache] in allocator.cpp). Synchronous backends have nothing to wait for.
+  virtual Status device_sync() { return Status(); }
   // Timing events: like event_create, but two of them recorded on one stream give the time
   // between the points where the stream reached them (event_elapsed_ms, after both completed).
   // Backends without timing return UNSUPPORTED.

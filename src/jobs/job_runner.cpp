@@ -59,7 +59,10 @@ void JobRunner::apply_free() {
     resources_.clear();
     plans_.clear();  // Note [plan cache]: model files are read again after an unload
   }
-  if ((unload || free) && rt_.exec.allocator) rt_.exec.allocator->trim_weights();
+  if ((unload || free) && rt_.exec.allocator) {
+    rt_.exec.allocator->trim_weights();
+    rt_.exec.allocator->cache_release(UINT64_MAX);  // the unloaded models' blocks
+  }
   if (unload || free) loaded_set({});
 }
 

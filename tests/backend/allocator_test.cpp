@@ -29,7 +29,13 @@ class FakeBackend final : public test::UnsupportedBackend {
   int device_frees = 0;
   std::set<void*> live;
 
+  int device_syncs = 0;
   int delay_us = 0;  // a slow device call (the allocator drops its lock around it)
+  Status device_sync() override {
+    std::lock_guard<std::mutex> lock(mu);
+    ++device_syncs;
+    return Status();
+  }
   std::mutex mu;
   Result<void*> device_alloc(size_t bytes) override {
     if (delay_us) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
@@ -51,6 +57,7 @@ class FakeBackend final : public test::UnsupportedBackend {
 TEST(Allocator, StatsPerPoolOnCpu) {
   std::unique_ptr<Backend> cpu = cpu_backend_create();
   Allocator a(*cpu);
+  a.set_weight_cache_cap(0);  // plain accounting: a freed weight block goes back at once
   EXPECT_EQ(a.budget(), Allocator::kUnlimited);
   {
     Result<DeviceBuffer> w = a.allocate(1000, Pool::WEIGHTS, "w");
@@ -180,6 +187,7 @@ TEST(Allocator, BudgetLoweredBelowCurrent) {
 TEST(DeviceBuffer, MoveTransfersOwnership) {
   FakeBackend dev;
   Allocator a(dev);
+  a.set_weight_cache_cap(0);  // every release reaches the device
   Result<DeviceBuffer> r1 = a.allocate(kA, Pool::WEIGHTS, "one");
   Result<DeviceBuffer> r2 = a.allocate(2 * kA, Pool::ACTIVATIONS, "two");
   ASSERT_TRUE(r1.ok() && r2.ok());
@@ -276,6 +284,103 @@ TEST(Allocator, ConcurrentAllocationsNeverOvershootTheBudget) {
   EXPECT_EQ(a.total().current, 0u);
   EXPECT_GT(granted, 0);
   EXPECT_GT(refused, 0);  // with 8 racers and room for 2, some must have been refused
+}
+
+// Note [weight block cache]: a freed weight block waits for the next weight of its size; other
+// pools and other sizes go to the device.
+TEST(Allocator, FreedWeightBlocksAreReusedBySize) {
+  FakeBackend dev;
+  Allocator a(dev);
+  void* p1 = nullptr;
+  {
+    Result<DeviceBuffer> w1 = a.allocate(4 * kA, Pool::WEIGHTS, "w1");
+    Result<DeviceBuffer> act = a.allocate(4 * kA, Pool::ACTIVATIONS, "arena");
+    ASSERT_TRUE(w1.ok() && act.ok());
+    p1 = w1->data();
+  }
+  EXPECT_EQ(dev.device_allocs, 2);
+  EXPECT_EQ(dev.device_frees, 1);  // the arena; the weight block stays cached
+  PoolStats w = a.stats(Pool::WEIGHTS);
+  EXPECT_EQ(w.current, 4 * kA);  // still held from the device, still in the budget
+  EXPECT_EQ(w.cached, 4 * kA);
+  EXPECT_EQ(a.total().current, 4 * kA);
+  EXPECT_EQ(a.reclaimable_bytes(), 4 * kA);
+
+  Result<DeviceBuffer> other = a.allocate(2 * kA, Pool::WEIGHTS, "another size");
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(dev.device_allocs, 3);
+  EXPECT_EQ(dev.device_syncs, 0);
+  Result<DeviceBuffer> same = a.allocate(4 * kA - 7, Pool::WEIGHTS, "same size");  // rounds up
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->data(), p1);
+  EXPECT_EQ(dev.device_allocs, 3);  // no device call
+  EXPECT_EQ(dev.device_syncs, 1);   // but a wait for the block's last reader
+  w = a.stats(Pool::WEIGHTS);
+  EXPECT_EQ(w.cached, 0u);
+  EXPECT_EQ(w.reused, 1u);
+  EXPECT_EQ(w.current, 6 * kA);
+  EXPECT_EQ(a.total().peak, 8 * kA);
+
+  // Not an activation's: the cache serves weights only.
+  other->reset();
+  Result<DeviceBuffer> arena = a.allocate(2 * kA, Pool::ACTIVATIONS, "arena");
+  ASSERT_TRUE(arena.ok());
+  EXPECT_EQ(dev.device_allocs, 4);
+  EXPECT_EQ(a.stats(Pool::WEIGHTS).cached, 2 * kA);
+  // Given back on request, and when the allocator goes.
+  EXPECT_EQ(a.reclaim(1), 2 * kA);
+  EXPECT_EQ(a.stats(Pool::WEIGHTS).current, 4 * kA);
+  EXPECT_EQ(dev.device_frees, 2);
+}
+
+// A block goes out again only after a device-wide wait that began after it was cached; one wait
+// covers all blocks cached before it.
+TEST(Allocator, OneDeviceWaitCoversEveryBlockCachedBeforeIt) {
+  FakeBackend dev;
+  Allocator a(dev);
+  {
+    Result<DeviceBuffer> x = a.allocate(kA, Pool::WEIGHTS, "x");
+    Result<DeviceBuffer> y = a.allocate(kA, Pool::WEIGHTS, "y");
+    ASSERT_TRUE(x.ok() && y.ok());
+  }
+  Result<DeviceBuffer> x2 = a.allocate(kA, Pool::WEIGHTS, "x2");
+  Result<DeviceBuffer> y2 = a.allocate(kA, Pool::WEIGHTS, "y2");
+  ASSERT_TRUE(x2.ok() && y2.ok());
+  EXPECT_EQ(dev.device_allocs, 2);
+  EXPECT_EQ(dev.device_syncs, 1);
+  x2->reset();  // cached after that wait: needs a new one
+  Result<DeviceBuffer> x3 = a.allocate(kA, Pool::WEIGHTS, "x3");
+  ASSERT_TRUE(x3.ok());
+  EXPECT_EQ(dev.device_syncs, 2);
+  EXPECT_EQ(dev.device_allocs, 2);
+}
+
+// Cached blocks are the first room an allocation that does not fit the budget gets, and the
+// cache never holds more than its cap.
+TEST(Allocator, CachedBlocksYieldToTheBudgetAndTheCap) {
+  FakeBackend dev;
+  Allocator a(dev, 8 * kA);
+  { Result<DeviceBuffer> w = a.allocate(6 * kA, Pool::WEIGHTS, "w"); ASSERT_TRUE(w.ok()); }
+  EXPECT_EQ(a.stats(Pool::WEIGHTS).cached, 6 * kA);
+  Result<DeviceBuffer> arena = a.allocate(4 * kA, Pool::ACTIVATIONS, "arena");
+  ASSERT_TRUE(arena.ok()) << arena.status().str();
+  EXPECT_EQ(a.stats(Pool::WEIGHTS).current, 0u);
+  EXPECT_EQ(dev.device_frees, 1);
+  EXPECT_LE(a.total().peak, 8 * kA);
+  EXPECT_EQ(a.total().failures, 1u);  // the first try, before the cache gave way
+
+  arena->reset();
+  a.set_weight_cache_cap(3 * kA);
+  {
+    Result<DeviceBuffer> big = a.allocate(4 * kA, Pool::WEIGHTS, "over the cap");
+    Result<DeviceBuffer> small = a.allocate(2 * kA, Pool::WEIGHTS, "within it");
+    ASSERT_TRUE(big.ok() && small.ok());
+  }
+  EXPECT_EQ(a.stats(Pool::WEIGHTS).cached, 2 * kA);
+  EXPECT_EQ(dev.device_frees, 3);  // the arena and the block over the cap
+  a.set_weight_cache_cap(0);  // lowering the cap gives back what is above it
+  EXPECT_EQ(a.stats(Pool::WEIGHTS).current, 0u);
+  EXPECT_EQ(dev.device_frees, 4);
 }
 
 TEST(Allocator, PoolNames) {

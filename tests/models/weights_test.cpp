@@ -24,8 +24,14 @@ class OpaqueCpuBackend final : public Backend {
   OpaqueCpuBackend() : cpu_(cpu_backend_create(1)) {}
   DeviceInfo info() const override { return cpu_->info(); }
   bool host_visible() const override { return false; }
-  Result<void*> device_alloc(size_t bytes) override { return cpu_->device_alloc(bytes); }
-  void device_free(void* p) override { cpu_->device_free(p); }
+  Result<void*> device_alloc(size_t bytes) override {
+    ++allocs;
+    return cpu_->device_alloc(bytes);
+  }
+  void device_free(void* p) override {
+    ++frees;
+    cpu_->device_free(p);
+  }
   Result<void*> host_alloc_pinned(size_t bytes) override { return cpu_->host_alloc_pinned(bytes); }
   void host_free_pinned(void* p) override { cpu_->host_free_pinned(p); }
   Stream* default_stream() override { return cpu_->default_stream(); }
@@ -56,6 +62,7 @@ class OpaqueCpuBackend final : public Backend {
   Status op_run(const OpCall& call, Stream* s) override { return cpu_->op_run(call, s); }
 
   int uploads = 0;
+  int allocs = 0, frees = 0;
 
  private:
   std::unique_ptr<Backend> cpu_;
@@ -223,6 +230,9 @@ TEST_F(WeightSetTest, UploadOnceOnOpaqueBackend) {
   EXPECT_EQ(dev.uploads, 2);
 
   ws.release_device();
+  const PoolStats w = alloc.stats(Pool::WEIGHTS);
+  EXPECT_EQ(w.current, w.cached) << "only an idle cached block is left (Note [weight block cache])";
+  EXPECT_EQ(alloc.reclaim(UINT64_MAX), w.cached);
   EXPECT_EQ(alloc.stats(Pool::WEIGHTS).current, 0u);
   EXPECT_TRUE(ws.contains("layer.weight")) << "host copies stay";
 }
@@ -356,6 +366,42 @@ TEST_F(WeightReclaimTest, WeightsCapTrimsAfterEachRun) {
   a.run_end();
   EXPECT_EQ(a.device_bytes(), 0u);
   EXPECT_EQ(alloc.stats(Pool::WEIGHTS).current, 0u);
+}
+
+// Note [weight block cache]: switching between two models of one architecture under a budget
+// that holds one moves the second into the first one's blocks, with no device allocation or free,
+// and each reads its own values.
+TEST_F(WeightReclaimTest, ModelSwitchReusesTheOtherModelsBlocks) {
+  Allocator alloc(dev_, 3 * kBytes);
+  WeightSet a, b;
+  for (int i = 0; i < 3; ++i) {
+    HostTensor ta(DType::F32, Shape{1024}), tb(DType::F32, Shape{1024});
+    ta.f32()[5] = 1.0f + float(i);
+    tb.f32()[5] = -1.0f - float(i);
+    a.put(fmt::format("w{}", i), std::move(ta));
+    b.put(fmt::format("w{}", i), std::move(tb));
+  }
+  a.bind(&dev_, &alloc);
+  b.bind(&dev_, &alloc);
+  ASSERT_TRUE(touch(a, 3).ok());
+  EXPECT_EQ(dev_.allocs, 3);
+  Status sb = touch(b, 3);
+  ASSERT_TRUE(sb.ok()) << sb.str();
+  EXPECT_EQ(b.device_bytes(), 3 * kBytes);
+  EXPECT_EQ(a.device_bytes(), 0u);
+  EXPECT_EQ(dev_.allocs, 3);
+  EXPECT_EQ(dev_.frees, 0);
+  EXPECT_EQ(alloc.stats(Pool::WEIGHTS).reused, 3u);
+  EXPECT_LE(alloc.total().peak, 3 * kBytes);
+  for (int i = 0; i < 3; ++i) {
+    Result<TensorRef> r = b.weight_get(fmt::format("w{}", i), TensorDesc{DType::F32, Shape{1024}});
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(static_cast<const float*>(r->data)[5], -1.0f - float(i));
+  }
+  Result<TensorRef> back = a.weight_get("w1", TensorDesc{DType::F32, Shape{1024}});
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(static_cast<const float*>(back->data)[5], 2.0f);
+  EXPECT_EQ(dev_.allocs, 3);
 }
 
 // An arena may count on the room idle models would give back, but not on the weights the run

@@ -167,6 +167,11 @@ class CudaBackend final : public Backend {
     HR_CUDA_CHECK("stream_sync", cudaStreamSynchronize(get(s)));
     return deferred_errors();
   }
+  Status device_sync() override {
+    cudaSetDevice(ctx_.device);
+    HR_CUDA_CHECK("device_sync", cudaDeviceSynchronize());
+    return deferred_errors();
+  }
   Result<std::unique_ptr<Event>> event_create() override {
     cudaSetDevice(ctx_.device);
     cudaEvent_t e = nullptr;
