@@ -108,6 +108,10 @@ Result<DeviceBuffer> Allocator::allocate_reclaiming(size_t bytes, Pool pool,
   };
   Result<DeviceBuffer> r = allocate_once(rounded, pool, what, external);
   if (!out_of_memory(r)) return r;
+  if (pool == Pool::WEIGHTS && !external && reclaim_block(rounded) > 0) {
+    r = allocate_once(rounded, pool, what, external);  // the block just cached
+    if (!out_of_memory(r)) return r;
+  }
   if (cache_release(missing_for(rounded)) > 0) {
     r = allocate_once(rounded, pool, what, external);
     if (!out_of_memory(r)) return r;
@@ -144,6 +148,21 @@ uint64_t Allocator::reclaim(uint64_t bytes) {
   const uint64_t asked = reclaim_holders(bytes - freed);
   cache_release(asked);
   return freed + asked;
+}
+
+uint64_t Allocator::reclaim_block(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(reclaim_mu_);
+  std::vector<Reclaimable*> order;
+  for (Reclaimable* r : reclaimables_)
+    if (!r->in_use()) order.push_back(r);
+  std::sort(order.begin(), order.end(),
+            [](Reclaimable* a, Reclaimable* b) { return a->last_use() < b->last_use(); });
+  for (Reclaimable* r : order)
+    if (const uint64_t n = r->reclaim_block(bytes); n > 0) {
+      reclaimed_ += n;
+      return n;
+    }
+  return 0;
 }
 
 uint64_t Allocator::reclaim_holders(uint64_t bytes) {
@@ -190,9 +209,10 @@ uint64_t Allocator::trim_weights() {
 // one architecture under a budget (the common case on a server: two SDXL fine-tunes) did that
 // for every one of their ~1700 tensors. Now a freed weight block stays held in the weights pool
 // as an idle cached block (PoolStats::cached), still counted against the budget, and the next
-// weight of exactly its size takes it without a device call: the new model's tensors land in
-// the old one's blocks as reclaim frees them. Exact sizes only: a larger block would hold bytes
-// the plans do not count. Idle blocks are the first memory an allocation that does not fit gets
+// weight of exactly its size takes it without a device call. A weight that does not fit asks
+// idle holders for a block of its exact size first (Reclaimable::reclaim_block), so the new
+// model's tensors land in the old one's blocks one by one. Exact sizes only: a larger block
+// would hold bytes the plans do not count. Idle blocks are the first memory an allocation that does not fit gets
 // (before idle holders are asked), count as reclaimable room (reclaimable_bytes), and are given
 // back by trim_weights, by an executor recovering from an out-of-memory error and when the
 // cache would exceed its cap (1 GiB by default; without a budget nothing else would free them).

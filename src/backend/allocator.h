@@ -92,6 +92,10 @@ class Reclaimable {
   virtual bool in_use() const = 0;
   // Bytes reclaim() could free now if asked for everything.
   virtual uint64_t reclaimable_bytes() const = 0;
+  // Frees its least recently used idle device block of exactly `bytes` (an allocation's rounded
+  // size), if it holds one; returns the bytes freed (0 or `bytes`). Lets a model switch move the
+  // new model's weights into the old one's blocks (Note [weight block cache] in allocator.cpp).
+  virtual uint64_t reclaim_block(uint64_t bytes) { return 0; }
   // The allocator it is registered with is being destroyed: give back every buffer it holds
   // from it and forget it (a model whose weights outlived their allocator while still bound
   // freed them into a destroyed object). Called without any allocator lock held.
@@ -186,6 +190,8 @@ class Allocator {
   // Asks holders not in use, least recently used first, to free `bytes` (weight blocks they free
   // stay cached); returns bytes they freed.
   uint64_t reclaim_holders(uint64_t bytes);
+  // Asks holders not in use, least recently used first, for one block of exactly `bytes`.
+  uint64_t reclaim_block(uint64_t bytes);
   // A cached weight block of exactly `rounded` bytes, or an empty buffer.
   Result<DeviceBuffer> cache_take(size_t rounded, const std::string& what);
   // Bytes an allocation of `rounded` lacks within the budget (rounded when the device refused).

@@ -168,6 +168,20 @@ uint64_t WeightSet::reclaim(uint64_t bytes) {
   return freed;
 }
 
+uint64_t WeightSet::reclaim_block(uint64_t bytes) {
+  if (in_use()) return 0;
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock() || in_use()) return 0;
+  auto oldest = device_.end();
+  for (auto it = device_.begin(); it != device_.end(); ++it)
+    if (it->second.buffer.size() == bytes && it->second.buffer.pool() == Pool::WEIGHTS &&
+        (oldest == device_.end() || it->second.last_use < oldest->second.last_use))
+      oldest = it;
+  if (oldest == device_.end()) return 0;
+  device_.erase(oldest);
+  return bytes;
+}
+
 Result<std::string> WeightSet::host_check(const std::string& name, const TensorDesc& desc,
                                           WeightLayout layout) const {
   auto it = host_.find(name);

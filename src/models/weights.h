@@ -69,6 +69,7 @@ class WeightSet final : public WeightSource, public Reclaimable {
 
   // Reclaimable: frees least recently used device copies while no run uses the set.
   uint64_t reclaim(uint64_t bytes) override;
+  uint64_t reclaim_block(uint64_t bytes) override;
   uint64_t last_use() const override { return last_use_.load(); }
   bool in_use() const override { return in_use_.load() > 0; }
   uint64_t reclaimable_bytes() const override { return device_bytes(); }

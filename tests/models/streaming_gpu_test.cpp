@@ -158,6 +158,7 @@ TEST_F(CudaStreaming, MemoryTakenBetweenStepsIsRecoveredByStreaming) {
   const uint64_t weights = m->unet_weights.device_bytes(), arena = ex.arena_held();
   m->unet_weights.release_device();  // the next step allocates its arena and uploads again
   ex.release_arena();
+  alloc.cache_release(UINT64_MAX);  // the freed weight blocks too (Note [weight block cache])
   // Leave the arena, 2 MiB and a quarter of the weights free: cudaMalloc works in 2 MiB pages, so
   // the arena may take up to 2 MiB more than its size (with only a third of the weights beside
   // it, the arena itself was refused on the H200), and up to 2 MiB more stay free.
