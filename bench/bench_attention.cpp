@@ -1,7 +1,8 @@
 // Benchmark of the tensor-core attention kernels at SD1.5 / SDXL shapes (f16, batch 2): the
 // first kernel (V1, cuda_attention_tc.cu), each block shape of the FlashAttention-2-style
-// kernel and its per-shape choice (AUTO, cuda_attention_fa2.cu), all in the same run, with
-// TFLOP/s against an f16 cuBLAS GEMM (8192^3, f32 accumulation) measured in that run too.
+// kernel and its per-shape choice (AUTO, cuda_attention_fa2.cu), and cuDNN's fused attention
+// (Note [cuDNN attention], cuda_attention_dnn.cpp), all in the same run, with TFLOP/s against
+// an f16 cuBLAS GEMM (8192^3, f32 accumulation) measured in that run too.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <cublas_v2.h>
 
 #include "backend/cuda/cuda_common.h"
+#include "backend/cuda/cuda_ops.h"
 #include "bench_cuda.h"
 
 namespace {
@@ -107,15 +109,21 @@ int main() {
                                   AttentionTc::Q128_K64, AttentionTc::Q64_K80,
                                   AttentionTc::Q128_K80, AttentionTc::AUTO};
 
+  hr::cuda::CudaContext ctx;
+  if (cudnnCreate(&ctx.dnn) != CUDNN_STATUS_SUCCESS) {
+    std::printf("bench_attention: cudnnCreate failed\n");
+    return 1;
+  }
   std::mt19937 rng(1234);
-  double step_old[2] = {0, 0}, step_new[2] = {0, 0};
+  double step_old[2] = {0, 0}, step_new[2] = {0, 0}, step_dnn[2] = {0, 0};
+  std::vector<std::string> refusals;
   for (hr::DType t : {hr::DType::F16, hr::DType::BF16}) {
     std::printf("\n%s | %s\n", t == hr::DType::F16 ? "f16" : "bf16",
                 "ms and TFLOP/s per kernel; auto/v1 = speed-up; %ceil = auto vs GEMM; maxdiff = "
                 "max |auto - v1|");
     std::printf("%-26s", "shape");
     for (AttentionTc k : variants) std::printf(" %17s", kernel_name(k));
-    std::printf("  auto/v1  %%ceil  maxdiff\n");
+    std::printf(" %17s  auto/v1  %%ceil  maxdiff  cudnn/auto  cudnn maxdiff\n", "cudnn");
     for (const Shape& sh : shapes) {
       if (t == hr::DType::BF16 && sh.per_step < 10 && sh.nk != 4096) continue;  // f16 covers it
       const size_t n_q = size_t(b) * sh.nq * sh.heads * sh.d;
@@ -158,18 +166,52 @@ int main() {
       double maxdiff = 0;
       for (size_t i = 0; i < n_q; ++i)
         maxdiff = std::max(maxdiff, double(std::fabs(half_value(ho[i], t) - half_value(hn[i], t))));
-      std::printf("  %6.2fx  %4.1f%%  %.2e\n", ms_v1 / ms_auto,
-                  100.0 * flop / (ms_auto * 1e9) / ceiling, maxdiff);
+      // cuDNN into o_old, compared with AUTO's output.
+      const hr::cuda::DnnAttentionPlan& plan = hr::cuda::attention_dnn_plan(
+          ctx, hr::cuda::attention_dnn_key(t, b, sh.nq, sh.nk, sh.heads, sh.d, sh.d));
+      double ms_dnn = 0, dnn_diff = 0;
+      if (plan.ok()) {
+        const hr::TensorDesc dq{t, hr::Shape{b, sh.nq, int64_t(sh.heads) * sh.d}};
+        const hr::TensorDesc dk{t, hr::Shape{b, sh.nk, int64_t(sh.heads) * sh.d}};
+        const hr::TensorRef in[3] = {{dq, q}, {dk, k}, {dk, v}};
+        void* ws = nullptr;
+        if (plan.workspace) CHECK_CUDA(cudaMalloc(&ws, plan.workspace));
+        hr::OpCall c;
+        c.kind = hr::OpKind::ATTENTION;
+        c.inputs = in;
+        c.output = hr::TensorRef{dq, o_old};
+        c.workspace = ws;
+        c.workspace_bytes = plan.workspace;
+        ms_dnn = time_ms([&] {
+          hr::Status st = hr::cuda::attention_dnn(ctx, plan, c, a.scale, nullptr);
+          if (!st.ok()) std::printf("\ncudnn: %s\n", st.str().c_str());
+        });
+        CHECK_CUDA(cudaMemcpy(ho.data(), o_old, n_q * 2, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n_q; ++i)
+          dnn_diff = std::max(dnn_diff, double(std::fabs(half_value(ho[i], t) - half_value(hn[i], t))));
+        if (ws) cudaFree(ws);
+        std::printf(" %7.4f %4.0fTF/s", ms_dnn, flop / (ms_dnn * 1e9));
+      } else {
+        std::printf(" %17s", "refused");
+        refusals.push_back(std::string(sh.name) + ": " + plan.refused);
+      }
+      const double best = ms_dnn > 0 ? std::min(ms_auto, ms_dnn) : ms_auto;
+      std::printf("  %6.2fx  %4.1f%%  %.2e  %9.2fx  %.2e\n", ms_v1 / ms_auto,
+                  100.0 * flop / (best * 1e9) / ceiling, maxdiff,
+                  ms_dnn > 0 ? ms_auto / ms_dnn : 0.0, dnn_diff);
       if (t == hr::DType::F16) {
         step_old[sh.sdxl] += sh.per_step * ms_v1;
         step_new[sh.sdxl] += sh.per_step * ms_auto;
+        step_dnn[sh.sdxl] += sh.per_step * best;
       }
       for (void* p : {q, k, v, o_old, o_new}) cudaFree(p);
     }
   }
-  std::printf("\nattention per UNet step (f16, layers x shape time): SD1.5 %.3f -> %.3f ms, "
-              "SDXL %.3f -> %.3f ms\n",
-              step_old[0], step_new[0], step_old[1], step_new[1]);
+  std::printf("\nattention per UNet step (f16, layers x shape time, v1 -> auto -> the faster of "
+              "auto and cuDNN): SD1.5 %.3f -> %.3f -> %.3f ms, SDXL %.3f -> %.3f -> %.3f ms\n",
+              step_old[0], step_new[0], step_dnn[0], step_old[1], step_new[1], step_dnn[1]);
+  for (const std::string& r : refusals) std::printf("cuDNN refused %s\n", r.c_str());
+  cudnnDestroy(ctx.dnn);
   return 0;
 }
 

@@ -8,8 +8,11 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_common.h"
@@ -68,6 +71,17 @@ bool autotune_allowed(cudaStream_t s);
 using GemmKey = std::array<int64_t, 17>;
 using ConvKey = std::array<int64_t, 18>;
 
+// Note [cuDNN attention] (cuda_attention_dnn.cpp): one execution plan per shape, keyed by
+// {dtype, batch, queries, keys, heads, head dim, value head dim}.
+using DnnAttentionKey = std::array<int64_t, 7>;
+struct DnnAttentionPlan {
+  void* plan = nullptr;  // cudnnBackendDescriptor_t of the execution plan; null: refused
+  size_t workspace = 0;
+  std::shared_ptr<std::vector<std::shared_ptr<void>>> owned;  // every descriptor it refers to
+  std::string refused;  // why the engine refused the shape
+  bool ok() const { return plan != nullptr; }
+};
+
 // Library handles of one backend, plus caches that op_workspace (const) and op_run share.
 struct CudaContext {
   int device = 0;
@@ -76,6 +90,7 @@ struct CudaContext {
   std::mutex mu;  // guards the caches and serialises use of the cuDNN handle
   std::map<GemmKey, GemmAlgo> gemm_algos;
   std::map<ConvKey, ConvPlan> conv_plans;
+  std::map<DnnAttentionKey, DnnAttentionPlan> attention_plans;
 };
 
 // cuBLASLt workspace each LINEAR/MATMUL asks for (op_workspace); a smaller one (even none) still
@@ -90,6 +105,15 @@ Status matmul(CudaContext& ctx, const OpCall& c, cudaStream_t s);  // cuda_gemm.
 bool attention_gemm_applies(DType t, int heads, int64_t d, int64_t dv, bool causal);
 size_t attention_gemm_workspace(DType t, int64_t nq, int64_t nk);
 Status attention_gemm(CudaContext& ctx, const OpCall& c, float scale, cudaStream_t s);
+// cuda_attention_dnn.cpp (Note [cuDNN attention]): f16/bf16, not causal, D == Dv, D % 8 == 0,
+// D <= 256; HEADROOM_CUDNN_ATTENTION=0 turns it off. attention_dnn_plan builds (once, then from
+// the cache) the plan of a shape; a refused shape's plan is !ok() and runs on our kernels.
+bool attention_dnn_applies(DType t, int64_t nk, int64_t d, int64_t dv, bool causal);
+DnnAttentionKey attention_dnn_key(DType t, int64_t b, int64_t nq, int64_t nk, int64_t heads,
+                                  int64_t d, int64_t dv);
+const DnnAttentionPlan& attention_dnn_plan(CudaContext& ctx, const DnnAttentionKey& k);
+Status attention_dnn(CudaContext& ctx, const DnnAttentionPlan& p, const OpCall& c, float scale,
+                     cudaStream_t s);
 size_t conv2d_workspace(CudaContext& ctx, const OpParams& p, std::span<const TensorDesc> in,
                         const TensorDesc& out);                    // cuda_conv2d.cpp
 Status conv2d(CudaContext& ctx, const OpCall& c, cudaStream_t s);  // cuda_conv2d.cpp

@@ -1,0 +1,299 @@
+// Attention through cuDNN's fused flash-attention engine (cuDNN backend graph API).
+#include <cudnn.h>
+
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_ops.h"
+
+// The handle attributes of operation graphs and execution plans are marked deprecated in newer
+// cuDNN 9 headers (a device-less build path replaces them) but remain the way to bind a plan to a
+// device; the warning would fail builds with warnings as errors.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+namespace hr::cuda {
+
+// Note [cuDNN attention]
+// cuDNN 9 has a fused flash-attention forward engine on Hopper that reached 270-470 TFLOP/s on
+// SD's self-attention shapes in PyTorch (bench/torch_attention.py, 2026-12-01: SDXL's 4096-token
+// layer 182 us against 361 us for our mma.sync kernel; all of SDXL's attention per step 4.62 ms
+// against 7.65). It is reached through the backend graph API (no cudnn_frontend here): the
+// operation graph must have exactly the shape the engine recognises, the one cudnn_frontend
+// builds for scaled dot-product attention in inference:
+//   S = matmul(Q, K^T) -> S * scale -> M = max over keys -> E = exp(S - M) -> Z = sum of E
+//   -> (stats: M + log Z, virtual) -> P = E / Z -> O = matmul(P, V)
+// with every intermediate a virtual f32 tensor. Q, K, V and O keep our layout, [B, N, H * D]
+// viewed as [B, H, N, D] by strides; K^T is K's memory with the last two dimensions swapped.
+// The scale is a by-value scalar. The engine compiles its kernel at run time (a few hundred ms
+// per shape), so plans are made once per shape (from op_workspace, outside any capture) and
+// cached; a shape the engine refuses is remembered and runs on our own kernels.
+
+namespace {
+
+struct Desc {
+  cudnnBackendDescriptor_t d = nullptr;
+  Desc() = default;
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+  ~Desc() {
+    if (d) cudnnBackendDestroyDescriptor(d);
+  }
+};
+using DescPtr = std::shared_ptr<Desc>;
+
+Status dnn_error(cudnnStatus_t st, const char* what) {
+  char detail[512] = {0};
+  cudnnGetLastErrorString(detail, sizeof(detail));
+  return make_error(st == CUDNN_STATUS_NOT_SUPPORTED ? ErrorCode::UNSUPPORTED : ErrorCode::INTERNAL,
+                    "cuDNN attention: {}: {} {}", what, cudnnGetErrorString(st), detail);
+}
+
+#define HR_DNN(what, expr)                                            \
+  do {                                                                \
+    cudnnStatus_t hr_st_ = (expr);                                    \
+    if (hr_st_ != CUDNN_STATUS_SUCCESS) return dnn_error(hr_st_, what); \
+  } while (0)
+
+// Builds descriptors and keeps every one alive as long as the plan (the plan refers to them).
+class Builder {
+ public:
+  Result<DescPtr> make(cudnnBackendDescriptorType_t type) {
+    auto p = std::make_shared<Desc>();
+    HR_DNN("create descriptor", cudnnBackendCreateDescriptor(type, &p->d));
+    keep.push_back(p);
+    return p;
+  }
+  static Status set(const DescPtr& p, cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t,
+                    int64_t n, const void* v) {
+    HR_DNN("set attribute", cudnnBackendSetAttribute(p->d, a, t, n, v));
+    return Status();
+  }
+  static Status set_desc(const DescPtr& p, cudnnBackendAttributeName_t a, const DescPtr& v) {
+    return set(p, a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v->d);
+  }
+  static Status finalize(const DescPtr& p, const char* what) {
+    HR_DNN(what, cudnnBackendFinalize(p->d));
+    return Status();
+  }
+
+  // A 4-d tensor; by_value: a host scalar passed in the variant pack.
+  Result<DescPtr> tensor(int64_t uid, cudnnDataType_t t, std::array<int64_t, 4> dims,
+                         std::array<int64_t, 4> strides, bool is_virtual, bool by_value = false) {
+    HR_ASSIGN_OR_RETURN(DescPtr p, make(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
+    const int64_t align = 16;
+    const bool virt = is_virtual, value = by_value;
+    HR_TRY(set(p, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &t));
+    HR_TRY(set(p, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data()));
+    HR_TRY(set(p, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data()));
+    HR_TRY(set(p, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
+    HR_TRY(set(p, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
+    HR_TRY(set(p, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt));
+    if (value) HR_TRY(set(p, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &value));
+    HR_TRY(finalize(p, "tensor"));
+    return p;
+  }
+
+  Result<DescPtr> matmul(const DescPtr& a, const DescPtr& b, const DescPtr& c) {
+    HR_ASSIGN_OR_RETURN(DescPtr mm, make(CUDNN_BACKEND_MATMUL_DESCRIPTOR));
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    HR_TRY(set(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32));
+    HR_TRY(finalize(mm, "matmul descriptor"));
+    HR_ASSIGN_OR_RETURN(DescPtr op, make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR));
+    HR_TRY(set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, a));
+    HR_TRY(set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, b));
+    HR_TRY(set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, c));
+    HR_TRY(set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, mm));
+    HR_TRY(finalize(op, "matmul"));
+    return op;
+  }
+
+  // y = mode(x[, b]) in f32.
+  Result<DescPtr> pointwise(cudnnPointwiseMode_t mode, const DescPtr& x, const DescPtr& b,
+                            const DescPtr& y) {
+    HR_ASSIGN_OR_RETURN(DescPtr pw, make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    HR_TRY(set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
+    HR_TRY(set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f32));
+    HR_TRY(finalize(pw, "pointwise descriptor"));
+    HR_ASSIGN_OR_RETURN(DescPtr op, make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR));
+    HR_TRY(set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw));
+    HR_TRY(set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x));
+    if (b) HR_TRY(set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b));
+    HR_TRY(set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y));
+    HR_TRY(finalize(op, "pointwise"));
+    return op;
+  }
+
+  Result<DescPtr> reduction(cudnnReduceTensorOp_t mode, const DescPtr& x, const DescPtr& y) {
+    HR_ASSIGN_OR_RETURN(DescPtr red, make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR));
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    HR_TRY(set(red, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode));
+    HR_TRY(set(red, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32));
+    HR_TRY(finalize(red, "reduction descriptor"));
+    HR_ASSIGN_OR_RETURN(DescPtr op, make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR));
+    HR_TRY(set_desc(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x));
+    HR_TRY(set_desc(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y));
+    HR_TRY(set_desc(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, red));
+    HR_TRY(finalize(op, "reduction"));
+    return op;
+  }
+
+  std::vector<DescPtr> keep;
+};
+
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kScale, kS, kS1, kM, kS2, kE, kZ, kL, kStats, kP };
+
+// The operation graph of Note [cuDNN attention] for one shape, and its first execution plan the
+// engine accepts.
+Status plan_build(cudnnHandle_t h, const DnnAttentionKey& k, DnnAttentionPlan& out) {
+  const int64_t b = k[1], nq = k[2], nk = k[3], heads = k[4], d = k[5], dv = k[6];
+  const cudnnDataType_t io = DType(k[0]) == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+  const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+  Builder g;
+  // [B, N, H * D] as [B, H, N, D].
+  auto bhsd = [&](int64_t n, int64_t dd) {
+    return std::array<int64_t, 4>{n * heads * dd, dd, heads * dd, 1};
+  };
+  const std::array<int64_t, 4> s_dims{b, heads, nq, nk}, s_str{heads * nq * nk, nq * nk, nk, 1};
+  const std::array<int64_t, 4> r_dims{b, heads, nq, 1}, r_str{heads * nq, nq, 1, 1};
+  HR_ASSIGN_OR_RETURN(DescPtr q, g.tensor(kQ, io, {b, heads, nq, d}, bhsd(nq, d), false));
+  const std::array<int64_t, 4> ks = bhsd(nk, d);
+  HR_ASSIGN_OR_RETURN(DescPtr kt, g.tensor(kK, io, {b, heads, d, nk}, {ks[0], ks[1], 1, ks[2]}, false));
+  HR_ASSIGN_OR_RETURN(DescPtr v, g.tensor(kV, io, {b, heads, nk, dv}, bhsd(nk, dv), false));
+  HR_ASSIGN_OR_RETURN(DescPtr o, g.tensor(kO, io, {b, heads, nq, dv}, bhsd(nq, dv), false));
+  HR_ASSIGN_OR_RETURN(DescPtr scale, g.tensor(kScale, f32, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true));
+  HR_ASSIGN_OR_RETURN(DescPtr s, g.tensor(kS, f32, s_dims, s_str, true));
+  HR_ASSIGN_OR_RETURN(DescPtr s1, g.tensor(kS1, f32, s_dims, s_str, true));
+  HR_ASSIGN_OR_RETURN(DescPtr m, g.tensor(kM, f32, r_dims, r_str, true));
+  HR_ASSIGN_OR_RETURN(DescPtr s2, g.tensor(kS2, f32, s_dims, s_str, true));
+  HR_ASSIGN_OR_RETURN(DescPtr e, g.tensor(kE, f32, s_dims, s_str, true));
+  HR_ASSIGN_OR_RETURN(DescPtr z, g.tensor(kZ, f32, r_dims, r_str, true));
+  HR_ASSIGN_OR_RETURN(DescPtr l, g.tensor(kL, f32, r_dims, r_str, true));
+  HR_ASSIGN_OR_RETURN(DescPtr stats, g.tensor(kStats, f32, r_dims, r_str, true));
+  HR_ASSIGN_OR_RETURN(DescPtr p, g.tensor(kP, f32, s_dims, s_str, true));
+  std::vector<DescPtr> ops;
+  auto add = [&](Result<DescPtr> r) -> Status {
+    HR_TRY(r.status());
+    ops.push_back(*r);
+    return Status();
+  };
+  HR_TRY(add(g.matmul(q, kt, s)));
+  HR_TRY(add(g.pointwise(CUDNN_POINTWISE_MUL, s, scale, s1)));
+  HR_TRY(add(g.reduction(CUDNN_REDUCE_TENSOR_MAX, s1, m)));
+  HR_TRY(add(g.pointwise(CUDNN_POINTWISE_SUB, s1, m, s2)));
+  HR_TRY(add(g.pointwise(CUDNN_POINTWISE_EXP, s2, nullptr, e)));
+  HR_TRY(add(g.reduction(CUDNN_REDUCE_TENSOR_ADD, e, z)));
+  HR_TRY(add(g.pointwise(CUDNN_POINTWISE_LOG, z, nullptr, l)));
+  HR_TRY(add(g.pointwise(CUDNN_POINTWISE_ADD, m, l, stats)));
+  HR_TRY(add(g.pointwise(CUDNN_POINTWISE_DIV, e, z, p)));
+  HR_TRY(add(g.matmul(p, v, o)));
+
+  HR_ASSIGN_OR_RETURN(DescPtr graph, g.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (const DescPtr& op : ops) raw.push_back(op->d);
+  HR_TRY(Builder::set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+  HR_TRY(Builder::set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                      int64_t(raw.size()), raw.data()));
+  HR_TRY(Builder::finalize(graph, "operation graph"));
+
+  HR_ASSIGN_OR_RETURN(DescPtr heur, g.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR));
+  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  HR_TRY(Builder::set_desc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph));
+  HR_TRY(Builder::set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
+  HR_TRY(Builder::finalize(heur, "engine heuristics"));
+  int64_t count = 0;
+  HR_DNN("engine heuristics results",
+         cudnnBackendGetAttribute(heur->d, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
+  if (count <= 0) return make_error(ErrorCode::UNSUPPORTED, "cuDNN attention: no engine for {}x{}", nq, nk);
+  std::vector<DescPtr> cfgs;
+  std::vector<cudnnBackendDescriptor_t> raw_cfgs;
+  for (int64_t i = 0; i < count; ++i) {
+    HR_ASSIGN_OR_RETURN(DescPtr c, g.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+    cfgs.push_back(c);
+    raw_cfgs.push_back(c->d);
+  }
+  int64_t got = 0;
+  HR_DNN("engine configs",
+         cudnnBackendGetAttribute(heur->d, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw_cfgs.data()));
+  Status last = make_error(ErrorCode::UNSUPPORTED, "cuDNN attention: no engine config");
+  for (int64_t i = 0; i < got; ++i) {
+    Result<DescPtr> plan = g.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    HR_TRY(plan.status());
+    HR_TRY(Builder::set(*plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+    HR_TRY(Builder::set_desc(*plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfgs[size_t(i)]));
+    last = Builder::finalize(*plan, "execution plan");
+    if (!last.ok()) continue;
+    int64_t ws = 0;
+    HR_DNN("workspace size", cudnnBackendGetAttribute((*plan)->d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                      CUDNN_TYPE_INT64, 1, nullptr, &ws));
+    out.workspace = size_t(ws);
+    out.plan = (*plan)->d;
+    out.owned = std::make_shared<std::vector<std::shared_ptr<void>>>();
+    for (const DescPtr& keep : g.keep) out.owned->push_back(keep);
+    return Status();
+  }
+  return last;
+}
+
+}  // namespace
+
+bool attention_dnn_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("HEADROOM_CUDNN_ATTENTION");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
+DnnAttentionKey attention_dnn_key(DType t, int64_t b, int64_t nq, int64_t nk, int64_t heads,
+                                  int64_t d, int64_t dv) {
+  return {int64_t(t), b, nq, nk, heads, d, dv};
+}
+
+bool attention_dnn_applies(DType t, int64_t nk, int64_t d, int64_t dv, bool causal) {
+  return attention_dnn_enabled() && (t == DType::F16 || t == DType::BF16) && !causal && d == dv &&
+         d % 8 == 0 && d <= 256 && nk > 0;
+}
+
+const DnnAttentionPlan& attention_dnn_plan(CudaContext& ctx, const DnnAttentionKey& k) {
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  auto it = ctx.attention_plans.find(k);
+  if (it != ctx.attention_plans.end()) return it->second;
+  DnnAttentionPlan p;
+  Status st = plan_build(ctx.dnn, k, p);
+  if (!st.ok()) {
+    p = DnnAttentionPlan();
+    p.refused = st.message();
+  }
+  return ctx.attention_plans.emplace(k, std::move(p)).first->second;
+}
+
+Status attention_dnn(CudaContext& ctx, const DnnAttentionPlan& p, const OpCall& c, float scale,
+                     cudaStream_t s) {
+  if (c.workspace_bytes < p.workspace || (p.workspace && !c.workspace))
+    return make_error(ErrorCode::INVALID_ARGUMENT,
+                      "cuDNN attention: workspace of {} bytes given, the plan needs {}",
+                      c.workspace_bytes, p.workspace);
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  HR_DNN("set stream", cudnnSetStream(ctx.dnn, s));
+  Builder g;
+  HR_ASSIGN_OR_RETURN(DescPtr pack, g.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR));
+  std::array<int64_t, 5> uids{kQ, kK, kV, kO, kScale};
+  std::array<void*, 5> ptrs{const_cast<void*>(c.inputs[0].data), const_cast<void*>(c.inputs[1].data),
+                            const_cast<void*>(c.inputs[2].data), c.output.data, &scale};
+  void* ws = p.workspace ? c.workspace : nullptr;
+  HR_TRY(Builder::set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 5, uids.data()));
+  HR_TRY(Builder::set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 5, ptrs.data()));
+  HR_TRY(Builder::set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws));
+  HR_TRY(Builder::finalize(pack, "variant pack"));
+  HR_DNN("execute", cudnnBackendExecute(ctx.dnn, static_cast<cudnnBackendDescriptor_t>(p.plan), pack->d));
+  return Status();
+}
+
+}  // namespace hr::cuda
