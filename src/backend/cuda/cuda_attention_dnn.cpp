@@ -1,6 +1,7 @@
 // Attention through cuDNN's fused flash-attention engine (cuDNN backend graph API).
 #include <cudnn.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -145,6 +146,55 @@ class Builder {
   std::vector<DescPtr> keep;
 };
 
+// The engine configurations heuristics mode A proposes for `graph`.
+Status heuristic_configs(Builder& g, const DescPtr& graph, std::vector<DescPtr>& cfgs) {
+  HR_ASSIGN_OR_RETURN(DescPtr heur, g.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR));
+  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  HR_TRY(Builder::set_desc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph));
+  HR_TRY(Builder::set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
+  HR_TRY(Builder::finalize(heur, "engine heuristics"));
+  int64_t count = 0;
+  HR_DNN("engine heuristics results",
+         cudnnBackendGetAttribute(heur->d, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < count; ++i) {
+    HR_ASSIGN_OR_RETURN(DescPtr c, g.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+    cfgs.push_back(c);
+    raw.push_back(c->d);
+  }
+  int64_t got = 0;
+  if (count > 0)
+    HR_DNN("engine configs", cudnnBackendGetAttribute(heur->d, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                                                      raw.data()));
+  cfgs.resize(size_t(std::clamp<int64_t>(got, 0, count)));
+  return Status();
+}
+
+// An execution plan of `cfg` into `out`; false (with the reason appended to `why`) when refused.
+bool plan_try(Builder& g, cudnnHandle_t h, const DescPtr& cfg, DnnAttentionPlan& out,
+              std::string& why) {
+  Result<DescPtr> plan = g.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  Status st = plan.status();
+  if (st.ok()) st = Builder::set(*plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+  if (st.ok()) st = Builder::set_desc(*plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg);
+  if (st.ok()) st = Builder::finalize(*plan, "execution plan");
+  int64_t ws = 0;
+  if (st.ok() && cudnnBackendGetAttribute((*plan)->d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                          CUDNN_TYPE_INT64, 1, nullptr, &ws) != CUDNN_STATUS_SUCCESS)
+    st = make_error(ErrorCode::INTERNAL, "workspace size");
+  if (!st.ok()) {
+    why += st.message() + "; ";
+    return false;
+  }
+  out.workspace = size_t(ws);
+  out.plan = (*plan)->d;
+  out.owned = std::make_shared<std::vector<std::shared_ptr<void>>>();
+  for (const DescPtr& keep : g.keep) out.owned->push_back(keep);
+  return true;
+}
+
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kScale, kS, kS1, kM, kS2, kE, kZ, kL, kStats, kP };
 
 // The operation graph of Note [cuDNN attention] for one shape, and its first execution plan the
@@ -200,45 +250,35 @@ Status plan_build(cudnnHandle_t h, const DnnAttentionKey& k, DnnAttentionPlan& o
                       int64_t(raw.size()), raw.data()));
   HR_TRY(Builder::finalize(graph, "operation graph"));
 
-  HR_ASSIGN_OR_RETURN(DescPtr heur, g.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR));
-  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-  HR_TRY(Builder::set_desc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph));
-  HR_TRY(Builder::set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
-  HR_TRY(Builder::finalize(heur, "engine heuristics"));
-  int64_t count = 0;
-  HR_DNN("engine heuristics results",
-         cudnnBackendGetAttribute(heur->d, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
-  if (count <= 0) return make_error(ErrorCode::UNSUPPORTED, "cuDNN attention: no engine for {}x{}", nq, nk);
+  // The heuristics' configurations first, then every engine of the graph by index; the first
+  // that makes a plan wins. `why` collects what each refusal said.
+  std::string why;
   std::vector<DescPtr> cfgs;
-  std::vector<cudnnBackendDescriptor_t> raw_cfgs;
-  for (int64_t i = 0; i < count; ++i) {
-    HR_ASSIGN_OR_RETURN(DescPtr c, g.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
-    cfgs.push_back(c);
-    raw_cfgs.push_back(c->d);
+  Status heur = heuristic_configs(g, graph, cfgs);
+  if (!heur.ok()) why += heur.message() + "; ";
+  why += fmt::format("{} heuristic configs; ", cfgs.size());
+  for (const DescPtr& cfg : cfgs)
+    if (plan_try(g, h, cfg, out, why)) return Status();
+  int64_t engines = 0;
+  HR_DNN("engine count", cudnnBackendGetAttribute(graph->d, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
+                                                  CUDNN_TYPE_INT64, 1, nullptr, &engines));
+  why += fmt::format("{} engines: ", engines);
+  for (int64_t i = 0; i < engines; ++i) {
+    HR_ASSIGN_OR_RETURN(DescPtr engine, g.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR));
+    HR_TRY(Builder::set_desc(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, graph));
+    HR_TRY(Builder::set(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &i));
+    if (cudnnBackendFinalize(engine->d) != CUDNN_STATUS_SUCCESS) continue;
+    HR_ASSIGN_OR_RETURN(DescPtr cfg, g.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+    HR_TRY(Builder::set_desc(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, engine));
+    Status st = Builder::finalize(cfg, "engine config");
+    why += fmt::format("#{} ", i);
+    if (!st.ok()) {
+      why += st.message() + "; ";
+      continue;
+    }
+    if (plan_try(g, h, cfg, out, why)) return Status();
   }
-  int64_t got = 0;
-  HR_DNN("engine configs",
-         cudnnBackendGetAttribute(heur->d, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw_cfgs.data()));
-  Status last = make_error(ErrorCode::UNSUPPORTED, "cuDNN attention: no engine config");
-  for (int64_t i = 0; i < got; ++i) {
-    Result<DescPtr> plan = g.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-    HR_TRY(plan.status());
-    HR_TRY(Builder::set(*plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
-    HR_TRY(Builder::set_desc(*plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfgs[size_t(i)]));
-    last = Builder::finalize(*plan, "execution plan");
-    if (!last.ok()) continue;
-    int64_t ws = 0;
-    HR_DNN("workspace size", cudnnBackendGetAttribute((*plan)->d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                                      CUDNN_TYPE_INT64, 1, nullptr, &ws));
-    out.workspace = size_t(ws);
-    out.plan = (*plan)->d;
-    out.owned = std::make_shared<std::vector<std::shared_ptr<void>>>();
-    for (const DescPtr& keep : g.keep) out.owned->push_back(keep);
-    return Status();
-  }
-  return last;
+  return make_error(ErrorCode::UNSUPPORTED, "cuDNN attention: no plan ({})", why);
 }
 
 }  // namespace
