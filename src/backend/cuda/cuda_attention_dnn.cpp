@@ -27,7 +27,7 @@ namespace hr::cuda {
 // builds for scaled dot-product attention in inference:
 //   S = matmul(Q, K^T) -> S * scale -> M = max over keys -> E = exp(S - M) -> Z = sum of E
 //   -> (stats: M + log Z, virtual) -> P = E / Z -> O = matmul(P, V)
-// with every intermediate a virtual f32 tensor. Q, K, V and O keep our layout, [B, N, H * D]
+// with every intermediate a virtual f32 tensor except P, which is in the inputs' type. Q, K, V and O keep our layout, [B, N, H * D]
 // viewed as [B, H, N, D] by strides; K^T is K's memory with the last two dimensions swapped.
 // The scale is a by-value scalar. The engine compiles its kernel at run time (a few hundred ms
 // per shape), so plans are made once per shape (from op_workspace, outside any capture) and
@@ -224,7 +224,9 @@ Status plan_build(cudnnHandle_t h, const DnnAttentionKey& k, DnnAttentionPlan& o
   HR_ASSIGN_OR_RETURN(DescPtr z, g.tensor(kZ, f32, r_dims, r_str, true));
   HR_ASSIGN_OR_RETURN(DescPtr l, g.tensor(kL, f32, r_dims, r_str, true));
   HR_ASSIGN_OR_RETURN(DescPtr stats, g.tensor(kStats, f32, r_dims, r_str, true));
-  HR_ASSIGN_OR_RETURN(DescPtr p, g.tensor(kP, f32, s_dims, s_str, true));
+  // P is the second matmul's A: the engine wants it in V's type (cuDNN 9.14: "A and B need to
+  // have the same datatype in the matmul").
+  HR_ASSIGN_OR_RETURN(DescPtr p, g.tensor(kP, io, s_dims, s_str, true));
   std::vector<DescPtr> ops;
   auto add = [&](Result<DescPtr> r) -> Status {
     HR_TRY(r.status());
