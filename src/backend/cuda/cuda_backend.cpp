@@ -257,7 +257,8 @@ class CudaBackend final : public Backend {
       case OpKind::ATTENTION: {
         if (in.size() != 3 || in[0].shape.rank != 3 || p.heads < 1) return 0;
         int64_t d = in[0].shape[2] / p.heads, dv = in[2].shape[2] / p.heads;
-        if (cuda::attention_dnn_applies(in[0].dtype, in[1].shape[1], d, dv, p.causal)) {
+        if (cuda::attention_dnn_applies(in[0].dtype, in[0].shape[1], in[1].shape[1], d, dv,
+                                        p.causal)) {
           cudaSetDevice(ctx_.device);
           const cuda::DnnAttentionPlan& plan = cuda::attention_dnn_plan(
               ctx_, cuda::attention_dnn_key(in[0].dtype, in[0].shape[0], in[0].shape[1],
@@ -440,7 +441,7 @@ Status CudaBackend::run_compute(const OpCall& c, const OpParams& p, cudaStream_t
         HR_CUDA_CHECK(opn, cudaMemsetAsync(y.data, 0, y.desc.bytes(), s));
         return Status();
       }
-      if (cuda::attention_dnn_applies(t, a.nk, a.d, a.dv, a.causal)) {  // Note [cuDNN attention]
+      if (cuda::attention_dnn_applies(t, a.nq, a.nk, a.d, a.dv, a.causal)) {  // Note [cuDNN attention]
         const cuda::DnnAttentionPlan& plan = cuda::attention_dnn_plan(
             ctx_, cuda::attention_dnn_key(t, a.b, a.nq, a.nk, a.heads, a.d, a.dv));
         if (plan.ok() && c.workspace_bytes >= plan.workspace)

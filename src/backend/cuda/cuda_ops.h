@@ -106,9 +106,10 @@ bool attention_gemm_applies(DType t, int heads, int64_t d, int64_t dv, bool caus
 size_t attention_gemm_workspace(DType t, int64_t nq, int64_t nk);
 Status attention_gemm(CudaContext& ctx, const OpCall& c, float scale, cudaStream_t s);
 // cuda_attention_dnn.cpp (Note [cuDNN attention]): f16/bf16, not causal, D == Dv, D % 8 == 0,
-// D <= 256; HEADROOM_CUDNN_ATTENTION=0 turns it off. attention_dnn_plan builds (once, then from
-// the cache) the plan of a shape; a refused shape's plan is !ok() and runs on our kernels.
-bool attention_dnn_applies(DType t, int64_t nk, int64_t d, int64_t dv, bool causal);
+// D <= 256, at least 512 queries and keys (Note [cuDNN attention shapes]);
+// HEADROOM_CUDNN_ATTENTION=0 turns it off. attention_dnn_plan builds (once, then from the cache)
+// the plan of a shape; a refused shape's plan is !ok() and runs on our kernels.
+bool attention_dnn_applies(DType t, int64_t nq, int64_t nk, int64_t d, int64_t dv, bool causal);
 DnnAttentionKey attention_dnn_key(DType t, int64_t b, int64_t nq, int64_t nk, int64_t heads,
                                   int64_t d, int64_t dv);
 const DnnAttentionPlan& attention_dnn_plan(CudaContext& ctx, const DnnAttentionKey& k);
