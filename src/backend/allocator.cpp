@@ -112,7 +112,9 @@ Result<DeviceBuffer> Allocator::allocate_reclaiming(size_t bytes, Pool pool,
     r = allocate_once(rounded, pool, what, external);  // the block just cached
     if (!out_of_memory(r)) return r;
   }
-  if (cache_release(missing_for(rounded)) > 0) {
+  // Refused by the device although within the budget (another process took memory): what is
+  // free may be scattered, so every cached block goes back, not just as many bytes.
+  if (cache_release(fits_budget(rounded) ? UINT64_MAX : missing_for(rounded)) > 0) {
     r = allocate_once(rounded, pool, what, external);
     if (!out_of_memory(r)) return r;
   }
@@ -120,6 +122,11 @@ Result<DeviceBuffer> Allocator::allocate_reclaiming(size_t bytes, Pool pool,
   r = allocate_once(rounded, pool, what, external);
   if (!out_of_memory(r) || cache_release(missing_for(rounded)) == 0) return r;
   return allocate_once(rounded, pool, what, external);
+}
+
+bool Allocator::fits_budget(size_t rounded) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return budget_ == kUnlimited || (total_.current <= budget_ && rounded <= budget_ - total_.current);
 }
 
 uint64_t Allocator::missing_for(size_t rounded) const {

@@ -194,6 +194,7 @@ class Allocator {
   uint64_t reclaim_block(uint64_t bytes);
   // A cached weight block of exactly `rounded` bytes, or an empty buffer.
   Result<DeviceBuffer> cache_take(size_t rounded, const std::string& what);
+  bool fits_budget(size_t rounded) const;
   // Bytes an allocation of `rounded` lacks within the budget (rounded when the device refused).
   uint64_t missing_for(size_t rounded) const;
 

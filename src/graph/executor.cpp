@@ -868,6 +868,7 @@ Result<std::vector<HostTensor>> Executor::run_recover(
       const Value& v = compiled->graph.values()[size_t(u.value)];
       weights.weight_evict(v.name, v.layout);
     }
+    allocator_.cache_release(UINT64_MAX);  // the evicted blocks too (Note [weight block cache])
   };
   release_all();
   allocator_.reclaim(UINT64_MAX);
