@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "async_sim_backend.h"
+#include "backend/allocator.h"
 
 namespace hr {
 namespace {
@@ -306,6 +307,34 @@ TEST(AsyncSimSemantics, NothingRunsBeforeASync) {
   ASSERT_TRUE(b.stream_sync(nullptr).ok());
   EXPECT_EQ(host, src);
   EXPECT_EQ(b.pending(), 0u);
+}
+
+// Note [weight block cache]: a freed weight block whose last reader is still queued is handed to
+// the next weight of its size only after a device-wide wait, so the reader sees the old values
+// even though the new owner overwrites the block at once (cudaFree used to give this for free).
+TEST(AsyncSimSemantics, ReusedWeightBlockWaitsForItsLastReader) {
+  AsyncSimBackend b(SimOrder::COPIES_LATE);
+  b.set_host_visible(false);
+  Allocator a(b);
+  std::unique_ptr<Stream> s = make_stream(b);
+  Result<DeviceBuffer> old = a.allocate(kBytes, Pool::WEIGHTS, "old weight");
+  Result<DeviceBuffer> out = a.allocate(kBytes, Pool::ACTIVATIONS, "reader's output");
+  ASSERT_TRUE(old.ok() && out.ok());
+  const Vec before = {1, 2, 3, 4};
+  std::memcpy(old->data(), before.data(), kBytes);
+  ASSERT_TRUE(b.copy_d2d(out->data(), old->data(), kBytes, s.get()).ok());  // queued
+  void* block = old->data();
+  old->reset();  // into the cache; the copy has not run
+  EXPECT_EQ(b.pending(), 1u);
+  Result<DeviceBuffer> reused = a.allocate(kBytes, Pool::WEIGHTS, "new weight");
+  ASSERT_TRUE(reused.ok());
+  EXPECT_EQ(reused->data(), block);
+  EXPECT_EQ(b.pending(), 0u) << "handed out before its reader ran";
+  const Vec after = {9, 9, 9, 9};
+  std::memcpy(reused->data(), after.data(), kBytes);  // the new owner's upload
+  ASSERT_TRUE(b.drain().ok());
+  const float* o = static_cast<const float*>(out->data());
+  EXPECT_EQ(Vec(o, o + kN), before);
 }
 
 TEST(AsyncSimSemantics, OpArgumentsAreCopiedAtEnqueue) {
