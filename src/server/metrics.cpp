@@ -55,6 +55,13 @@ void vram_metrics(Exposition& e, ServerContext& ctx) {
   e.value("headroom_allocation_failures_total", double(ctx.allocator.total().failures));
   e.family("headroom_reclaimed_bytes_total", "counter", "Bytes freed by reclaiming idle weights.");
   e.value("headroom_reclaimed_bytes_total", double(ctx.allocator.reclaimed()));
+  const PoolStats w = ctx.allocator.stats(Pool::WEIGHTS);
+  e.family("headroom_weight_cache_bytes", "gauge",
+           "Idle cached weight blocks, part of the allocator-level weights segment.");
+  e.value("headroom_weight_cache_bytes", double(w.cached));
+  e.family("headroom_weight_blocks_reused_total", "counter",
+           "Weights placed in a cached block instead of a new device allocation.");
+  e.value("headroom_weight_blocks_reused_total", double(w.reused));
 }
 
 void step_histogram(Exposition& e, const StepHistogram& h) {

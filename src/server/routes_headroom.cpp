@@ -17,7 +17,8 @@ namespace {
 Json pool_json(const PoolStats& p) {
   return Json{{"current", p.current},         {"peak", p.peak},
               {"allocated", p.allocated},     {"freed", p.freed},
-              {"allocations", p.allocations}, {"failures", p.failures}};
+              {"allocations", p.allocations}, {"failures", p.failures},
+              {"cached", p.cached},           {"reused", p.reused}};
 }
 
 // The warning and danger levels as fractions and, with a budget, in bytes.

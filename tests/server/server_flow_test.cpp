@@ -171,11 +171,13 @@ TEST_F(ServerTest, HeadroomExtras) {
   EXPECT_NE(metrics.body.find("headroom_vram_bytes{lens=\"allocator\",segment=\"activations\"}"),
             std::string::npos);
   EXPECT_NE(metrics.body.find("headroom_queue_pending 0"), std::string::npos);
-  for (const char* m : {"headroom_streamed_bytes_total ", "headroom_oom_recoveries_total 0"})
+  for (const char* m : {"headroom_streamed_bytes_total ", "headroom_oom_recoveries_total 0",
+                        "headroom_weight_cache_bytes ", "headroom_weight_blocks_reused_total "})
     EXPECT_NE(metrics.body.find(m), std::string::npos) << m << " not in:\n" << metrics.body;
 
   Json mem = http_call(port_, "GET", "/headroom/memory").json();
   EXPECT_TRUE(mem["allocator"]["pools"].contains("activations"));
+  EXPECT_TRUE(mem["allocator"]["pools"]["weights"].contains("cached"));
   EXPECT_GT(mem["loaded_models"].size(), 0u);
 
   HttpResult plan = http_post_json(port_, "/headroom/plan", Json{{"prompt", tiny_workflow()}});
