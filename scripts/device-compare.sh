@@ -15,8 +15,10 @@
 # CPU) while headroom builds, tests and benchmarks; the peer's compile runs at a lower CPU
 # priority and its timing waits until bench_models has finished, so each side times with the GPU
 # to itself. Only the peer's few warm-up calls may overlap headroom's timed runs (medians of 20);
-# the driver-level memory in bench_models.log counts the peer's process too. SERIAL=1 runs the
-# two strictly one after the other (fairest; add the compile time).
+# the driver-level memory in bench_models.log counts the peer's process too. SERIAL=1 (the
+# default since 2026-12-01) runs the two strictly one after the other: in the overlapped mode
+# (SERIAL=0, ~3 min shorter) PyTorch's figures came out noisy (eager SD1.5 45.1 ms against 25.1
+# in a serial run the same hour; torch.compile 9.18 against 8.75).
 #   DTYPES=f16,bf16 (headroom and PyTorch eager)  COMPILE_DTYPES=f16  COMPILE=full|regional|off
 #   STEPS=20 (headroom timed runs)  ITERS=10 (PyTorch timed steps)  TESTS=1|0  STREAMING=0|1
 #   EXTRA_TARGETS="bench_norms hr_tests_models" EXTRA_CMD='...': more targets to build and a
@@ -38,7 +40,7 @@ DTYPES=${DTYPES:-f16,bf16}
 COMPILE_DTYPES=${COMPILE_DTYPES:-f16}
 COMPILE=${COMPILE:-full}
 STEPS=${STEPS:-20}
-SERIAL=${SERIAL:-0}
+SERIAL=${SERIAL:-1}
 TESTS=${TESTS:-1}
 STREAMING=${STREAMING:-0}  # 1: also bench_streaming (issue 15) while the peer compiles
 TEST_FILTER=${TEST_FILTER:-*Cuda*}  # which CUDA op tests TESTS=1 runs (all by default)
