@@ -9,8 +9,7 @@ OUT=${OUT:-device-logs}
 mkdir -p "$OUT"
 source scripts/device-env.sh
 device_configure
-ninja -C build-dev -j"$(nproc)" bench_attention > "$OUT/build_attention.log" 2>&1 ||
-  { grep -E "error|FAILED" "$OUT/build_attention.log" | head -40; exit 1; }
+device_build build_attention.log bench_attention
 timeout 200 ./build-dev/bench/bench_attention > "$OUT/bench_attention.log" 2>&1
 echo "== bench_attention (exit $?)"
 grep -E "TFLOP/s \(the ceiling|^f16|^shape|^sd|per UNet step" "$OUT/bench_attention.log" | head -20

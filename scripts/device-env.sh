@@ -20,3 +20,13 @@ device_configure() {
     -DHEADROOM_CUDA_ARCHS="${HEADROOM_CUDA_ARCHS:-90}" $HR_CMAKE_EXTRA > "$OUT/configure.log" 2>&1 ||
     { tail -30 "$OUT/configure.log"; exit 1; }
 }
+
+# Builds the given targets in build-dev, logging to $OUT/$1; exits the script with the log's
+# errors when the build fails.
+device_build() {
+  local log=$1
+  shift
+  ninja -C build-dev -j"$(nproc)" "$@" > "$OUT/$log" 2>&1 ||
+    { grep -E "error|FAILED" "$OUT/$log" | head -40; exit 1; }
+  echo "build ok"
+}

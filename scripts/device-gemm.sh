@@ -14,9 +14,7 @@ OUT=${OUT:-device-logs}
 mkdir -p "$OUT"
 source scripts/device-env.sh
 device_configure
-ninja -C build-dev -j"$(nproc)" bench_gemm > "$OUT/build.log" 2>&1 ||
-  { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
-echo "build ok"
+device_build build.log bench_gemm
 timeout 300 ./build-dev/bench/bench_gemm --json "$OUT/gemm.json" > "$OUT/bench_gemm.log" 2>&1
 rc=$?
 echo "== bench_gemm (exit $rc)"

@@ -13,9 +13,7 @@ OUT=${OUT:-device-logs}
 mkdir -p "$OUT"
 source scripts/device-env.sh
 device_configure
-ninja -C build-dev -j"$(nproc)" bench_streaming > "$OUT/build.log" 2>&1 ||
-  { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
-echo "build ok"
+device_build build.log bench_streaming
 for v in ${VARIANTS:-none}; do
   env $([ "$v" = none ] || echo "${v//,/ }") timeout 240 \
     ./build-dev/bench/bench_streaming --device cuda --dtype f16 --steps 8 --only sdxl \

@@ -11,9 +11,7 @@ OUT=${OUT:-device-logs}
 mkdir -p "$OUT"
 source scripts/device-env.sh
 device_configure
-ninja -C build-dev -j"$(nproc)" hr_tests_backend hr_tests_models hr_tests_memory bench_streaming \
-  > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
-echo "build ok"
+device_build build.log hr_tests_backend hr_tests_models hr_tests_memory bench_streaming
 ./build-dev/tests/hr_tests_backend --gtest_filter='Allocator*:DeviceBuffer*' 2>&1 | tail -1
 ./build-dev/tests/hr_tests_memory 2>&1 | grep -E "^\[  (PASSED|FAILED)|FAILED \]|SKIPPED \]"
 ./build-dev/tests/hr_tests_models --gtest_filter='Weight*:*CudaGolden*:CudaStreaming*' 2>&1 |

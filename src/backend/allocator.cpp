@@ -157,14 +157,18 @@ uint64_t Allocator::reclaim(uint64_t bytes) {
   return freed + asked;
 }
 
-uint64_t Allocator::reclaim_block(uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(reclaim_mu_);
+std::vector<Reclaimable*> Allocator::idle_holders() const {
   std::vector<Reclaimable*> order;
   for (Reclaimable* r : reclaimables_)
     if (!r->in_use()) order.push_back(r);
   std::sort(order.begin(), order.end(),
             [](Reclaimable* a, Reclaimable* b) { return a->last_use() < b->last_use(); });
-  for (Reclaimable* r : order)
+  return order;
+}
+
+uint64_t Allocator::reclaim_block(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(reclaim_mu_);
+  for (Reclaimable* r : idle_holders())
     if (const uint64_t n = r->reclaim_block(bytes); n > 0) {
       reclaimed_ += n;
       return n;
@@ -174,13 +178,8 @@ uint64_t Allocator::reclaim_block(uint64_t bytes) {
 
 uint64_t Allocator::reclaim_holders(uint64_t bytes) {
   std::lock_guard<std::mutex> lock(reclaim_mu_);
-  std::vector<Reclaimable*> order;
-  for (Reclaimable* r : reclaimables_)
-    if (!r->in_use()) order.push_back(r);
-  std::sort(order.begin(), order.end(),
-            [](Reclaimable* a, Reclaimable* b) { return a->last_use() < b->last_use(); });
   uint64_t freed = 0;
-  for (Reclaimable* r : order) {
+  for (Reclaimable* r : idle_holders()) {
     if (freed >= bytes) break;
     freed += r->reclaim(bytes - freed);
   }

@@ -190,6 +190,8 @@ class Allocator {
   // Asks holders not in use, least recently used first, to free `bytes` (weight blocks they free
   // stay cached); returns bytes they freed.
   uint64_t reclaim_holders(uint64_t bytes);
+  // Holders not in use, least recently used first; called with reclaim_mu_ held.
+  std::vector<Reclaimable*> idle_holders() const;
   // Asks holders not in use, least recently used first, for one block of exactly `bytes`.
   uint64_t reclaim_block(uint64_t bytes);
   // A cached weight block of exactly `rounded` bytes, or an empty buffer.
