@@ -18,6 +18,8 @@
 
 namespace hr::cuda {
 
+#if CUDNN_VERSION >= 90000  // the backend graph API as used here (and cudnnGetLastErrorString)
+
 // Note [cuDNN attention]
 // cuDNN 9 has a fused flash-attention forward engine on Hopper that reached 270-470 TFLOP/s on
 // SD's self-attention shapes in PyTorch (bench/torch_attention.py, 2026-12-01: SDXL's 4096-token
@@ -344,5 +346,24 @@ Status attention_dnn(CudaContext& ctx, const DnnAttentionPlan& p, const OpCall& 
   HR_DNN("execute", cudnnBackendExecute(ctx.dnn, static_cast<cudnnBackendDescriptor_t>(p.plan), pack->d));
   return Status();
 }
+
+#else  // older cuDNN: our kernels only
+
+bool attention_dnn_applies(DType, int64_t, int64_t, int64_t, int64_t, bool) { return false; }
+DnnAttentionKey attention_dnn_key(DType t, int64_t b, int64_t nq, int64_t nk, int64_t heads,
+                                  int64_t d, int64_t dv) {
+  return {int64_t(t), b, nq, nk, heads, d, dv};
+}
+const DnnAttentionPlan& attention_dnn_plan(CudaContext& ctx, const DnnAttentionKey& k) {
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  DnnAttentionPlan& p = ctx.attention_plans[k];
+  p.refused = "cuDNN older than 9.0";
+  return p;
+}
+Status attention_dnn(CudaContext&, const DnnAttentionPlan&, const OpCall&, float, cudaStream_t) {
+  return make_error(ErrorCode::UNSUPPORTED, "cuDNN attention needs cuDNN 9");
+}
+
+#endif
 
 }  // namespace hr::cuda
