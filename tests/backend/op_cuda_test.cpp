@@ -9,11 +9,18 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <string>
 
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "op_harness.h"
 #include "test_gpu.h"
+
+#ifdef HEADROOM_WITH_CUDA
+#include <cudnn.h>
+
+#include "backend/cuda/cuda_ops.h"
+#endif
 
 namespace hr::test {
 namespace {
@@ -51,6 +58,32 @@ TEST(CudaBackend, SupportsEveryOpInEveryFloatDtype) {
   EXPECT_LE(info.memory_free, info.memory_total);
   std::cout << "  " << info.name << ": " << (info.memory_free >> 20) << " MiB free of "
             << (info.memory_total >> 20) << " MiB\n";
+}
+
+// Note [cuDNN attention shapes]: cuDNN's engine must accept SD's long self-attentions (a refusal
+// would silently leave them on the slower kernels); the 77-key cross-attentions stay ours.
+TEST(CudaBackend, CudnnAttentionTakesSdSelfAttentionShapes) {
+  REQUIRE_CUDA();
+  ASSERT_EQ(gpu.info().kind, "cuda");  // the plans are made on the current device
+#ifdef HEADROOM_WITH_CUDA
+  if (const char* e = std::getenv("HEADROOM_CUDNN_ATTENTION"); e && std::string(e) == "0")
+    GTEST_SKIP() << "HEADROOM_CUDNN_ATTENTION=0";
+  cuda::CudaContext ctx;
+  ASSERT_EQ(cudnnCreate(&ctx.dnn), CUDNN_STATUS_SUCCESS);
+  struct Sd {
+    int64_t n, heads, d;
+  };
+  for (DType t : {DType::F16, DType::BF16})
+    for (Sd s : {Sd{4096, 8, 40}, Sd{1024, 8, 80}, Sd{4096, 10, 64}, Sd{1024, 20, 64}}) {
+      EXPECT_TRUE(cuda::attention_dnn_applies(t, s.n, s.n, s.d, s.d, false));
+      const cuda::DnnAttentionPlan& p =
+          cuda::attention_dnn_plan(ctx, cuda::attention_dnn_key(t, 2, s.n, s.n, s.heads, s.d, s.d));
+      EXPECT_TRUE(p.ok()) << dtype_name(t) << " " << s.n << " d" << s.d << ": " << p.refused;
+    }
+  EXPECT_FALSE(cuda::attention_dnn_applies(DType::F16, 4096, 77, 64, 64, false));
+  EXPECT_FALSE(cuda::attention_dnn_applies(DType::F16, 4096, 4096, 64, 64, true));  // causal
+  cudnnDestroy(ctx.dnn);
+#endif
 }
 
 // What CI without a GPU sees: a clean NOT_FOUND (or UNSUPPORTED in a build without CUDA);
