@@ -430,11 +430,16 @@ Status Executor::debug_marks_prepare(size_t nodes, size_t groups) {
 // Frees what the plan does not keep, then allocates the arena and the ring: the streamed
 // weights' device copies go first so that their room is there for the rest.
 Status Executor::buffers_prepare(RunState& r, WeightSource& w) {
+  const uint64_t cached = allocator_.stats(Pool::WEIGHTS).cached;
   for (size_t k = 0; k < r.uses.size(); ++k)
     if (r.res.streamed(k)) {
       const Value& v = r.g.values()[size_t(r.uses[k].value)];
       w.weight_evict(v.name, v.layout);
     }
+  // Note [weight block cache]: the blocks of weights this plan streams from now on are not wanted
+  // back soon, and idle blocks held beside the plan's own bytes would lift the peak above the
+  // plan's; they go back to the device now.
+  if (allocator_.stats(Pool::WEIGHTS).cached > cached) allocator_.cache_release(UINT64_MAX);
   // The ring is exactly the plan's: a larger one left by another graph would eat the room the
   // plan counted on.
   const uint64_t ring_bytes = r.res.streams() ? (r.res.ring_bytes + 255) / 256 * 256 : 0;

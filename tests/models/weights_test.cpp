@@ -404,6 +404,44 @@ TEST_F(WeightReclaimTest, ModelSwitchReusesTheOtherModelsBlocks) {
   EXPECT_EQ(dev_.allocs, 3);
 }
 
+// Note [weight block cache]: when a lower budget makes the executor stream weights that were
+// resident, none of their blocks stays idle in the cache and what is held comes back under the
+// budget (the executor gives evicted blocks back, and so would the ring's allocation).
+TEST_F(WeightReclaimTest, WeightsThatStartStreamingLeaveNoCachedBlocks) {
+  Graph g;
+  ValueId h = g.input("x", TensorDesc{DType::F32, Shape{4, 32}});
+  WeightSet ws;
+  for (int i = 0; i < 8; ++i) {
+    HostTensor t(DType::F32, Shape{32, 32});
+    for (int64_t j = 0; j < t.numel(); ++j) t.f32()[j] = 0.01f * float((i * 7 + j) % 13) - 0.05f;
+    ws.put(fmt::format("l{}.weight", i), std::move(t));
+    h = g.linear(h, g.weight(fmt::format("l{}.weight", i), TensorDesc{DType::F32, Shape{32, 32}}));
+  }
+  g.output(h, "y");
+  HostTensor x(DType::F32, Shape{4, 32});
+  for (int64_t j = 0; j < x.numel(); ++j) x.f32()[j] = 0.1f * float(j % 7);
+  const HostInputs in = {{"x", &x}};
+  Allocator alloc(dev_);
+  Executor ex(dev_, alloc);
+  ResidencyOptions o = ex.residency_options();
+  o.depth = 2;
+  o.small_bytes = 0;
+  ex.set_residency_options(o);
+  ws.bind(&dev_, &alloc);
+  auto resident = ex.run(g, in, ws);
+  ASSERT_TRUE(resident.ok()) << resident.status().str();
+  ASSERT_FALSE(ex.last_residency().streams());
+  const uint64_t budget = ex.arena_held() + 4 * 32 * 32 * 4;  // room for half the weights
+  alloc.set_budget(budget);  // below what is held: the next run must give back, not add
+  auto streamed = ex.run(g, in, ws);
+  ASSERT_TRUE(streamed.ok()) << streamed.status().str();
+  EXPECT_TRUE(ex.last_residency().streams()) << ex.last_residency_text();
+  EXPECT_EQ(alloc.stats(Pool::WEIGHTS).cached, 0u);
+  EXPECT_LE(alloc.total().current, budget);
+  EXPECT_EQ(std::memcmp((*streamed)[0].data(), (*resident)[0].data(), (*resident)[0].bytes()), 0);
+  ws.bind(nullptr, nullptr);
+}
+
 // An arena may count on the room idle models would give back, but not on the weights the run
 // itself will use.
 TEST_F(WeightReclaimTest, ArenaRoomCountsIdleWeights) {
