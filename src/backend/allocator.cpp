@@ -126,7 +126,8 @@ Result<DeviceBuffer> Allocator::allocate_reclaiming(size_t bytes, Pool pool,
 
 bool Allocator::fits_budget(size_t rounded) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return budget_ == kUnlimited || (total_.current <= budget_ && rounded <= budget_ - total_.current);
+  return budget_ == kUnlimited ||
+         (total_.current <= budget_ && rounded <= budget_ - total_.current);
 }
 
 uint64_t Allocator::missing_for(size_t rounded) const {
@@ -218,10 +219,12 @@ uint64_t Allocator::trim_weights() {
 // weight of exactly its size takes it without a device call. A weight that does not fit asks
 // idle holders for a block of its exact size first (Reclaimable::reclaim_block), so the new
 // model's tensors land in the old one's blocks one by one. Exact sizes only: a larger block
-// would hold bytes the plans do not count. Idle blocks are the first memory an allocation that does not fit gets
-// (before idle holders are asked), count as reclaimable room (reclaimable_bytes), and are given
-// back by trim_weights, by an executor recovering from an out-of-memory error and when the
-// cache would exceed its cap (1 GiB by default; without a budget nothing else would free them).
+// would hold bytes the plans do not count. Idle blocks are the first memory an allocation that
+// does not fit gets (before idle holders are asked; all of them when the device refused within
+// the budget), count as reclaimable room (reclaimable_bytes), and are given back by reclaim,
+// trim_weights, an executor whose new plan streams weights that were resident or that recovers
+// from an out-of-memory error, and when the cache would exceed its cap (1 GiB by default;
+// without a budget nothing else would free them).
 // A block's last reader may still be queued when it is freed (cudaFree used to wait for it), so
 // a block goes out again only after a device-wide wait that began after it was cached; one wait
 // covers every block cached before it, so a model switch waits about once per reclaim, not per
@@ -251,8 +254,9 @@ Result<DeviceBuffer> Allocator::cache_take(size_t rounded, const std::string& wh
   const uint64_t n = ++syncs_started_;
   lock.unlock();
   Status st = backend_.device_sync();
-  lock.lock();
+  // Unlocked: on failure `b` goes back to the cache as it is destroyed, which takes mu_.
   if (!st.ok()) return Status(st.code(), fmt::format("{}: {}", what, st.message()));
+  lock.lock();
   syncs_done_ = std::max(syncs_done_, n);
   return b;
 }

@@ -30,11 +30,12 @@ class FakeBackend final : public test::UnsupportedBackend {
   std::set<void*> live;
 
   int device_syncs = 0;
+  bool sync_fails = false;
   int delay_us = 0;  // a slow device call (the allocator drops its lock around it)
   Status device_sync() override {
     std::lock_guard<std::mutex> lock(mu);
     ++device_syncs;
-    return Status();
+    return sync_fails ? Status(ErrorCode::INTERNAL, "an earlier kernel failed") : Status();
   }
   std::mutex mu;
   Result<void*> device_alloc(size_t bytes) override {
@@ -353,6 +354,22 @@ TEST(Allocator, OneDeviceWaitCoversEveryBlockCachedBeforeIt) {
   ASSERT_TRUE(x3.ok());
   EXPECT_EQ(dev.device_syncs, 2);
   EXPECT_EQ(dev.device_allocs, 2);
+}
+
+// A failed device-wide wait fails the allocation with the device's error; the block stays cached.
+TEST(Allocator, FailedWaitBeforeReuseKeepsTheBlockCached) {
+  FakeBackend dev;
+  Allocator a(dev);
+  { ASSERT_TRUE(a.allocate(kA, Pool::WEIGHTS, "w").ok()); }
+  dev.sync_fails = true;
+  Result<DeviceBuffer> r = a.allocate(kA, Pool::WEIGHTS, "weight x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::INTERNAL);
+  EXPECT_NE(r.status().message().find("weight x"), std::string::npos) << r.status().str();
+  EXPECT_EQ(a.stats(Pool::WEIGHTS).cached, kA);
+  dev.sync_fails = false;
+  EXPECT_TRUE(a.allocate(kA, Pool::WEIGHTS, "weight x").ok());
+  EXPECT_EQ(dev.device_allocs, 1);
 }
 
 // Cached blocks are the first room an allocation that does not fit the budget gets, and the

@@ -29,12 +29,12 @@ namespace hr::cuda {
 // builds for scaled dot-product attention in inference:
 //   S = matmul(Q, K^T) -> S * scale -> M = max over keys -> E = exp(S - M) -> Z = sum of E
 //   -> (stats: M + log Z, virtual) -> P = E / Z -> O = matmul(P, V)
-// with every intermediate a virtual f32 tensor except P, which is in the inputs' type. Q, K, V and O keep our layout, [B, N, H * D]
-// viewed as [B, H, N, D] by strides; K^T is K's memory with the last two dimensions swapped.
-// The scale is a by-value scalar. The engine compiles its kernel at run time (not timed alone:
-// bench_attention makes 17 plans and times 7 kernels at each of 17 shapes in 18 s), so plans are
-// made once per shape (from op_workspace, outside any capture) and cached; a shape the engine
-// refuses is remembered and runs on our own kernels.
+// with every intermediate a virtual f32 tensor except P, which is in the inputs' type. Q, K, V and
+// O keep our layout, [B, N, H * D] viewed as [B, H, N, D] by strides; K^T is K's memory with the
+// last two dimensions swapped. The scale is a by-value scalar. The engine compiles its kernel at
+// run time (not timed alone: bench_attention makes 17 plans and times 7 kernels at each of 17
+// shapes in 18 s), so plans are made once per shape (from op_workspace, outside any capture) and
+// cached; a shape the engine refuses is remembered and runs on our own kernels.
 
 namespace {
 
@@ -56,9 +56,9 @@ Status dnn_error(cudnnStatus_t st, const char* what) {
                     "cuDNN attention: {}: {} {}", what, cudnnGetErrorString(st), detail);
 }
 
-#define HR_DNN(what, expr)                                            \
-  do {                                                                \
-    cudnnStatus_t hr_st_ = (expr);                                    \
+#define HR_DNN(what, expr)                                              \
+  do {                                                                  \
+    cudnnStatus_t hr_st_ = (expr);                                      \
     if (hr_st_ != CUDNN_STATUS_SUCCESS) return dnn_error(hr_st_, what); \
   } while (0)
 
@@ -168,9 +168,9 @@ Status heuristic_configs(Builder& g, const DescPtr& graph, std::vector<DescPtr>&
   }
   int64_t got = 0;
   if (count > 0)
-    HR_DNN("engine configs", cudnnBackendGetAttribute(heur->d, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
-                                                      raw.data()));
+    HR_DNN("engine configs",
+           cudnnBackendGetAttribute(heur->d, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()));
   cfgs.resize(size_t(std::clamp<int64_t>(got, 0, count)));
   return Status();
 }
@@ -184,8 +184,9 @@ bool plan_try(Builder& g, cudnnHandle_t h, const DescPtr& cfg, DnnAttentionPlan&
   if (st.ok()) st = Builder::set_desc(*plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg);
   if (st.ok()) st = Builder::finalize(*plan, "execution plan");
   int64_t ws = 0;
-  if (st.ok() && cudnnBackendGetAttribute((*plan)->d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                          CUDNN_TYPE_INT64, 1, nullptr, &ws) != CUDNN_STATUS_SUCCESS)
+  if (st.ok() &&
+      cudnnBackendGetAttribute((*plan)->d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                               CUDNN_TYPE_INT64, 1, nullptr, &ws) != CUDNN_STATUS_SUCCESS)
     st = make_error(ErrorCode::INTERNAL, "workspace size");
   if (!st.ok()) {
     why += st.message() + "; ";
@@ -215,10 +216,12 @@ Status plan_build(cudnnHandle_t h, const DnnAttentionKey& k, DnnAttentionPlan& o
   const std::array<int64_t, 4> r_dims{b, heads, nq, 1}, r_str{heads * nq, nq, 1, 1};
   HR_ASSIGN_OR_RETURN(DescPtr q, g.tensor(kQ, io, {b, heads, nq, d}, bhsd(nq, d), false));
   const std::array<int64_t, 4> ks = bhsd(nk, d);
-  HR_ASSIGN_OR_RETURN(DescPtr kt, g.tensor(kK, io, {b, heads, d, nk}, {ks[0], ks[1], 1, ks[2]}, false));
+  HR_ASSIGN_OR_RETURN(DescPtr kt,
+                      g.tensor(kK, io, {b, heads, d, nk}, {ks[0], ks[1], 1, ks[2]}, false));
   HR_ASSIGN_OR_RETURN(DescPtr v, g.tensor(kV, io, {b, heads, nk, dv}, bhsd(nk, dv), false));
   HR_ASSIGN_OR_RETURN(DescPtr o, g.tensor(kO, io, {b, heads, nq, dv}, bhsd(nq, dv), false));
-  HR_ASSIGN_OR_RETURN(DescPtr scale, g.tensor(kScale, f32, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true));
+  HR_ASSIGN_OR_RETURN(DescPtr scale,
+                      g.tensor(kScale, f32, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true));
   HR_ASSIGN_OR_RETURN(DescPtr s, g.tensor(kS, f32, s_dims, s_str, true));
   HR_ASSIGN_OR_RETURN(DescPtr s1, g.tensor(kS1, f32, s_dims, s_str, true));
   HR_ASSIGN_OR_RETURN(DescPtr m, g.tensor(kM, f32, r_dims, r_str, true));
@@ -265,8 +268,9 @@ Status plan_build(cudnnHandle_t h, const DnnAttentionKey& k, DnnAttentionPlan& o
   for (const DescPtr& cfg : cfgs)
     if (plan_try(g, h, cfg, out, why)) return Status();
   int64_t engines = 0;
-  HR_DNN("engine count", cudnnBackendGetAttribute(graph->d, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
-                                                  CUDNN_TYPE_INT64, 1, nullptr, &engines));
+  HR_DNN("engine count",
+         cudnnBackendGetAttribute(graph->d, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
+                                  CUDNN_TYPE_INT64, 1, nullptr, &engines));
   why += fmt::format("{} engines: ", engines);
   for (int64_t i = 0; i < engines; ++i) {
     HR_ASSIGN_OR_RETURN(DescPtr engine, g.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR));
@@ -337,14 +341,17 @@ Status attention_dnn(CudaContext& ctx, const DnnAttentionPlan& p, const OpCall& 
   Builder g;
   HR_ASSIGN_OR_RETURN(DescPtr pack, g.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR));
   std::array<int64_t, 5> uids{kQ, kK, kV, kO, kScale};
-  std::array<void*, 5> ptrs{const_cast<void*>(c.inputs[0].data), const_cast<void*>(c.inputs[1].data),
+  std::array<void*, 5> ptrs{const_cast<void*>(c.inputs[0].data),
+                            const_cast<void*>(c.inputs[1].data),
                             const_cast<void*>(c.inputs[2].data), c.output.data, &scale};
   void* ws = p.workspace ? c.workspace : nullptr;
   HR_TRY(Builder::set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 5, uids.data()));
-  HR_TRY(Builder::set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 5, ptrs.data()));
+  HR_TRY(Builder::set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 5,
+                      ptrs.data()));
   HR_TRY(Builder::set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws));
   HR_TRY(Builder::finalize(pack, "variant pack"));
-  HR_DNN("execute", cudnnBackendExecute(ctx.dnn, static_cast<cudnnBackendDescriptor_t>(p.plan), pack->d));
+  HR_DNN("execute",
+         cudnnBackendExecute(ctx.dnn, static_cast<cudnnBackendDescriptor_t>(p.plan), pack->d));
   return Status();
 }
 
