@@ -201,13 +201,11 @@ bool plan_try(Builder& g, cudnnHandle_t h, const DescPtr& cfg, DnnAttentionPlan&
 
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kScale, kS, kS1, kM, kS2, kE, kZ, kL, kStats, kP };
 
-// The operation graph of Note [cuDNN attention] for one shape, and its first execution plan the
-// engine accepts.
-Status plan_build(cudnnHandle_t h, const DnnAttentionKey& k, DnnAttentionPlan& out) {
+// The operation graph of Note [cuDNN attention] for one shape, into `graph`.
+Status graph_build(Builder& g, cudnnHandle_t h, const DnnAttentionKey& k, DescPtr& graph) {
   const int64_t b = k[1], nq = k[2], nk = k[3], heads = k[4], d = k[5], dv = k[6];
   const cudnnDataType_t io = DType(k[0]) == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
   const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
-  Builder g;
   // [B, N, H * D] as [B, H, N, D].
   auto bhsd = [&](int64_t n, int64_t dd) {
     return std::array<int64_t, 4>{n * heads * dd, dd, heads * dd, 1};
@@ -250,16 +248,18 @@ Status plan_build(cudnnHandle_t h, const DnnAttentionKey& k, DnnAttentionPlan& o
   HR_TRY(add(g.pointwise(CUDNN_POINTWISE_DIV, e, z, p)));
   HR_TRY(add(g.matmul(p, v, o)));
 
-  HR_ASSIGN_OR_RETURN(DescPtr graph, g.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
+  HR_ASSIGN_OR_RETURN(graph, g.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
   std::vector<cudnnBackendDescriptor_t> raw;
   for (const DescPtr& op : ops) raw.push_back(op->d);
   HR_TRY(Builder::set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
   HR_TRY(Builder::set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                       int64_t(raw.size()), raw.data()));
-  HR_TRY(Builder::finalize(graph, "operation graph"));
+  return Builder::finalize(graph, "operation graph");
+}
 
-  // The heuristics' configurations first, then every engine of the graph by index; the first
-  // that makes a plan wins. `why` collects what each refusal said.
+// The first execution plan of `graph` the engine accepts: the heuristics' configurations first,
+// then every engine of the graph by index. `why` collects what each refusal said.
+Status plan_find(Builder& g, cudnnHandle_t h, const DescPtr& graph, DnnAttentionPlan& out) {
   std::string why;
   std::vector<DescPtr> cfgs;
   Status heur = heuristic_configs(g, graph, cfgs);
@@ -288,6 +288,14 @@ Status plan_build(cudnnHandle_t h, const DnnAttentionKey& k, DnnAttentionPlan& o
     if (plan_try(g, h, cfg, out, why)) return Status();
   }
   return make_error(ErrorCode::UNSUPPORTED, "cuDNN attention: no plan ({})", why);
+}
+
+// The graph and plan of one shape; the plan keeps every descriptor `g` made alive.
+Status plan_build(cudnnHandle_t h, const DnnAttentionKey& k, DnnAttentionPlan& out) {
+  Builder g;
+  DescPtr graph;
+  HR_TRY(graph_build(g, h, k, graph));
+  return plan_find(g, h, graph, out);
 }
 
 }  // namespace
