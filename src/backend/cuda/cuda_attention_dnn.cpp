@@ -308,10 +308,6 @@ bool attention_dnn_enabled() {
   return on;
 }
 
-DnnAttentionKey attention_dnn_key(DType t, int64_t b, int64_t nq, int64_t nk, int64_t heads,
-                                  int64_t d, int64_t dv) {
-  return {int64_t(t), b, nq, nk, heads, d, dv};
-}
 
 // Note [cuDNN attention shapes]: measured side by side in one run (bench_attention, H200, f16,
 // batch 2, cuDNN 9.14), cuDNN's engine wins on the long self-attentions and loses on the rest:
@@ -366,10 +362,6 @@ Status attention_dnn(CudaContext& ctx, const DnnAttentionPlan& p, const OpCall& 
 #else  // older cuDNN: our kernels only
 
 bool attention_dnn_applies(DType, int64_t, int64_t, int64_t, int64_t, bool) { return false; }
-DnnAttentionKey attention_dnn_key(DType t, int64_t b, int64_t nq, int64_t nk, int64_t heads,
-                                  int64_t d, int64_t dv) {
-  return {int64_t(t), b, nq, nk, heads, d, dv};
-}
 const DnnAttentionPlan& attention_dnn_plan(CudaContext& ctx, const DnnAttentionKey& k) {
   std::lock_guard<std::mutex> lock(ctx.mu);
   DnnAttentionPlan& p = ctx.attention_plans[k];
@@ -381,5 +373,18 @@ Status attention_dnn(CudaContext&, const DnnAttentionPlan&, const OpCall&, float
 }
 
 #endif
+
+DnnAttentionKey attention_dnn_key(DType t, int64_t b, int64_t nq, int64_t nk, int64_t heads,
+                                  int64_t d, int64_t dv) {
+  return {int64_t(t), b, nq, nk, heads, d, dv};
+}
+
+const DnnAttentionPlan* attention_dnn_for(CudaContext& ctx, DType t, int64_t b, int64_t nq,
+                                          int64_t nk, int64_t heads, int64_t d, int64_t dv,
+                                          bool causal) {
+  if (!attention_dnn_applies(t, nq, nk, d, dv, causal)) return nullptr;
+  const DnnAttentionPlan& p = attention_dnn_plan(ctx, attention_dnn_key(t, b, nq, nk, heads, d, dv));
+  return p.ok() ? &p : nullptr;
+}
 
 }  // namespace hr::cuda

@@ -257,14 +257,11 @@ class CudaBackend final : public Backend {
       case OpKind::ATTENTION: {
         if (in.size() != 3 || in[0].shape.rank != 3 || p.heads < 1) return 0;
         int64_t d = in[0].shape[2] / p.heads, dv = in[2].shape[2] / p.heads;
-        if (cuda::attention_dnn_applies(in[0].dtype, in[0].shape[1], in[1].shape[1], d, dv,
-                                        p.causal)) {
-          cudaSetDevice(ctx_.device);
-          const cuda::DnnAttentionPlan& plan = cuda::attention_dnn_plan(
-              ctx_, cuda::attention_dnn_key(in[0].dtype, in[0].shape[0], in[0].shape[1],
-                                            in[1].shape[1], p.heads, d, dv));
-          if (plan.ok()) return plan.workspace;
-        }
+        cudaSetDevice(ctx_.device);
+        if (const cuda::DnnAttentionPlan* plan =
+                cuda::attention_dnn_for(ctx_, in[0].dtype, in[0].shape[0], in[0].shape[1],
+                                        in[1].shape[1], p.heads, d, dv, p.causal))
+          return plan->workspace;
         if (!cuda::attention_gemm_applies(in[0].dtype, p.heads, d, dv, p.causal)) return 0;
         return cuda::attention_gemm_workspace(in[0].dtype, in[0].shape[1], in[1].shape[1]);
       }
@@ -441,12 +438,11 @@ Status CudaBackend::run_compute(const OpCall& c, const OpParams& p, cudaStream_t
         HR_CUDA_CHECK(opn, cudaMemsetAsync(y.data, 0, y.desc.bytes(), s));
         return Status();
       }
-      if (cuda::attention_dnn_applies(t, a.nq, a.nk, a.d, a.dv, a.causal)) {  // Note [cuDNN attention]
-        const cuda::DnnAttentionPlan& plan = cuda::attention_dnn_plan(
-            ctx_, cuda::attention_dnn_key(t, a.b, a.nq, a.nk, a.heads, a.d, a.dv));
-        if (plan.ok() && c.workspace_bytes >= plan.workspace)
-          return cuda::attention_dnn(ctx_, plan, c, a.scale, s);
-      }
+      // Note [cuDNN attention]
+      if (const cuda::DnnAttentionPlan* plan = cuda::attention_dnn_for(
+              ctx_, t, a.b, a.nq, a.nk, a.heads, a.d, a.dv, a.causal);
+          plan && c.workspace_bytes >= plan->workspace)
+        return cuda::attention_dnn(ctx_, *plan, c, a.scale, s);
       if (cuda::attention_gemm_applies(t, a.heads, a.d, a.dv, a.causal))
         return cuda::attention_gemm(ctx_, c, a.scale, s);
       HR_CUDA_CHECK(opn, cuda::attention(a, s));

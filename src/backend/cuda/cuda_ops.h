@@ -115,6 +115,11 @@ DnnAttentionKey attention_dnn_key(DType t, int64_t b, int64_t nq, int64_t nk, in
 const DnnAttentionPlan& attention_dnn_plan(CudaContext& ctx, const DnnAttentionKey& k);
 Status attention_dnn(CudaContext& ctx, const DnnAttentionPlan& p, const OpCall& c, float scale,
                      cudaStream_t s);
+// The plan when cuDNN takes this attention (it applies and the engine accepted the shape), else
+// null: what op_workspace and op_run both ask.
+const DnnAttentionPlan* attention_dnn_for(CudaContext& ctx, DType t, int64_t b, int64_t nq,
+                                          int64_t nk, int64_t heads, int64_t d, int64_t dv,
+                                          bool causal);
 size_t conv2d_workspace(CudaContext& ctx, const OpParams& p, std::span<const TensorDesc> in,
                         const TensorDesc& out);                    // cuda_conv2d.cpp
 Status conv2d(CudaContext& ctx, const OpCall& c, cudaStream_t s);  // cuda_conv2d.cpp
