@@ -205,21 +205,21 @@ void unet_rows(Backend& b, bench::Workload& w, int steps, double bw, std::vector
   resident.target = "resident (no budget)";
   resident.floor_ms = resident.ms;
   rows.push_back(resident);
-  for (int pct : budgets_wanted()) {
-    const uint64_t room = pct == 100 ? weights : uint64_t(double(weights) * pct / 100.0) + ring;
-    Row row = time_steps(b, w, arena + room, steps, &resident.node_ms, bw, true);
+  // One row within `budget`: spread (the default plans) or the streamed set by reuse alone.
+  auto row_at = [&](uint64_t budget, bool spread, std::string target) {
+    Row row = time_steps(b, w, budget, steps, &resident.node_ms, bw, spread);
     row.work = w.name;
-    row.target = fmt::format("{} % resident (budget {})", pct, bytes_format(arena + room));
+    row.target = std::move(target);
     row.floor_ms = std::max(resident.ms, bw > 0 ? double(row.streamed) / bw * 1e3 : 0.0);
     rows.push_back(row);
     std::fflush(stdout);
-    if (pct > 0 && pct < 100) {  // the same budget with the streamed set by reuse alone
-      Row reuse = time_steps(b, w, arena + room, steps, &resident.node_ms, bw, false);
-      reuse.work = w.name;
-      reuse.target = fmt::format("{} % (streamed set by reuse alone)", pct);
-      reuse.floor_ms = std::max(resident.ms, bw > 0 ? double(reuse.streamed) / bw * 1e3 : 0.0);
-      rows.push_back(reuse);
-    }
+  };
+  for (int pct : budgets_wanted()) {
+    const uint64_t room = pct == 100 ? weights : uint64_t(double(weights) * pct / 100.0) + ring;
+    row_at(arena + room, true,
+           fmt::format("{} % resident (budget {})", pct, bytes_format(arena + room)));
+    if (pct > 0 && pct < 100)
+      row_at(arena + room, false, fmt::format("{} % (streamed set by reuse alone)", pct));
   }
 }
 
@@ -326,13 +326,13 @@ void switch_rows(Backend& b, bench::Workload& w, int steps) {
       allocs += after.allocations - before.allocations;
       reused += after.reused - before.reused;
     }
+    w.weights->bind(nullptr, nullptr);
+    other.bind(nullptr, nullptr);
     if (switched.empty()) continue;
     const double n = double(switched.size());
     std::printf("| %s | %.1f | %.1f | %.1f | %.0f | %.0f |\n", cache ? "on" : "off",
                 median(switched), median(again), median(switched) - median(again),
                 double(allocs) / n, double(reused) / n);
-    w.weights->bind(nullptr, nullptr);
-    other.bind(nullptr, nullptr);
   }
 }
 
