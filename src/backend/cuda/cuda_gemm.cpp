@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/cuda/cuda_ops.h"
 
@@ -100,6 +101,97 @@ Status make_descs(const char* opn, const GemmCall& g, bool fuse_bias, size_t ws_
   return Status();
 }
 
+// Note [split-K for small GEMMs]
+// cuBLASLt's heuristic candidates for SDXL's cross-attention K and V projections (the 77-token
+// context, m = 154 rows of k = 2048 against n = 1280 or 640 features: 10-20 output tiles of
+// 128 x 128 for 132 SMs) each stream the whole of k through one CTA per tile: ~8 us for 5 MB of
+// weights (bench_profile: 140 such nodes, 1.4 ms of the step). When the output has fewer tiles
+// than half the SMs and k >= 1024, autotuning also times split-K versions of the candidates
+// that support it (k split 2 to 16 ways, partial sums reduced in f32 in the workspace: a fixed
+// order, so replays stay bitwise equal), when cublasLtMatmulAlgoCheck accepts them within the
+// planned workspace. HEADROOM_GEMM_SPLITK=0 leaves them out (for same-run comparisons).
+int device_sms() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      return 132;
+    return v;
+  }();
+  return n;
+}
+
+void splitk_variants(CudaContext& ctx, const GemmCall& g, const LtDescs& d, size_t ws_bytes,
+                     std::vector<cublasLtMatmulAlgo_t>& cands) {
+  static const bool enabled = [] {
+    const char* e = std::getenv("HEADROOM_GEMM_SPLITK");
+    return !(e && std::string(e) == "0");
+  }();
+  const int64_t tiles = (g.m + 127) / 128 * ((g.n + 127) / 128) * g.batch;
+  if (!enabled || g.k < 1024 || 2 * tiles >= device_sms()) return;
+  const size_t base = std::min<size_t>(cands.size(), 4);
+  for (size_t i = 0; i < base; ++i) {
+    int32_t splitk_ok = 0;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&cands[i], CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &splitk_ok,
+                                          sizeof(splitk_ok), &written) != CUBLAS_STATUS_SUCCESS ||
+        !splitk_ok)
+      continue;
+    for (uint32_t splits : {2u, 4u, 8u, 16u}) {
+      if (g.k / int64_t(splits) < 128) break;
+      cublasLtMatmulAlgo_t a = cands[i];
+      const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      cublasLtMatmulHeuristicResult_t check{};
+      if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                               sizeof(splits)) != CUBLAS_STATUS_SUCCESS ||
+          cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                               sizeof(scheme)) != CUBLAS_STATUS_SUCCESS ||
+          cublasLtMatmulAlgoCheck(ctx.lt, d.op, d.a, d.b, d.c, d.c, &a, &check) !=
+              CUBLAS_STATUS_SUCCESS ||
+          check.workspaceSize > ws_bytes)
+        continue;
+      cands.push_back(a);
+    }
+  }
+}
+
+// Note [autotuning]: times each candidate (one warm-up and three launches between events) and
+// returns the index of the fastest; 0 when none could be timed.
+size_t fastest(CudaContext& ctx, const GemmCall& g, const LtDescs& d,
+               const std::vector<cublasLtMatmulAlgo_t>& cands, const void* cin, float beta,
+               void* ws, size_t ws_bytes, cudaStream_t s) {
+  const float alpha = 1.0f;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) {
+    if (e0) cudaEventDestroy(e0);
+    cudaGetLastError();
+    return 0;
+  }
+  float best_ms = 1e30f;
+  size_t best = 0;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    auto launch = [&] {
+      return cublasLtMatmul(ctx.lt, d.op, &alpha, g.b, d.a, g.a, d.b, &beta, cin, d.c, g.c, d.c,
+                            &cands[i], ws, ws_bytes, s);
+    };
+    if (launch() != CUBLAS_STATUS_SUCCESS) continue;
+    cudaEventRecord(e0, s);
+    bool ok = true;
+    for (int r = 0; r < 3 && ok; ++r) ok = launch() == CUBLAS_STATUS_SUCCESS;
+    cudaEventRecord(e1, s);
+    float ms = 0;
+    if (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
+      ok = false;
+    if (ok && ms < best_ms) {
+      best_ms = ms;
+      best = i;
+    }
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return best;
+}
+
 Status gemm_run(CudaContext& ctx, const char* opn, const GemmCall& g, void* ws, size_t ws_bytes,
                 cudaStream_t s) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return Status();
@@ -138,36 +230,15 @@ Status gemm_run(CudaContext& ctx, const char* opn, const GemmCall& g, void* ws, 
       cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, d.op, d.a, d.b, d.c, d.c, d.pref,
                                                          tune ? kCandidates : 1, res, &count);
       if (st == CUBLAS_STATUS_SUCCESS && count > 0) {
-        int best = 0;
-        if (tune && count > 1) {  // Note [autotuning]
-          cudaEvent_t e0 = nullptr, e1 = nullptr;
-          HR_CUDA_CHECK(opn, cudaEventCreate(&e0));
-          HR_CUDA_CHECK(opn, cudaEventCreate(&e1));
-          float best_ms = 1e30f;
-          for (int i = 0; i < count; ++i) {
-            if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
-            auto launch = [&] {
-              return cublasLtMatmul(ctx.lt, d.op, &alpha, g.b, d.a, g.a, d.b, &beta, cin, d.c, g.c,
-                                    d.c, &res[i].algo, ws, ws_bytes, s);
-            };
-            if (launch() != CUBLAS_STATUS_SUCCESS) continue;
-            cudaEventRecord(e0, s);
-            bool ok = true;
-            for (int r = 0; r < 3 && ok; ++r) ok = launch() == CUBLAS_STATUS_SUCCESS;
-            cudaEventRecord(e1, s);
-            float ms = 0;
-            if (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
-              ok = false;
-            if (ok && ms < best_ms) {
-              best_ms = ms;
-              best = i;
-            }
-          }
-          cudaEventDestroy(e0);
-          cudaEventDestroy(e1);
-          HR_CUDA_CHECK(opn, cudaGetLastError());
-        }
-        chosen.algo = res[best].algo;
+        std::vector<cublasLtMatmulAlgo_t> cands;
+        for (int i = 0; i < count; ++i)
+          if (res[i].state == CUBLAS_STATUS_SUCCESS) cands.push_back(res[i].algo);
+        if (cands.empty()) cands.push_back(res[0].algo);
+        if (tune) splitk_variants(ctx, g, d, ws_bytes, cands);
+        const size_t best =
+            tune && cands.size() > 1 ? fastest(ctx, g, d, cands, cin, beta, ws, ws_bytes, s) : 0;
+        HR_CUDA_CHECK(opn, cudaGetLastError());
+        chosen.algo = cands[best];
         chosen.bias_fused = fuse;
         found = true;
         break;
