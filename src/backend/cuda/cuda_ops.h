@@ -62,8 +62,8 @@ struct GemmAlgo {
 // cuBLASLt's heuristic picks a GEMM algorithm without running anything; the first time a GEMM
 // shape runs on real buffers outside a CUDA-graph capture, the backend also times up to 8 of the
 // heuristic's candidates (and split-K versions of them for GEMMs with few output tiles: Note
-// [split-K for small GEMMs] in cuda_gemm.cpp) with events and keeps the fastest (the workspace the planner saw does
-// not change, so plans stay deterministic). The executor's first run of a plan is never
+// [split-K for small GEMMs] in cuda_gemm.cpp) with events and keeps the fastest (the workspace
+// the planner saw does not change, so plans stay deterministic). The executor's first run of a plan is never
 // captured, so captured replays use tuned algorithms. HEADROOM_AUTOTUNE=0 keeps the heuristic's
 // first choice. Convolutions keep cuDNN's heuristic choice: cuDNN's Find (tried in v2 of
 // bench/PERF_NOTES.md) picked algorithms that doubled SD1.5's convolution time.
