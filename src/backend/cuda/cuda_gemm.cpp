@@ -105,8 +105,9 @@ Status make_descs(const char* opn, const GemmCall& g, bool fuse_bias, size_t ws_
 // cuBLASLt's heuristic candidates for SDXL's cross-attention K and V projections (the 77-token
 // context, m = 154 rows of k = 2048 against n = 1280 or 640 features: 10-20 output tiles of
 // 128 x 128 for 132 SMs) each stream the whole of k through one CTA per tile: ~8 us for 5 MB of
-// weights (bench_profile: 140 such nodes, 1.4 ms of the step). When the output has fewer tiles
-// than half the SMs and k >= 1024, autotuning also times split-K versions of the candidates
+// weights (bench_profile: 140 such nodes, 1.4 ms of the step). SDXL's 2048 x 1280 outputs are
+// 160 tiles for 132 SMs (a second wave of 28). When the output has fewer 128 x 128 tiles than
+// two waves and k >= 1024, autotuning also times split-K versions of the candidates
 // that support it (k split 2 to 16 ways, partial sums reduced in f32 in the workspace: a fixed
 // order, so replays stay bitwise equal), when cublasLtMatmulAlgoCheck accepts them within the
 // planned workspace. HEADROOM_GEMM_SPLITK=0 leaves them out (for same-run comparisons).
@@ -128,7 +129,7 @@ void splitk_variants(CudaContext& ctx, const GemmCall& g, const LtDescs& d, size
     return !(e && std::string(e) == "0");
   }();
   const int64_t tiles = (g.m + 127) / 128 * ((g.n + 127) / 128) * g.batch;
-  if (!enabled || g.k < 1024 || 2 * tiles >= device_sms()) return;
+  if (!enabled || g.k < 1024 || tiles >= 2 * int64_t(device_sms())) return;
   const size_t base = std::min<size_t>(cands.size(), 4);
   for (size_t i = 0; i < base; ++i) {
     int32_t splitk_ok = 0;
