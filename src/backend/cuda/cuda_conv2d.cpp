@@ -1,5 +1,8 @@
 // CONV2D through cuDNN's convolution API (NCHW, groups, dilation), with the algorithm chosen
 // once per shape and dtype, asymmetric padding by a pad kernel, and a direct-kernel fallback.
+#include <cstdlib>
+#include <string>
+
 #include "backend/cuda/cuda_ops.h"
 
 namespace hr::cuda {
@@ -181,6 +184,55 @@ Status epilogue(const Geometry& g, const OpParams& p, const OpCall& c, cudaStrea
   return Status();
 }
 
+// Note [fused conv bias]
+// cuDNN's cudnnConvolutionForward leaves the bias and the added input (LINEAR/CONV2D add_input,
+// op.h) to conv_epilogue, one more pass over the output: SDXL's 51 convolutions write 10-42 MB
+// each, so the pass rereads and rewrites them (~0.5 ms of a 1024^2 step). For a bias with no
+// added term or a full-shape one (the residual after out_layers, the skip 1x1 convolutions, the
+// up/downsamplers) cudnnConvolutionBiasActivationForward does both in the convolution's epilogue:
+// y = conv(x) + z + bias with the identity activation, which cuDNN runs only with
+// IMPLICIT_PRECOMP_GEMM (the algorithm its heuristic picks for our f16/bf16 shapes). A
+// per-sample term ([N, 1, 1, O], the time embedding) has no place there and keeps the epilogue.
+// The sums happen in f32 before the one rounding to the output type (the epilogue rounded the
+// convolution first). When cuDNN refuses, the shape remembers it and runs as before.
+// HEADROOM_CONV_FUSE=0 turns the fusion off (for same-run comparisons).
+bool conv_fuse_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("HEADROOM_CONV_FUSE");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
+bool fusable(const ConvPlan& plan, const void* bias, const void* term, bool per_channel) {
+  return conv_fuse_enabled() && plan.use_cudnn && !plan.fuse_refused && bias &&
+         plan.algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM && !(term && per_channel);
+}
+
+// One cudnnConvolutionBiasActivationForward; `term` (full shape) or null. Called with ctx.mu held
+// and ctx.dnn on the stream.
+cudnnStatus_t run_fused(CudaContext& ctx, const Geometry& g, const ConvPlan& plan,
+                        const DnnDescs& d, const void* x, const void* w, void* algo_ws,
+                        const void* bias, const void* term, void* y) {
+  cudnnTensorDescriptor_t bd = nullptr;
+  cudnnActivationDescriptor_t act = nullptr;
+  cudnnStatus_t st = cudnnCreateTensorDescriptor(&bd);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnCreateActivationDescriptor(&act);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnSetTensor4dDescriptor(bd, CUDNN_TENSOR_NCHW, dnn_type(g.dtype), 1, g.o, 1, 1);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnSetActivationDescriptor(act, CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN, 0.0);
+  if (st == CUDNN_STATUS_SUCCESS) {
+    const float alpha1 = 1.0f, alpha2 = term ? 1.0f : 0.0f;
+    st = cudnnConvolutionBiasActivationForward(
+        ctx.dnn, &alpha1, d.x, x, d.w, w, d.conv, plan.algo, algo_ws, plan.algo_bytes, &alpha2,
+        d.y, term ? term : y, bd, bias, act, d.y, y);
+  }
+  if (act) cudnnDestroyActivationDescriptor(act);
+  if (bd) cudnnDestroyTensorDescriptor(bd);
+  return st;
+}
+
 }  // namespace
 
 size_t conv2d_workspace(CudaContext& ctx, const OpParams& p, std::span<const TensorDesc> in,
@@ -214,15 +266,26 @@ Status conv2d(CudaContext& ctx, const OpCall& c, cudaStream_t s) {
                                     g.pb, g.pl, g.pr, ws, s));
     x = ws;
   }
+  bool per_channel = false;
+  const void* term = add_term(p, c, &per_channel);
+  const void* bias = bias_of(p, c);
+  void* algo_ws = plan.algo_bytes ? ws + plan.pad_bytes : nullptr;
   {
     std::lock_guard<std::mutex> lock(ctx.mu);
     HR_CUDNN_CHECK("conv2d", cudnnSetStream(ctx.dnn, s));
     DnnDescs d;
     HR_TRY(make_descs(g, plan.math, d));
+    if (fusable(plan, bias, term, per_channel)) {  // Note [fused conv bias]
+      if (run_fused(ctx, g, plan, d, x, c.inputs[1].data, algo_ws, bias, term, c.output.data) ==
+          CUDNN_STATUS_SUCCESS)
+        return Status();
+      ctx.conv_plans[conv_key(g)].fuse_refused = true;
+      cudaGetLastError();  // a refusal launches nothing; leave no error behind for the next op
+    }
     const float alpha = 1.0f, beta = 0.0f;
     cudnnStatus_t st = cudnnConvolutionForward(
-        ctx.dnn, &alpha, d.x, x, d.w, c.inputs[1].data, d.conv, plan.algo,
-        plan.algo_bytes ? ws + plan.pad_bytes : nullptr, plan.algo_bytes, &beta, d.y, c.output.data);
+        ctx.dnn, &alpha, d.x, x, d.w, c.inputs[1].data, d.conv, plan.algo, algo_ws,
+        plan.algo_bytes, &beta, d.y, c.output.data);
     if (st == CUDNN_STATUS_NOT_SUPPORTED) {
       ctx.conv_plans[conv_key(g)] = ConvPlan{};  // later calls go straight to the direct kernel
     } else if (st != CUDNN_STATUS_SUCCESS) {

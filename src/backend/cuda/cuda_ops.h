@@ -50,6 +50,7 @@ struct ConvPlan {
   bool pre_pad = false;   // Note [asymmetric conv padding]
   size_t pad_bytes = 0;   // padded input at the start of the workspace (256-aligned size)
   size_t algo_bytes = 0;  // cuDNN's workspace for `algo`, after the padded input
+  bool fuse_refused = false;  // cuDNN refused the fused bias (Note [fused conv bias])
   size_t workspace() const { return pad_bytes + algo_bytes; }
 };
 
