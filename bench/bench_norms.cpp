@@ -1,8 +1,10 @@
 // Benchmark of the CUDA normalisation kernels at SD1.5 / SDXL / VAE shapes (f16 and bf16): layer
 // norm and channels-last group norm (with and without SiLU), the first kernels (layer_norm_v1,
 // group_norm_nhwc_v1) against the current ones (Note [vectorised norms] in cuda_norm.cu) in the
-// same run, with effective GB/s (layer norm: x read once and y written; group norm: x read
-// twice and y written) and the largest difference between the two outputs. Launches run back to
+// same run, and for group norm also the three current kernels against the single-pass cluster
+// kernel (Note [single-pass group norm]; "-" where the shape takes the three kernels), with
+// effective GB/s (x read once and y written once, whatever the kernels read) and the largest
+// difference between the outputs (group norm: single-pass against three-pass). Launches run back to
 // back on the same buffers, so inputs that fit the L2 cache (50 MiB on an H200) stay there and
 // their GB/s can exceed HBM's; in a UNet step the producer usually leaves x in L2 as well.
 #include <algorithm>
@@ -10,11 +12,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
 #ifdef HEADROOM_WITH_CUDA
-#include "backend/cuda/cuda_common.h"
+#include "backend/cuda/cuda_norm.h"
 #include "bench_cuda.h"
 
 namespace {
@@ -68,6 +71,19 @@ void print_row(const char* name, double ms_old, double ms_new, double bytes, dou
               bytes / (ms_old * 1e6), bytes / (ms_new * 1e6), ms_old / ms_new, diff);
 }
 
+// us for v1, three-pass, single-pass (0: none), GB/s of what the op runs, speed-up single- over
+// three-pass, max |single - three|, and the single-pass configuration.
+void print_gn_row(const char* name, double ms_v1, double ms_3, double ms_1, double bytes,
+                  double diff, const std::string& config) {
+  if (ms_1 <= 0.0) {
+    std::printf("%-32s %8.2f %8.2f %8s %8.0f %7s  %-9s %s\n", name, ms_v1 * 1e3, ms_3 * 1e3, "-",
+                bytes / (ms_3 * 1e6), "-", "-", "three kernels");
+    return;
+  }
+  std::printf("%-32s %8.2f %8.2f %8.2f %8.0f %6.2fx  %.2e %s\n", name, ms_v1 * 1e3, ms_3 * 1e3,
+              ms_1 * 1e3, bytes / (ms_1 * 1e6), ms_3 / ms_1, diff, config.c_str());
+}
+
 }  // namespace
 
 int main() {
@@ -87,17 +103,29 @@ int main() {
       {"ln sd15 8192x320", 8192, 320}, {"ln sd15 2048x640", 2048, 640},
       {"ln sd15 512x1280", 512, 1280}, {"ln clip 154x768", 154, 768},
   };
-  // Channels-last group norm [N, S, C], 32 groups: ResBlock norms (SiLU), transformer norms (no
-  // SiLU) of SD1.5 at 512^2 / SDXL at 1024^2, batch 2, and the VAE decoder's norms.
+  // Channels-last group norm [N, S, C], 32 groups, batch 2: ResBlock norms (SiLU) and
+  // transformer norms (no SiLU) of SDXL at 1024^2 (S 128^2 / 64^2 / 32^2) and SD1.5 at 512^2
+  // (64^2 / 32^2 / 16^2 / 8^2) at their widths, and the VAE decoder's norms.
   const std::vector<GnShape> gn_shapes = {
       {"gn silu [2,128^2,320]", 2, 128 * 128, 320, true},
       {"gn [2,128^2,320]", 2, 128 * 128, 320, false},
+      {"gn silu [2,128^2,640]", 2, 128 * 128, 640, true},
+      {"gn silu [2,128^2,960]", 2, 128 * 128, 960, true},
+      {"gn silu [2,64^2,320]", 2, 64 * 64, 320, true},
       {"gn silu [2,64^2,640]", 2, 64 * 64, 640, true},
       {"gn [2,64^2,640]", 2, 64 * 64, 640, false},
+      {"gn silu [2,64^2,960]", 2, 64 * 64, 960, true},
+      {"gn silu [2,64^2,1280]", 2, 64 * 64, 1280, true},
+      {"gn silu [2,64^2,1920]", 2, 64 * 64, 1920, true},
+      {"gn silu [2,32^2,640]", 2, 32 * 32, 640, true},
       {"gn silu [2,32^2,1280]", 2, 32 * 32, 1280, true},
       {"gn [2,32^2,1280]", 2, 32 * 32, 1280, false},
-      {"gn silu [2,64^2,320]", 2, 64 * 64, 320, true},
+      {"gn silu [2,32^2,1920]", 2, 32 * 32, 1920, true},
+      {"gn silu [2,32^2,2560]", 2, 32 * 32, 2560, true},
       {"gn silu [2,16^2,1280]", 2, 16 * 16, 1280, true},
+      {"gn silu [2,16^2,2560]", 2, 16 * 16, 2560, true},
+      {"gn silu [2,8^2,1280]", 2, 8 * 8, 1280, true},
+      {"gn silu [2,8^2,2560]", 2, 8 * 8, 2560, true},
       {"gn silu vae [1,128^2,512]", 1, 128 * 128, 512, true},
       {"gn silu vae [1,256^2,512]", 1, 256 * 256, 512, true},
       {"gn silu vae [1,512^2,256]", 1, 512 * 512, 256, true},
@@ -131,37 +159,51 @@ int main() {
       ln_new += ms_new;
       for (void* p : {x, g, b, y_old, y_new}) cudaFree(p);
     }
-    double gn_old = 0.0, gn_new = 0.0;
+    std::printf("%-32s %8s %8s %8s %8s %8s  %-9s %s\n", "group norm", "us v1", "us 3-pass",
+                "us 1-pass", "GB/s", "1p/3p", "maxdiff", "single-pass configuration");
+    double gn_v1 = 0.0, gn_3 = 0.0, gn_best = 0.0;
     for (const GnShape& sh : gn_shapes) {
       const size_t n = size_t(sh.n * sh.s * sh.c);
       const int groups = 32;
       void* x = random_device(n, -1.0f, 3.0f, t, rng);
       void* g = random_device(size_t(sh.c), 0.5f, 1.5f, t, rng);
       void* b = random_device(size_t(sh.c), -0.5f, 0.5f, t, rng);
-      void *y_old, *y_new, *ws_old, *ws_new;
-      CHECK_CUDA(cudaMalloc(&y_old, n * 2));
-      CHECK_CUDA(cudaMalloc(&y_new, n * 2));
+      void *y_v1, *y_3, *y_1, *ws_v1, *ws;
+      CHECK_CUDA(cudaMalloc(&y_v1, n * 2));
+      CHECK_CUDA(cudaMalloc(&y_3, n * 2));
+      CHECK_CUDA(cudaMalloc(&y_1, n * 2));
       CHECK_CUDA(cudaMalloc(
-          &ws_old, hr::cuda::group_norm_nhwc_plan_v1(sh.n, sh.s, sh.c, groups).workspace()));
-      CHECK_CUDA(cudaMalloc(&ws_new,
-                            hr::cuda::group_norm_nhwc_plan(sh.n, sh.s, sh.c, groups).workspace()));
-      const double ms_old = time_ms([&] {
-        CHECK_CUDA(hr::cuda::group_norm_nhwc_v1(t, x, g, b, y_old, sh.n, sh.s, sh.c, groups, 1e-5f,
-                                                sh.silu, ws_old, nullptr));
+          &ws_v1, hr::cuda::group_norm_nhwc_plan_v1(sh.n, sh.s, sh.c, groups).workspace()));
+      CHECK_CUDA(
+          cudaMalloc(&ws, hr::cuda::group_norm_nhwc_plan(sh.n, sh.s, sh.c, groups).workspace()));
+      auto run = [&](hr::cuda::GroupNormNhwcKernels k, void* y) {
+        return hr::cuda::group_norm_nhwc_kernels(k, t, x, g, b, y, sh.n, sh.s, sh.c, groups, 1e-5f,
+                                                 sh.silu, ws, nullptr);
+      };
+      const double ms_v1 = time_ms([&] {
+        CHECK_CUDA(hr::cuda::group_norm_nhwc_v1(t, x, g, b, y_v1, sh.n, sh.s, sh.c, groups, 1e-5f,
+                                                sh.silu, ws_v1, nullptr));
       });
-      const double ms_new = time_ms([&] {
-        CHECK_CUDA(hr::cuda::group_norm_nhwc(t, x, g, b, y_new, sh.n, sh.s, sh.c, groups, 1e-5f,
-                                             sh.silu, ws_new, nullptr));
-      });
-      print_row(sh.name, ms_old, ms_new, 3.0 * 2.0 * double(n), max_diff(y_old, y_new, n, t));
-      gn_old += ms_old;
-      gn_new += ms_new;
-      for (void* p : {x, g, b, y_old, y_new, ws_old, ws_new}) cudaFree(p);
+      const double ms_3 =
+          time_ms([&] { CHECK_CUDA(run(hr::cuda::GroupNormNhwcKernels::THREE_PASS, y_3)); });
+      const std::string config =
+          hr::cuda::group_norm_nhwc_single_pass_config(t, sh.n, sh.s, sh.c, groups, sh.silu);
+      double ms_1 = 0.0, diff = 0.0;
+      if (!config.empty()) {
+        ms_1 = time_ms([&] { CHECK_CUDA(run(hr::cuda::GroupNormNhwcKernels::SINGLE_PASS, y_1)); });
+        diff = max_diff(y_3, y_1, n, t);
+      }
+      print_gn_row(sh.name, ms_v1, ms_3, ms_1, 2.0 * 2.0 * double(n), diff, config);
+      gn_v1 += ms_v1;
+      gn_3 += ms_3;
+      gn_best += ms_1 > 0.0 ? ms_1 : ms_3;
+      for (void* p : {x, g, b, y_v1, y_3, y_1, ws_v1, ws}) cudaFree(p);
     }
     std::printf(
-        "sum over the shapes above: layer norm %.1f -> %.1f us (%.2fx), group norm %.1f -> "
-        "%.1f us (%.2fx)\n",
-        ln_old * 1e3, ln_new * 1e3, ln_old / ln_new, gn_old * 1e3, gn_new * 1e3, gn_old / gn_new);
+        "sum over the shapes above: layer norm %.1f -> %.1f us (%.2fx), group norm v1 %.1f, "
+        "three-pass %.1f, single-pass where it fits (the op's choice) %.1f us (%.2fx)\n",
+        ln_old * 1e3, ln_new * 1e3, ln_old / ln_new, gn_v1 * 1e3, gn_3 * 1e3, gn_best * 1e3,
+        gn_3 / gn_best);
   }
   return 0;
 }

@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "backend/allocator.h"
 #include "backend/backend.h"
@@ -19,6 +21,7 @@
 #ifdef HEADROOM_WITH_CUDA
 #include <cudnn.h>
 
+#include "backend/cuda/cuda_norm.h"
 #include "backend/cuda/cuda_ops.h"
 #endif
 
@@ -187,6 +190,117 @@ TEST(CudaBackend, EmbeddingIdOutOfRangeIsAnError) {
       std::vector<RefTensor> in2{good, table};
       EXPECT_TRUE(op_execute(gpu, OpKind::EMBEDDING, OpParams{}, in2).ok());
     }
+}
+
+#ifdef HEADROOM_WITH_CUDA
+// Channels-last group norm through cuda::group_norm_nhwc_kernels on raw device buffers: x [n, s, c]
+// off-centre, gamma near 1, beta small (16-bit types as their bits); returns y's bytes.
+struct GnNhwcRun {
+  DType t;
+  int64_t n, s, c;
+  bool silu;
+  std::vector<uint8_t> x, gamma, beta;
+
+  GnNhwcRun(DType t_, int64_t n_, int64_t s_, int64_t c_, bool silu_, uint32_t seed)
+      : t(t_), n(n_), s(s_), c(c_), silu(silu_) {
+    std::mt19937 rng(seed);
+    x = draw(size_t(n * s * c), -1.0f, 3.0f, rng);
+    gamma = draw(size_t(c), 0.5f, 1.5f, rng);
+    beta = draw(size_t(c), -0.5f, 0.5f, rng);
+  }
+  std::vector<uint8_t> draw(size_t count, float lo, float hi, std::mt19937& rng) const {
+    std::uniform_real_distribution<float> u(lo, hi);
+    std::vector<float> f(count);
+    for (float& v : f) v = u(rng);
+    std::vector<uint8_t> out(count * dtype_size(t));
+    dtype_convert(f.data(), DType::F32, out.data(), t, count);
+    return out;
+  }
+  std::vector<uint8_t> run(cuda::GroupNormNhwcKernels k) const {
+    const size_t ws_bytes = cuda::group_norm_nhwc_plan(n, s, c, 32).workspace();
+    void *dx = nullptr, *dg = nullptr, *db = nullptr, *dy = nullptr, *dws = nullptr;
+    EXPECT_EQ(cudaMalloc(&dx, x.size()), cudaSuccess);
+    EXPECT_EQ(cudaMalloc(&dg, gamma.size()), cudaSuccess);
+    EXPECT_EQ(cudaMalloc(&db, beta.size()), cudaSuccess);
+    EXPECT_EQ(cudaMalloc(&dy, x.size()), cudaSuccess);
+    EXPECT_EQ(cudaMalloc(&dws, ws_bytes), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(dx, x.data(), x.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(dg, gamma.data(), gamma.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(db, beta.data(), beta.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(cudaMemset(dy, 0xFF, x.size()), cudaSuccess);
+    EXPECT_EQ(cuda::group_norm_nhwc_kernels(k, t, dx, dg, db, dy, n, s, c, 32, 1e-5f, silu, dws,
+                                            nullptr),
+              cudaSuccess);
+    std::vector<uint8_t> y(x.size());
+    EXPECT_EQ(cudaMemcpy(y.data(), dy, y.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    for (void* p : {dx, dg, db, dy, dws}) cudaFree(p);
+    return y;
+  }
+  std::vector<float> as_f32(const std::vector<uint8_t>& y) const {
+    std::vector<float> f(y.size() / dtype_size(t));
+    dtype_convert(y.data(), t, f.data(), DType::F32, f.size());
+    return f;
+  }
+};
+#endif
+
+// Note [single-pass group norm]: the op's result is bitwise the same run to run (CUDA-graph
+// replays are compared bitwise with uncaptured runs), on both the single-pass and the
+// three-kernel path.
+TEST(CudaBackend, GroupNormNhwcIsBitwiseReproducible) {
+  REQUIRE_CUDA();
+  ASSERT_EQ(gpu.info().kind, "cuda");  // the kernels run on the current device
+#ifdef HEADROOM_WITH_CUDA
+  for (auto k : {cuda::GroupNormNhwcKernels::AUTO, cuda::GroupNormNhwcKernels::THREE_PASS})
+    for (const GnNhwcRun& r : {GnNhwcRun(DType::F16, 2, 4096, 640, true, 1),
+                               GnNhwcRun(DType::BF16, 2, 1024, 1280, false, 2),
+                               GnNhwcRun(DType::F16, 2, 999, 1920, true, 3)}) {
+      const std::vector<uint8_t> a = r.run(k), b = r.run(k);
+      EXPECT_TRUE(a == b) << dtype_name(r.t) << " [" << r.n << "," << r.s << "," << r.c
+                          << "] kernels " << int(k) << " differ between two runs";
+    }
+#endif
+}
+
+// The single-pass kernel against the three kernels at SD shapes: both are two-pass f32 statistics
+// rounded once, so they differ by at most about one unit in the last place of the dtype.
+TEST(CudaBackend, GroupNormNhwcSinglePassMatchesThreePass) {
+  REQUIRE_CUDA();
+  ASSERT_EQ(gpu.info().kind, "cuda");
+#ifdef HEADROOM_WITH_CUDA
+  struct Shape3 {
+    int64_t n, s, c;
+    bool silu;
+  };
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (Shape3 sh : {Shape3{2, 4096, 640, true}, Shape3{2, 1024, 1280, false},
+                      Shape3{2, 1024, 2560, true}}) {
+      const std::string config =
+          cuda::group_norm_nhwc_single_pass_config(t, sh.n, sh.s, sh.c, 32, sh.silu);
+      const std::string what = fmt::format("{} [{},{},{}]{} ({})", dtype_name(t), sh.n, sh.s,
+                                           sh.c, sh.silu ? " silu" : "", config);
+      if (config.empty()) {
+        std::cout << "  " << what << ": no single-pass configuration on this GPU\n";
+        continue;
+      }
+      const GnNhwcRun r(t, sh.n, sh.s, sh.c, sh.silu, 7);
+      const std::vector<float> one = r.as_f32(r.run(cuda::GroupNormNhwcKernels::SINGLE_PASS));
+      const std::vector<float> three = r.as_f32(r.run(cuda::GroupNormNhwcKernels::THREE_PASS));
+      // One ulp at |y| <= 8 (f16 2^-8, bf16 2^-5), a few f32 roundings for f32.
+      const double tol = t == DType::F16 ? 4e-3 : t == DType::BF16 ? 3.2e-2 : 2e-5;
+      double worst = 0.0;
+      size_t at = 0;
+      for (size_t i = 0; i < one.size(); ++i) {
+        const double d = std::abs(double(one[i]) - double(three[i]));
+        if (!(d <= worst)) {
+          worst = d;
+          at = i;
+        }
+      }
+      std::cout << "  " << what << ": max |single - three| " << worst << "\n";
+      EXPECT_LE(worst, tol) << what << " at flat " << at << ": " << one[at] << " vs " << three[at];
+    }
+#endif
 }
 
 // Times a few SD-sized ops (printed, not asserted): the numbers the issue asks to report.

@@ -570,6 +570,27 @@ void add_norm_cases(std::vector<OpCase>& v) {
   v.push_back(norm_ranges(make_case("group_norm_4_nhwc_c12", OpKind::GROUP_NORM,
                                     {f32({3, 5, 12}), f32({12}), f32({12})}, gn(4, 1e-5f, true, true))));
 
+  // Note [single-pass group norm] at SD's shapes (batch 1 to keep the reference quick): group
+  // widths 10 / 20 / 30 / 40 / 60 / 80 (packs of 8 that touch two groups in the 16-bit types),
+  // tiles of up to 8 blocks per cluster, a row count no block split divides, 4 groups of 320
+  // (40 packs across a tile); c = 96 (groups of 3: a 16-bit pack touches three, so the three
+  // kernels run; f32's packs of 4 touch two and take the cluster kernel).
+  auto gn_nhwc = [&](const char* name, Shape x, int groups, bool silu) {
+    const int64_t c = x[-1];
+    v.push_back(norm_ranges(make_case(name, OpKind::GROUP_NORM, {f32(x), f32({c}), f32({c})},
+                                      gn(groups, 1e-5f, silu, true))
+                                .with_range(2, -0.5, 0.5)));
+  };
+  gn_nhwc("group_norm_32_nhwc_silu_s16384_c320", Shape{1, 128, 128, 320}, 32, true);
+  gn_nhwc("group_norm_32_nhwc_silu_s4096_c640", Shape{1, 64, 64, 640}, 32, true);
+  gn_nhwc("group_norm_32_nhwc_silu_s4096_c960", Shape{1, 64, 64, 960}, 32, true);
+  gn_nhwc("group_norm_32_nhwc_s1024_c1280", Shape{1, 32, 32, 1280}, 32, false);
+  gn_nhwc("group_norm_32_nhwc_silu_s1024_c1920", Shape{1, 32, 32, 1920}, 32, true);
+  gn_nhwc("group_norm_32_nhwc_silu_s1024_c2560", Shape{1, 32, 32, 2560}, 32, true);
+  gn_nhwc("group_norm_32_nhwc_silu_s999_c640", Shape{2, 27, 37, 640}, 32, true);
+  gn_nhwc("group_norm_4_nhwc_s576_c1280", Shape{1, 24, 24, 1280}, 4, false);
+  gn_nhwc("group_norm_32_nhwc_silu_c96_fallback", Shape{2, 8, 8, 96}, 32, true);
+
   v.push_back(norm_ranges(make_case("layer_norm_beta", OpKind::LAYER_NORM,
                                     {f32({2, 77, 320}), f32({320}), f32({320})})));
   v.push_back(norm_ranges(

@@ -1,10 +1,18 @@
 // GROUP_NORM (optionally fused with SiLU) and LAYER_NORM: two-pass f32 statistics (mean, then
 // the sum of squared deviations), so large offsets do not cancel; vector loads where aligned
 // (16-byte packs on the production paths, Note [vectorised norms]).
+#include <cooperative_groups.h>
+
 #include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <string>
 #include <type_traits>
 
-#include "backend/cuda/cuda_common.h"
+#include "backend/cuda/cuda_norm.h"
 
 namespace hr::cuda {
 namespace {
@@ -553,6 +561,386 @@ cudaError_t group_norm_nhwc_launch(const GroupNormNhwcPlan& pl, const T* x, cons
   return cudaGetLastError();
 }
 
+// Note [single-pass group norm]
+// The three kernels above read x twice and pay three launches, the partials' round trip and
+// gn_finalize's serial merges: [2, 128*128, 320] in f16 took 28 us where reading and writing it
+// once takes ~12. For the UNet's shapes one (sample, channel tile) fits in the registers of a
+// Hopper thread-block cluster, so gn_cluster_kernel does everything in one launch, reading x once:
+// - Tile: TC channels, a multiple of the 16-byte pack (V elements) and of the group width cpg, so
+//   no group straddles tiles: TC = lcm(V, cpg) or a multiple of it (cpg 10, 20, 30, 40, 60, 80
+//   give TC 40, 40, 120, 40, 120, 80 in 16-bit types). A pack may still touch two groups (cpg 10
+//   with V = 8: channels 8..15 are groups 0 and 1), so each thread keeps sums for the first and
+//   the second group its pack touches; shapes where a pack would touch three are refused.
+// - Cluster: CS = 1, 2, 4 or 8 blocks (portable sizes) per (sample, tile) split the S rows; a
+//   block is W = TC / V pack columns x R row lanes (consecutive threads read consecutive packs of
+//   one row: each row segment is one coalesced access) and each thread loads its K rows' packs
+//   (rows lr, lr + R, ..., rows past S masked) into registers, raw, all at once.
+// - Statistics two-pass in f32 from the registers (mean, then the sum of squared deviations), each
+//   reduced in a fixed order: per element over the thread's K packs, per column over the R lanes
+//   (shared memory, then a shuffle tree), per group over its columns, then over the cluster: every
+//   block reads every block's group sums through distributed shared memory in rank order, so all
+//   get identical totals and the result is bitwise reproducible (no atomics).
+// - Then y = x * scale + shift (+ SiLU), scale = rstd * gamma and shift = beta - mean * scale per
+//   channel, exactly as gn_apply_rows_kernel. A block's shared sums are read by the other blocks
+//   after the cluster barriers; the last barrier is waited on just before exiting, so no block
+//   leaves while another may still read its shared memory.
+// gn1_plan picks, once per shape, the tile (multiples of lcm(V, cpg); segments of a multiple of
+// 32 bytes preferred, for whole sectors), CS and K (1..32 packs a thread, with launch bounds that
+// keep them in registers without spills: gn1_max_threads) among the configurations whose
+// clusters all fit on the GPU at once (cudaOccupancyMaxActiveClusters), preferring the most SMs
+// busy, aligned tiles, then the smallest cluster. One wave only: a block keeps its rows until its
+// cluster's statistics are done, so a second wave waits out the first; on the H200 every
+// two- and three-wave configuration measured slower than the three kernels (bench_norms), every
+// one-wave configuration 1.3-2.2x faster. A block holds at most 196 KiB (384 threads x 32 packs);
+// fewer than 16 clusters of 8 one-SM blocks fit at once, so SDXL's 128*128 norms (16 such
+// clusters at c = 320), 64*64 at c = 960 and 1920 and the VAE's take the three kernels, as do GPUs
+// before sm_90, widths or pointers the 16-byte packs cannot take, and HEADROOM_GN_CLUSTER=0.
+namespace cg = cooperative_groups;
+
+// Packs per thread the single-pass kernel is instantiated for, and its threads per block (the
+// launch bounds: K packs take 4K registers, the rest ~40; ptxas, sm_90: K <= 4 64 registers,
+// K = 8 80, K = 16 120-127, K = 32 168, none spilled).
+constexpr int kGn1Packs[] = {1, 2, 4, 8, 16, 32};
+__host__ __device__ constexpr int gn1_max_threads(int k) {
+  return k <= 4 ? 1024 : k <= 8 ? 768 : k <= 16 ? 512 : 384;
+}
+constexpr int kGn1MaxCols = 64;    // packs across a tile
+constexpr int kGn1MaxGroups = 64;  // groups in a tile
+
+// A 16-byte pack as f32 and back (rounding to nearest even, as from_f32), two elements at a time.
+__device__ __forceinline__ float2 unpack2(uint32_t w, __half) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&w));
+}
+__device__ __forceinline__ float2 unpack2(uint32_t w, __nv_bfloat16) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w));
+}
+__device__ __forceinline__ uint32_t pack2(float a, float b, __half) {
+  const __half2 h = __floats2half2_rn(a, b);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+__device__ __forceinline__ uint32_t pack2(float a, float b, __nv_bfloat16) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+template <typename T>
+__device__ __forceinline__ void unpack16(const uint4& u, float* f) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (std::is_same_v<T, float>) {
+      f[i] = __uint_as_float(w[i]);
+    } else {
+      const float2 p = unpack2(w[i], T{});
+      f[2 * i] = p.x;
+      f[2 * i + 1] = p.y;
+    }
+  }
+}
+// Hides the packs' values from the compiler between passes, so that it converts them again rather
+// than keeping the f32 values (twice the registers) alive from one pass to the next.
+template <int K>
+__device__ __forceinline__ void gn1_opaque(uint4 (&v)[K]) {
+#pragma unroll
+  for (int k = 0; k < K; ++k) asm volatile("" : "+r"(v[k].x), "+r"(v[k].y), "+r"(v[k].z), "+r"(v[k].w));
+}
+template <typename T>
+__device__ __forceinline__ uint4 pack16(const float* f) {
+  if constexpr (std::is_same_v<T, float>)
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
+                      __float_as_uint(f[3]));
+  else
+    return make_uint4(pack2(f[0], f[1], T{}), pack2(f[2], f[3], T{}), pack2(f[4], f[5], T{}),
+                      pack2(f[6], f[7], T{}));
+}
+
+// Note [single-pass group norm]: the cluster-wide sum of (a, b) for the tile's groups (a: this
+// thread's sum for the first group its pack touches, b: the second), in a fixed order. Returns
+// group threadIdx.x's total in threads below `ngroups` (0 elsewhere). `part` holds blockDim.x
+// entries, `grp` kGn1MaxGroups; the caller synchronises the block before reusing `part`.
+__device__ __forceinline__ float gn1_cluster_sum(float a, float b, float2* part, float2* colsum,
+                                                 float* grp, int w, int r, int cpg, int vec,
+                                                 int ngroups) {
+  const int t = threadIdx.x, lane = t & 31;
+  part[t] = make_float2(a, b);
+  __syncthreads();
+  // Column cc: lane j sums row lanes j, j + 32, ..., then a shuffle tree.
+  for (int cc = t >> 5; cc < w; cc += int(blockDim.x >> 5)) {
+    float2 q = make_float2(0.0f, 0.0f);
+    for (int i = lane; i < r; i += 32) {
+      const float2 p = part[i * w + cc];
+      q.x += p.x;
+      q.y += p.y;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      q.x += __shfl_xor_sync(0xffffffffu, q.x, o);
+      q.y += __shfl_xor_sync(0xffffffffu, q.y, o);
+    }
+    if (lane == 0) colsum[cc] = q;
+  }
+  __syncthreads();
+  if (t < ngroups) {
+    // Group t's columns: .x where the column's pack starts in group t, else .y.
+    float v = 0.0f;
+    for (int cc = t * cpg / vec; cc <= ((t + 1) * cpg - 1) / vec; ++cc)
+      v += cc * vec / cpg == t ? colsum[cc].x : colsum[cc].y;
+    grp[t] = v;
+  }
+  cg::this_cluster().sync();  // every block's grp written (and this block's colsum read)
+  float total = 0.0f;
+  if (t < ngroups)
+    for (unsigned q = 0; q < cg::this_cluster().num_blocks(); ++q)
+      total += *cg::this_cluster().map_shared_rank(grp + t, int(q));
+  return total;
+}
+
+// Note [single-pass group norm]: grid (CS, tiles, N) in clusters of (CS, 1, 1); block rank q
+// takes rows [q R K, (q + 1) R K); threads past W R (the block rounded up to whole warps) only
+// join the barriers.
+template <typename T, int K, bool SILU>
+__global__ void __launch_bounds__(gn1_max_threads(K), 1)
+    gn_cluster_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                      const T* __restrict__ beta, T* __restrict__ y, int s, int c, int cpg, int tc,
+                      int r, float eps) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int V = 16 / int(sizeof(T));
+  __shared__ float2 part[gn1_max_threads(K)];
+  __shared__ float2 colsum[kGn1MaxCols];
+  __shared__ float grp[2][kGn1MaxGroups];  // one per pass: the other blocks read them
+  __shared__ float2 stat[kGn1MaxGroups];   // (mean, rstd) per group of the tile
+  const int w = tc / V, ngroups = tc / cpg;
+  const int t = threadIdx.x, col = t % w, lr = t / w;
+  const int lch = col * V, ch = int(blockIdx.y) * tc + lch;
+  const int g0 = lch / cpg, split = min(V, (g0 + 1) * cpg - lch);  // elements in group g0
+  const int row = int(cg::this_cluster().block_rank()) * r * K + lr;
+  const int kv = lr < r && row < s ? min(K, (s - row + r - 1) / r) : 0;  // rows this thread has
+  const int64_t at = (int64_t(blockIdx.z) * s + row) * c + ch, step = int64_t(r) * c / V;
+  const uint4* xp = reinterpret_cast<const uint4*>(x + (kv > 0 ? at : 0));
+  uint4 v[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) v[k] = k < kv ? xp[k * step] : make_uint4(0u, 0u, 0u, 0u);
+
+  // Pass 1: the mean (missing rows are zeros).
+  float acc[V], f[V];
+#pragma unroll
+  for (int e = 0; e < V; ++e) acc[e] = 0.0f;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    unpack16<T>(v[k], f);
+#pragma unroll
+    for (int e = 0; e < V; ++e) acc[e] += f[e];
+  }
+  float a = 0.0f, b = 0.0f;
+#pragma unroll
+  for (int e = 0; e < V; ++e) (e < split ? a : b) += acc[e];
+  const float count = float(cpg) * float(s);
+  gn1_opaque(v);
+  float tot = gn1_cluster_sum(a, b, part, colsum, grp[0], w, r, cpg, V, ngroups);
+  if (t < ngroups) stat[t].x = tot / count;
+  __syncthreads();
+  float mean[V];
+  const float m0 = stat[g0].x, m1 = split < V ? stat[g0 + 1].x : m0;
+#pragma unroll
+  for (int e = 0; e < V; ++e) mean[e] = e < split ? m0 : m1;
+
+  // Pass 2: the sum of squared deviations.
+#pragma unroll
+  for (int e = 0; e < V; ++e) acc[e] = 0.0f;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    if (k >= kv) continue;
+    unpack16<T>(v[k], f);
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const float d = f[e] - mean[e];
+      acc[e] = fmaf(d, d, acc[e]);
+    }
+  }
+  a = b = 0.0f;
+#pragma unroll
+  for (int e = 0; e < V; ++e) (e < split ? a : b) += acc[e];
+  gn1_opaque(v);
+  tot = gn1_cluster_sum(a, b, part, colsum, grp[1], w, r, cpg, V, ngroups);
+  if (t < ngroups) stat[t].y = rsqrtf(tot / count + eps);
+  // This thread's reads of the other blocks' grp are done; they may leave once all have arrived.
+  cg::this_cluster().barrier_arrive();
+  __syncthreads();
+
+  // y = x * scale + shift (+ SiLU), as gn_apply_rows_kernel.
+  float scale[V], shift[V];
+  unpack16<T>(*reinterpret_cast<const uint4*>(gamma + ch), scale);
+  unpack16<T>(*reinterpret_cast<const uint4*>(beta + ch), shift);
+  const float r0 = stat[g0].y, r1 = split < V ? stat[g0 + 1].y : r0;
+#pragma unroll
+  for (int e = 0; e < V; ++e) {
+    scale[e] *= e < split ? r0 : r1;
+    shift[e] -= mean[e] * scale[e];
+  }
+  uint4* yp = reinterpret_cast<uint4*>(y + (kv > 0 ? at : 0));
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    if (k >= kv) continue;
+    unpack16<T>(v[k], f);
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      f[e] = fmaf(f[e], scale[e], shift[e]);
+      if (SILU) f[e] = __fdividef(f[e], 1.0f + __expf(-f[e]));
+    }
+    yp[k * step] = pack16<T>(f);
+  }
+  cg::this_cluster().barrier_wait();
+#endif
+}
+
+// Note [single-pass group norm]: one configuration of gn_cluster_kernel (k == 0: none fits).
+struct Gn1Config {
+  int k = 0, cs = 1, r = 0, tc = 0, threads = 0;
+};
+
+template <typename T, bool SILU>
+auto gn1_kernel(int k) {
+  switch (k) {
+    case 1: return gn_cluster_kernel<T, 1, SILU>;
+    case 2: return gn_cluster_kernel<T, 2, SILU>;
+    case 4: return gn_cluster_kernel<T, 4, SILU>;
+    case 8: return gn_cluster_kernel<T, 8, SILU>;
+    case 16: return gn_cluster_kernel<T, 16, SILU>;
+    default: return gn_cluster_kernel<T, 32, SILU>;
+  }
+}
+
+template <typename T, bool SILU>
+cudaError_t gn1_launch(const Gn1Config& g, const T* x, const T* gamma, const T* beta, T* y,
+                       int64_t n, int64_t s, int64_t c, int groups, float eps, cudaStream_t st) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = unsigned(g.cs);
+  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(g.cs), unsigned(c / g.tc), unsigned(n));
+  cfg.blockDim = dim3(unsigned(g.threads));
+  cfg.stream = st;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, gn1_kernel<T, SILU>(g.k), x, gamma, beta, y,
+                                           int(s), int(c), int(c / groups), g.tc, g.r, eps);
+  return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+// Clusters of `g` that fit on the device at once (0: none, or no sm_90 code for the kernel).
+template <typename T, bool SILU>
+int gn1_active_clusters(const Gn1Config& g, int64_t n, int64_t c) {
+  const auto kernel = gn1_kernel<T, SILU>(g.k);
+  cudaFuncAttributes fa{};
+  if (cudaFuncGetAttributes(&fa, kernel) != cudaSuccess || fa.binaryVersion < 90 ||
+      fa.maxThreadsPerBlock < g.threads) {
+    cudaGetLastError();
+    return 0;
+  }
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = unsigned(g.cs);
+  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(g.cs), unsigned(c / g.tc), unsigned(n));
+  cfg.blockDim = dim3(unsigned(g.threads));
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return clusters;
+}
+
+// Whether a V-element pack ever touches more than two groups of width cpg.
+bool gn1_packs_span_two(int64_t c, int64_t cpg, int vec) {
+  for (int64_t ch = 0; ch < c; ch += vec)
+    if ((ch + vec - 1) / cpg - ch / cpg > 1) return false;
+  return true;
+}
+
+// Note [single-pass group norm]: the tile, cluster size and packs per thread for [n, s, c] with
+// V-element packs of esize-byte elements; `active(config)` is the number of its clusters the
+// GPU holds at once (0: it does not run). Among configurations whose clusters all fit at once,
+// ranked by SMs busy (90% of them counts as all), then 32-byte tile rows, the smallest cluster,
+// the fewest blocks.
+template <typename Active>
+Gn1Config gn1_choose(int64_t n, int64_t s, int64_t c, int groups, int vec, int esize, int sms,
+                     Active&& active) {
+  Gn1Config best;
+  if (n > 65535 || s * c > (int64_t(1) << 31) || c % groups != 0) return best;
+  const int64_t cpg = c / groups;
+  if (!gn1_packs_span_two(c, cpg, vec)) return best;
+  const int64_t base = std::lcm(int64_t(vec), cpg);
+  const int64_t full = (int64_t(sms) * 9 + 9) / 10;
+  std::array<int64_t, 4> best_key{};
+  for (int64_t tc = base; tc <= c && tc / vec <= kGn1MaxCols; tc += base) {
+    if (c % tc != 0 || tc / cpg > kGn1MaxGroups) continue;
+    const int64_t w = tc / vec, clusters = n * (c / tc);
+    for (int cs : {1, 2, 4, 8}) {
+      const int64_t rows = (s + cs - 1) / cs;
+      for (int k : kGn1Packs) {  // the smallest K that fits: the most threads
+        const int64_t r = (rows + k - 1) / k;
+        const int64_t threads = (w * r + 31) / 32 * 32;
+        if (threads > gn1_max_threads(k)) continue;
+        if ((cs - 1) * r * k >= s || threads < tc / cpg) break;  // an idle block; too few threads
+        Gn1Config g{k, cs, int(r), int(tc), int(threads)};
+        // One wave only: a block holds its rows until its cluster is done, so a second wave
+        // of clusters would wait out the first (measured slower than the three kernels).
+        const int64_t fit = active(g);
+        if (fit < clusters) break;
+        const int64_t blocks = clusters * cs;
+        const std::array<int64_t, 4> key = {-std::min(blocks, full), (tc * esize) % 32 != 0, cs,
+                                            blocks};
+        if (best.k == 0 || key < best_key) {
+          best = g;
+          best_key = key;
+        }
+        break;
+      }
+    }
+  }
+  return best;
+}
+
+// HEADROOM_GN_CLUSTER=0 keeps channels-last group norm on the three kernels (read once).
+bool gn1_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("HEADROOM_GN_CLUSTER");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
+// gn1_choose for this call on the current device, once per shape (the occupancy queries are not
+// free).
+template <typename T, bool SILU>
+Gn1Config gn1_plan(int64_t n, int64_t s, int64_t c, int groups) {
+  static std::mutex mu;
+  static std::map<std::array<int64_t, 4>, Gn1Config> cache;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  const std::array<int64_t, 4> key = {dev, n, s, c * 65536 + groups};
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  int major = 0, sms = 0;
+  Gn1Config g;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+      major >= 9) {
+    constexpr int V = 16 / int(sizeof(T));
+    g = gn1_choose(n, s, c, groups, V, int(sizeof(T)), sms,
+                   [&](const Gn1Config& cand) { return gn1_active_clusters<T, SILU>(cand, n, c); });
+  }
+  cudaGetLastError();
+  cache.emplace(key, g);
+  return g;
+}
+
 // Note [vectorised norms]: lanes per row (1 << shift, at least 4) and packs per lane.
 template <typename T>
 cudaError_t layer_norm_packs(const T* x, const T* gamma, const T* beta, T* y, int64_t rows,
@@ -620,14 +1008,16 @@ GroupNormNhwcPlan group_norm_nhwc_plan(int64_t n, int64_t s, int64_t c, int grou
 
 namespace {
 
-// The dtype and pack-width dispatch of group_norm_nhwc and its first version (V1).
+// The dtype and pack-width dispatch of group_norm_nhwc and its first version (V1); `which` picks
+// the current version's kernels (Note [single-pass group norm]).
 template <bool V1>
-cudaError_t group_norm_nhwc_dispatch(DType t, const void* x, const void* gamma, const void* beta,
-                                     void* y, int64_t n, int64_t s, int64_t c, int groups,
-                                     float eps, bool silu, void* workspace, cudaStream_t st) {
+cudaError_t group_norm_nhwc_dispatch(GroupNormNhwcKernels which, DType t, const void* x,
+                                     const void* gamma, const void* beta, void* y, int64_t n,
+                                     int64_t s, int64_t c, int groups, float eps, bool silu,
+                                     void* workspace, cudaStream_t st) {
   if (n * s * c == 0) return cudaSuccess;
-  const GroupNormNhwcPlan pl =
-      V1 ? group_norm_nhwc_plan_v1(n, s, c, groups) : group_norm_nhwc_plan(n, s, c, groups);
+  const bool try1 = !V1 && (which == GroupNormNhwcKernels::SINGLE_PASS ||
+                            (which == GroupNormNhwcKernels::AUTO && gn1_enabled()));
   return dispatch_float(t, [&](auto tag) -> cudaError_t {
     using T = decltype(tag);
     auto px = static_cast<const T*>(x);
@@ -635,6 +1025,16 @@ cudaError_t group_norm_nhwc_dispatch(DType t, const void* x, const void* gamma, 
     auto pb = static_cast<const T*>(beta);
     auto py = static_cast<T*>(y);
     constexpr int kVec = sizeof(T) == 2 ? 8 : 4;
+    const bool packs = c % kVec == 0 && aligned16(x, y, gamma, beta);
+    if (try1 && packs) {
+      const Gn1Config g = silu ? gn1_plan<T, true>(n, s, c, groups)
+                               : gn1_plan<T, false>(n, s, c, groups);
+      if (g.k > 0 && silu) return gn1_launch<T, true>(g, px, pg, pb, py, n, s, c, groups, eps, st);
+      if (g.k > 0) return gn1_launch<T, false>(g, px, pg, pb, py, n, s, c, groups, eps, st);
+    }
+    if (which == GroupNormNhwcKernels::SINGLE_PASS) return cudaErrorNotSupported;
+    const GroupNormNhwcPlan pl =
+        V1 ? group_norm_nhwc_plan_v1(n, s, c, groups) : group_norm_nhwc_plan(n, s, c, groups);
     auto launch = [&](auto vec) {
       constexpr int V = decltype(vec)::value;
       if constexpr (V1)
@@ -644,8 +1044,7 @@ cudaError_t group_norm_nhwc_dispatch(DType t, const void* x, const void* gamma, 
         return group_norm_nhwc_launch<T, V>(pl, px, pg, pb, py, n, s, c, groups, eps, silu,
                                             workspace, st);
     };
-    if (c % kVec == 0 && aligned16(x, y, gamma, beta))
-      return launch(std::integral_constant<int, kVec>{});
+    if (packs) return launch(std::integral_constant<int, kVec>{});
     return launch(std::integral_constant<int, 1>{});
   });
 }
@@ -655,15 +1054,40 @@ cudaError_t group_norm_nhwc_dispatch(DType t, const void* x, const void* gamma, 
 cudaError_t group_norm_nhwc(DType t, const void* x, const void* gamma, const void* beta, void* y,
                             int64_t n, int64_t s, int64_t c, int groups, float eps, bool silu,
                             void* workspace, cudaStream_t st) {
-  return group_norm_nhwc_dispatch<false>(t, x, gamma, beta, y, n, s, c, groups, eps, silu,
+  return group_norm_nhwc_dispatch<false>(GroupNormNhwcKernels::AUTO, t, x, gamma, beta, y, n, s,
+                                         c, groups, eps, silu, workspace, st);
+}
+
+cudaError_t group_norm_nhwc_kernels(GroupNormNhwcKernels k, DType t, const void* x,
+                                    const void* gamma, const void* beta, void* y, int64_t n,
+                                    int64_t s, int64_t c, int groups, float eps, bool silu,
+                                    void* workspace, cudaStream_t st) {
+  return group_norm_nhwc_dispatch<false>(k, t, x, gamma, beta, y, n, s, c, groups, eps, silu,
                                          workspace, st);
+}
+
+std::string group_norm_nhwc_single_pass_config(DType t, int64_t n, int64_t s, int64_t c,
+                                               int groups, bool silu) {
+  std::string out;
+  dispatch_float(t, [&](auto tag) -> cudaError_t {
+    using T = decltype(tag);
+    if (c % (16 / int64_t(sizeof(T))) != 0) return cudaSuccess;
+    const Gn1Config g = silu ? gn1_plan<T, true>(n, s, c, groups)
+                             : gn1_plan<T, false>(n, s, c, groups);
+    if (g.k > 0)
+      out = "tile " + std::to_string(g.tc) + " ch, " + std::to_string(g.cs) +
+            " blocks/cluster x " + std::to_string(g.threads) + " threads x " +
+            std::to_string(g.k) + " packs";
+    return cudaSuccess;
+  });
+  return out;
 }
 
 cudaError_t group_norm_nhwc_v1(DType t, const void* x, const void* gamma, const void* beta,
                                void* y, int64_t n, int64_t s, int64_t c, int groups, float eps,
                                bool silu, void* workspace, cudaStream_t st) {
-  return group_norm_nhwc_dispatch<true>(t, x, gamma, beta, y, n, s, c, groups, eps, silu,
-                                        workspace, st);
+  return group_norm_nhwc_dispatch<true>(GroupNormNhwcKernels::AUTO, t, x, gamma, beta, y, n, s,
+                                        c, groups, eps, silu, workspace, st);
 }
 
 cudaError_t group_norm(DType t, const void* x, const void* gamma, const void* beta, void* y,
