@@ -120,6 +120,14 @@ if [ -n "${EXTRA_CMD:-}" ]; then  # while the peer still compiles
   rm -f "$OUT/configure.log"
 fi
 
+# The machine's state before each side times (SM clock, host load): a run whose PyTorch eager
+# figures doubled (2026-12-01, call 9: SDXL eager 114.7 ms against 57.4 the day before, headroom's
+# uncaptured steps 15-28 % slower) had a slow or busy host; these lines say so next time.
+machine_state() {
+  echo "machine before $1: $(nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
+    --format=csv,noheader 2>&1 | head -1); load $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+machine_state headroom
 ./build-dev/bench/bench_models --device cuda --dtype "$DTYPES" --steps "$STEPS" \
   --json "$OUT/bench_models.json" > "$OUT/bench_models.log" 2>&1
 bench_rc=$?
@@ -127,6 +135,7 @@ echo "bench_models exit $bench_rc"
 grep -E "FAILED|differs|MISMATCH" "$OUT/bench_models.log" | head -10
 
 if [ "$SERIAL" = 1 ]; then peer_start; fi
+machine_state "PyTorch (it compiles first, then times)"
 touch "$GO"
 if [ -n "$peer" ]; then
   wait "$peer"
