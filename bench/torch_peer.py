@@ -181,7 +181,17 @@ def main():
         while not os.path.exists(go_file):
             time.sleep(1)
 
-    # Phase 2: timing, the GPU to ourselves.
+    # Phase 2: timing, the GPU to ourselves. The host's load and the SM clock first: eager steps
+    # are launch-bound, so a busy or slow host shows in them (scripts/device-compare.sh).
+    try:
+        with open("/proc/loadavg") as f:
+            load = " ".join(f.read().split()[:3])
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,"
+                              "power.draw", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20).stdout.strip()
+        log(f"machine before timing: {smi}; load {load}")
+    except Exception as e:  # noqa: BLE001
+        log(f"machine state unknown ({e!r:.80})")
     for dt, u in unets:
         key = f"{u.kind}_unet"
         try:
