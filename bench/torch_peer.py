@@ -32,7 +32,7 @@ Environment:
 Absolute times move from run to run (the compiled SDXL step measured 44.9 ms one day and 35.1 ms
 the next on the same kind of GPU): compare only figures taken in the same run.
 """
-import json, os, sys, time
+import json, os, subprocess, sys, time
 
 import torch
 
