@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # Which change moved a UNet step, in one device call (~5 min on a fresh H200): builds bench_models
 # and bench_norms with CUDA, then times SD1.5 and SDXL steps (f16, captured replays) with every
-# switchable optimisation on, and once with each of them off, in the same run:
-#   HEADROOM_GEMM_SPLITK=0   split-K candidates in GEMM autotuning (Note [split-K for small GEMMs])
-#   HEADROOM_CONV_FUSE=0     bias/residual inside cuDNN's convolution (Note [fused conv bias])
-#   HEADROOM_GN_CLUSTER=0    single-pass group norm (Note [single-pass group norm])
-#   HEADROOM_CUDNN_ATTENTION=0  cuDNN's fused attention (Note [cuDNN attention])
-# and prints one table (ms per step and the difference against "all on"). bench_models builds its
-# random-weight workloads each time (SDXL: ~60-90 s per run with autotuning), hence the generous
-# timeouts. Logs go to $OUT; carry .debs (scripts/device-env.sh).
-#   SWITCHES="HEADROOM_GEMM_SPLITK HEADROOM_CONV_FUSE" picks a subset; ONLY=sdxl one model.
+# switchable optimisation as it ships, and once with each switch flipped, in the same run:
+#   HEADROOM_GEMM_SPLITK=0   split-K candidates in GEMM autotuning off (Note [split-K for small
+#                            GEMMs])
+#   HEADROOM_CONV_FUSE=1     bias/residual inside cuDNN's convolution on (Note [fused conv bias];
+#                            off by default)
+#   HEADROOM_GN_CLUSTER=0    single-pass group norm off (Note [single-pass group norm])
+#   HEADROOM_CUDNN_ATTENTION=0  cuDNN's fused attention off (Note [cuDNN attention])
+# and prints one table (ms per step and the difference against the defaults). bench_models
+# builds its random-weight workloads each time (SDXL: ~60-90 s per run with autotuning), hence
+# the generous timeouts. Logs go to $OUT; carry .debs (scripts/device-env.sh).
+#   FLIPS="HEADROOM_GEMM_SPLITK=0 HEADROOM_CONV_FUSE=1" picks a subset; ONLY=sdxl one model.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device-logs}
 mkdir -p "$OUT"
 source scripts/device-env.sh
-SWITCHES=${SWITCHES:-HEADROOM_GEMM_SPLITK HEADROOM_CONV_FUSE HEADROOM_GN_CLUSTER HEADROOM_CUDNN_ATTENTION}
+FLIPS=${FLIPS:-HEADROOM_GEMM_SPLITK=0 HEADROOM_CONV_FUSE=1 HEADROOM_GN_CLUSTER=0 HEADROOM_CUDNN_ATTENTION=0}
 ONLY=${ONLY:-unet}
 STEPS=${STEPS:-20}
 device_configure
@@ -25,16 +27,16 @@ rm -f "$OUT/configure.log"
 nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
 cat /proc/loadavg
 run() {  # label, env assignments...
-  local label=$1
+  local label=$1 log="$OUT/attrib_${1//=/_}.log"
   shift
   env "$@" timeout 240 ./build-dev/bench/bench_models --device cuda --dtype f16 --only "$ONLY" \
-    --steps "$STEPS" > "$OUT/attrib_$label.log" 2>&1
+    --steps "$STEPS" > "$log" 2>&1
   echo "$label exit $?" >&2
-  grep -E "^(SD1.5|SDXL) UNet step" "$OUT/attrib_$label.log" | sed "s/^/$label: /"
+  grep -E "^(SD1.5|SDXL) UNet step" "$log" | sed "s/^/$label: /"
 }
 {
-  run all_on X=1
-  for s in $SWITCHES; do run "${s#HEADROOM_}_off" "$s=0"; done
+  run defaults X=1
+  for f in $FLIPS; do run "${f#HEADROOM_}" "$f"; done
 } > "$OUT/attrib.txt"
 python3 - "$OUT/attrib.txt" <<'PY' | tee "$OUT/attrib.md"
 import re, sys
@@ -43,7 +45,7 @@ for line in open(sys.argv[1]):
     m = re.match(r"(\S+): (.*?) f16: ([\d.]+) ms", line)
     if m:
         rows.setdefault(m[1], {})[m[2]] = float(m[3])
-base = rows.get("all_on", {})
+base = rows.get("defaults", {})
 works = list(base)
 print("| run | " + " | ".join(works) + " |")
 print("|---|" + "---|" * len(works))
@@ -53,7 +55,7 @@ for label, r in rows.items():
         ms = r.get(w)
         if ms is None:
             cells.append("-")
-        elif label == "all_on":
+        elif label == "defaults":
             cells.append(f"{ms:.2f}")
         else:
             cells.append(f"{ms:.2f} ({ms - base[w]:+.2f})")

@@ -195,11 +195,15 @@ Status epilogue(const Geometry& g, const OpParams& p, const OpCall& c, cudaStrea
 // per-sample term ([N, 1, 1, O], the time embedding) has no place there and keeps the epilogue.
 // The sums happen in f32 before the one rounding to the output type (the epilogue rounded the
 // convolution first). When cuDNN refuses, the shape remembers it and runs as before.
-// HEADROOM_CONV_FUSE=0 turns the fusion off (for same-run comparisons).
+// Off unless HEADROOM_CONV_FUSE=1: on the H200 (cuDNN 9.14) the one same-run figure so far is
+// against it: CudaBackend.TimingsAtSdShapes' conv3x3 [2, 320, 64, 64] -> 320 with a bias (NCHW,
+// GPU-bound) went 0.091 -> 0.113 ms with the fusion while its attention row, also GPU-bound,
+// stayed within 0.4 % (bench/PERF_NOTES.md, v8); the channels-last UNet convolutions are still
+// to be timed both ways (scripts/device-attrib.sh).
 bool conv_fuse_enabled() {
   static const bool on = [] {
     const char* e = std::getenv("HEADROOM_CONV_FUSE");
-    return !(e && std::string(e) == "0");
+    return e && std::string(e) == "1";
   }();
   return on;
 }
