@@ -607,6 +607,9 @@ __host__ __device__ constexpr int gn1_max_threads(int k) {
 constexpr int kGn1MaxCols = 64;    // packs across a tile
 constexpr int kGn1MaxGroups = 64;  // groups in a tile
 
+// The single-pass kernel's device helpers exist for sm_90 and later (thread-block clusters); the
+// kernel's body is empty for older architectures (gn1_plan never picks it there).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 // A 16-byte pack as f32 and back (rounding to nearest even, as from_f32), two elements at a time.
 __device__ __forceinline__ float2 unpack2(uint32_t w, __half) {
   return __half22float2(*reinterpret_cast<const __half2*>(&w));
@@ -692,6 +695,8 @@ __device__ __forceinline__ float gn1_cluster_sum(float a, float b, float2* part,
       total += *cg::this_cluster().map_shared_rank(grp + t, int(q));
   return total;
 }
+
+#endif  // !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 
 // Note [single-pass group norm]: grid (CS, tiles, N) in clusters of (CS, 1, 1); block rank q
 // takes rows [q R K, (q + 1) R K); threads past W R (the block rounded up to whole warps) only
