@@ -324,17 +324,6 @@ cudaError_t launch_for_dim(const AttentionArgs& a, AttentionTc k, cudaStream_t s
   }
 }
 
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      return 132;
-    return v;
-  }();
-  return n;
-}
-
 // Note [attention v2 shapes].
 AttentionTc auto_kernel(const AttentionArgs& a) {
   const int64_t sms = sm_count(), bh = int64_t(a.heads) * a.b;

@@ -37,6 +37,19 @@ Status cudnn_status(cudnnStatus_t e, const char* op, const char* call) {
   return make_error(code, "{}: {} failed: {}", op, call_name(call), cudnnGetErrorString(e));
 }
 
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return 132;
+    }
+    return v;
+  }();
+  return n;
+}
+
 }  // namespace cuda
 
 namespace {

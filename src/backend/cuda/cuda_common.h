@@ -146,6 +146,10 @@ cudaError_t conv_epilogue(DType t, void* y, const void* bias, const void* term, 
 cudaError_t conv2d_direct(const ConvArgs& a, cudaStream_t s);
 
 // --- host-side helpers ------------------------------------------------------------------------
+// Multiprocessors of the device current at the first call (132, an H200's, where the query
+// fails); read once.
+int sm_count();
+
 inline unsigned grid_1d(int64_t n, int block) {
   int64_t g = (n + block - 1) / block;
   if (g < 1) g = 1;

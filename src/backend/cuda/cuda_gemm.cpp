@@ -111,17 +111,6 @@ Status make_descs(const char* opn, const GemmCall& g, bool fuse_bias, size_t ws_
 // that support it (k split 2 to 16 ways, partial sums reduced in f32 in the workspace: a fixed
 // order, so replays stay bitwise equal), when cublasLtMatmulAlgoCheck accepts them within the
 // planned workspace. HEADROOM_GEMM_SPLITK=0 leaves them out (for same-run comparisons).
-int device_sms() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      return 132;
-    return v;
-  }();
-  return n;
-}
-
 void splitk_variants(CudaContext& ctx, const GemmCall& g, const LtDescs& d, size_t ws_bytes,
                      std::vector<cublasLtMatmulAlgo_t>& cands) {
   static const bool enabled = [] {
@@ -129,7 +118,7 @@ void splitk_variants(CudaContext& ctx, const GemmCall& g, const LtDescs& d, size
     return !(e && std::string(e) == "0");
   }();
   const int64_t tiles = (g.m + 127) / 128 * ((g.n + 127) / 128) * g.batch;
-  if (!enabled || g.k < 1024 || tiles >= 2 * int64_t(device_sms())) return;
+  if (!enabled || g.k < 1024 || tiles >= 2 * int64_t(sm_count())) return;
   const size_t base = std::min<size_t>(cands.size(), 4);
   for (size_t i = 0; i < base; ++i) {
     int32_t splitk_ok = 0;

@@ -813,20 +813,28 @@ auto gn1_kernel(int k) {
   }
 }
 
+// The cluster launch of configuration g over [n, ., c]: grid (CS, tiles, N) in clusters of CS.
+struct Gn1Launch {
+  cudaLaunchAttribute attr[1];
+  cudaLaunchConfig_t cfg{};
+  Gn1Launch(const Gn1Config& g, int64_t n, int64_t c, cudaStream_t st) {
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = unsigned(g.cs);
+    attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(unsigned(g.cs), unsigned(c / g.tc), unsigned(n));
+    cfg.blockDim = dim3(unsigned(g.threads));
+    cfg.stream = st;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  Gn1Launch(const Gn1Launch&) = delete;  // cfg points into attr
+};
+
 template <typename T, bool SILU>
 cudaError_t gn1_launch(const Gn1Config& g, const T* x, const T* gamma, const T* beta, T* y,
                        int64_t n, int64_t s, int64_t c, int groups, float eps, cudaStream_t st) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = unsigned(g.cs);
-  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(g.cs), unsigned(c / g.tc), unsigned(n));
-  cfg.blockDim = dim3(unsigned(g.threads));
-  cfg.stream = st;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, gn1_kernel<T, SILU>(g.k), x, gamma, beta, y,
+  const Gn1Launch l(g, n, c, st);
+  const cudaError_t e = cudaLaunchKernelEx(&l.cfg, gn1_kernel<T, SILU>(g.k), x, gamma, beta, y,
                                            int(s), int(c), int(c / groups), g.tc, g.r, eps);
   return e != cudaSuccess ? e : cudaGetLastError();
 }
@@ -841,17 +849,9 @@ int gn1_active_clusters(const Gn1Config& g, int64_t n, int64_t c) {
     cudaGetLastError();
     return 0;
   }
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = unsigned(g.cs);
-  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(g.cs), unsigned(c / g.tc), unsigned(n));
-  cfg.blockDim = dim3(unsigned(g.threads));
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  const Gn1Launch l(g, n, c, nullptr);
   int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &l.cfg) != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
