@@ -110,7 +110,9 @@ Status make_descs(const char* opn, const GemmCall& g, bool fuse_bias, size_t ws_
 // two waves and k >= 1024, autotuning also times split-K versions of the candidates
 // that support it (k split 2 to 16 ways, partial sums reduced in f32 in the workspace: a fixed
 // order, so replays stay bitwise equal), when cublasLtMatmulAlgoCheck accepts them within the
-// planned workspace. HEADROOM_GEMM_SPLITK=0 leaves them out (for same-run comparisons).
+// planned workspace (kGemmWorkspace, 8 MiB: enough for the projections' 154 x 1280 partial sums
+// up to 8 ways, not for the 2048 x 1280 outputs' 10 MiB per split, which so keep their single
+// pass). HEADROOM_GEMM_SPLITK=0 leaves them out (for same-run comparisons).
 void splitk_variants(CudaContext& ctx, const GemmCall& g, const LtDescs& d, size_t ws_bytes,
                      std::vector<cublasLtMatmulAlgo_t>& cands) {
   static const bool enabled = [] {
