@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Which change moved a UNet step, in one device call (~5 min on a fresh H200): builds bench_models
+# Which change moved a UNet step, in one device call (~8-9 min on a fresh H200: ~2.5 min of
+# build, then ~75 s per bench_models run, five runs by default): builds bench_models
 # and bench_norms with CUDA, then times SD1.5 and SDXL steps (f16, captured replays) with every
 # switchable optimisation as it ships, and once with each switch flipped, in the same run:
 #   HEADROOM_GEMM_SPLITK=0   split-K candidates in GEMM autotuning off (Note [split-K for small
@@ -9,8 +10,8 @@
 #   HEADROOM_GN_CLUSTER=0    single-pass group norm off (Note [single-pass group norm])
 #   HEADROOM_CUDNN_ATTENTION=0  cuDNN's fused attention off (Note [cuDNN attention])
 # and prints one table (ms per step and the difference against the defaults). bench_models
-# builds its random-weight workloads each time (SDXL: ~60-90 s per run with autotuning), hence
-# the generous timeouts. Logs go to $OUT; carry .debs (scripts/device-env.sh).
+# builds its random-weight workloads each time (SD1.5 and SDXL: ~60-90 s per run with
+# autotuning; a 45 s limit was too short), hence the 150 s per run. Logs go to $OUT; carry .debs (scripts/device-env.sh).
 #   FLIPS="HEADROOM_GEMM_SPLITK=0 HEADROOM_CONV_FUSE=1" picks a subset; ONLY=sdxl one model.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +20,7 @@ mkdir -p "$OUT"
 source scripts/device-env.sh
 FLIPS=${FLIPS:-HEADROOM_GEMM_SPLITK=0 HEADROOM_CONV_FUSE=1 HEADROOM_GN_CLUSTER=0 HEADROOM_CUDNN_ATTENTION=0}
 ONLY=${ONLY:-unet}
-STEPS=${STEPS:-20}
+STEPS=${STEPS:-10}
 device_configure
 device_build build.log bench_models bench_norms
 rm -f "$OUT/configure.log"
@@ -29,7 +30,7 @@ cat /proc/loadavg
 run() {  # label, env assignments...
   local label=$1 log="$OUT/attrib_${1//=/_}.log"
   shift
-  env "$@" timeout 240 ./build-dev/bench/bench_models --device cuda --dtype f16 --only "$ONLY" \
+  env "$@" timeout 150 ./build-dev/bench/bench_models --device cuda --dtype f16 --only "$ONLY" \
     --steps "$STEPS" > "$log" 2>&1
   echo "$label exit $?" >&2
   grep -E "^(SD1.5|SDXL) UNet step" "$log" | sed "s/^/$label: /"
