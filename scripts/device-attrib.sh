@@ -11,7 +11,9 @@
 #   HEADROOM_CUDNN_ATTENTION=0  cuDNN's fused attention off (Note [cuDNN attention])
 # and prints one table (ms per step and the difference against the defaults). bench_models
 # builds its random-weight workloads each time (SD1.5 and SDXL: ~60-90 s per run with
-# autotuning; a 45 s limit was too short), hence the 150 s per run. Logs go to $OUT; carry .debs (scripts/device-env.sh).
+# autotuning; a 45 s limit was too short), hence the 150 s per run. Logs go to $OUT (five files:
+# build.log, attrib_runs.log, attrib.txt, attrib.md, bench_norms.log); carry .debs
+# (scripts/device-env.sh).
 #   FLIPS="HEADROOM_GEMM_SPLITK=0 HEADROOM_CONV_FUSE=1" picks a subset; ONLY=sdxl one model.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,13 +30,16 @@ rm -f "$OUT/configure.log"
 nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
 cat /proc/loadavg
 run() {  # label, env assignments...
-  local label=$1 log="$OUT/attrib_${1//=/_}.log"
+  local label=$1 log=/tmp/hr_attrib_run.log
   shift
   env "$@" timeout 150 ./build-dev/bench/bench_models --device cuda --dtype f16 --only "$ONLY" \
     --steps "$STEPS" > "$log" 2>&1
-  echo "$label exit $?" >&2
+  local rc=$?
+  echo "$label exit $rc" >&2
+  { echo "== $label (exit $rc)"; cat "$log"; } >> "$OUT/attrib_runs.log"
   grep -E "^(SD1.5|SDXL) UNet step" "$log" | sed "s/^/$label: /"
 }
+rm -f "$OUT/attrib_runs.log"
 {
   run defaults X=1
   for f in $FLIPS; do run "${f#HEADROOM_}" "$f"; done
