@@ -20,7 +20,9 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-device-logs}
 mkdir -p "$OUT"
 source scripts/device-env.sh
-FLIPS=${FLIPS:-HEADROOM_GEMM_SPLITK=0 HEADROOM_CONV_FUSE=1 HEADROOM_GN_CLUSTER=0 HEADROOM_CUDNN_ATTENTION=0}
+default_flips="HEADROOM_GEMM_SPLITK=0 HEADROOM_CONV_FUSE=1 HEADROOM_GN_CLUSTER=0"
+default_flips+=" HEADROOM_CUDNN_ATTENTION=0"
+FLIPS=${FLIPS:-$default_flips}
 ONLY=${ONLY:-unet}
 STEPS=${STEPS:-10}
 device_configure
