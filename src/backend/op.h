@@ -37,6 +37,10 @@ namespace hr {
 //             params.heads = H; softmax(q k^T * scale) v per head, scale = params.alpha
 //             (0 means 1/sqrt(D)); params.causal masks key j > query i.
 //             Implementations must not materialise all heads' [Nq, Nk] scores at once.
+//             params.kv_window: k[B, Nk, Ck] and v[B, Nk, Cv] are wider tensors (often one
+//             tensor, Note [stacked context projections] in graph/pass_stack.cpp) holding K and V
+//             as column windows: K = k[..., start : start + H*D], V = v[..., end : end + H*D]
+//             (Dv = D); the output is [B, Nq, H*D].
 // GELU        erf form: 0.5 x (1 + erf(x / sqrt 2)).
 // GELU_TANH   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 // QUICK_GELU  x * sigmoid(1.702 x).
@@ -113,6 +117,7 @@ struct OpParams {
   bool trans_b = false;
   bool channels_last = false;  // CONV2D, GROUP_NORM, UPSAMPLE_NEAREST
   bool add_input = false;      // LINEAR, CONV2D: the last input is added to the result
+  bool kv_window = false;      // ATTENTION: k and v are column windows at start / end
   DType dtype = DType::F32;
   Shape shape;
 

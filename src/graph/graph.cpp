@@ -2,6 +2,7 @@
 // RESHAPE views and the exact structure key that plan caches use.
 #include "graph/graph.h"
 
+#include <algorithm>
 #include <cstring>
 #include <iterator>
 
@@ -32,11 +33,60 @@ ValueId Graph::input(const std::string& name, TensorDesc desc) {
 }
 
 const char* weight_layout_name(WeightLayout l) {
-  return l == WeightLayout::CONV_OHWI ? "ohwi" : "stored";
+  switch (l) {
+    case WeightLayout::CONV_OHWI: return "ohwi";
+    case WeightLayout::STACK: return "stack";
+    default: return "stored";
+  }
+}
+
+std::string weight_stack_name(const std::vector<std::string>& parts) {
+  std::string s;
+  for (const std::string& p : parts) {
+    if (!s.empty()) s += '+';
+    s += p;
+  }
+  return s;
+}
+
+std::vector<std::string> weight_stack_parts(const std::string& name) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= name.size()) {
+    const size_t plus = std::min(name.find('+', at), name.size());
+    out.push_back(name.substr(at, plus - at));
+    at = plus + 1;
+  }
+  return out;
+}
+
+Result<HostTensor> weight_stack(const std::vector<const HostTensor*>& parts) {
+  if (parts.empty()) return make_error(ErrorCode::INVALID_ARGUMENT, "weight_stack: no parts");
+  Shape s = parts[0]->shape();
+  if (s.rank < 1) return make_error(ErrorCode::INVALID_ARGUMENT, "weight_stack: a scalar part");
+  for (size_t i = 1; i < parts.size(); ++i) {
+    Shape o = parts[i]->shape();
+    const int64_t rows = o.rank >= 1 ? o[0] : 0;
+    if (o.rank >= 1) o[0] = s[0];
+    if (o != s || parts[i]->dtype() != parts[0]->dtype())
+      return make_error(ErrorCode::INVALID_ARGUMENT, "weight_stack: part {} is {}, part 0 {}", i,
+                        parts[i]->desc().str(), parts[0]->desc().str());
+    s[0] += rows;
+  }
+  HostTensor out(TensorDesc{parts[0]->dtype(), s});
+  char* dst = static_cast<char*>(out.data());
+  for (const HostTensor* p : parts) {
+    if (p->bytes()) std::memcpy(dst, p->data(), p->bytes());
+    dst += p->bytes();
+  }
+  return out;
 }
 
 Result<TensorDesc> weight_layout_desc(const TensorDesc& stored, WeightLayout layout) {
   if (layout == WeightLayout::STORED) return stored;
+  if (layout == WeightLayout::STACK)
+    return make_error(ErrorCode::INVALID_ARGUMENT,
+                      "a stacked weight's descriptor follows from its parts, not from one tensor");
   const Shape& s = stored.shape;
   if (s.rank != 4)
     return make_error(ErrorCode::INVALID_ARGUMENT,
@@ -297,6 +347,7 @@ void append_params(std::string& s, const OpParams& p) {
                  p.step, float_bits(p.max_period), float_bits(p.freq_shift), int(p.flip_sin_to_cos),
                  int(p.causal), int(p.fuse_silu), int(p.trans_b), int(p.channels_last),
                  int(p.add_input), dtype_name(p.dtype));
+  if (p.kv_window) s += "kvw ";
   s += p.shape.str();
   s += '}';
 }

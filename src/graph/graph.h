@@ -24,8 +24,18 @@ enum class ValueKind : uint8_t { INPUT, WEIGHT, INTERMEDIATE };
 // (Note [weight layouts]): as stored, or a convolution filter [O, C, KH, KW] rearranged to
 // [O, KH, KW, C] for channels-last convolutions. The weight source does the rearranging once,
 // when it makes the weight resident.
-enum class WeightLayout : uint8_t { STORED = 0, CONV_OHWI = 1 };
+//
+// STACK (Note [stacked context projections] in pass_stack.cpp): the weight's name lists several
+// checkpoint tensors joined by '+' (weight_stack_name), all [N_i, K...] of one dtype; the weight
+// is them concatenated along dim 0, [sum N_i, K...]. A graph pass makes these so that one GEMM
+// computes the projections of several layers that read the same input.
+enum class WeightLayout : uint8_t { STORED = 0, CONV_OHWI = 1, STACK = 2 };
 const char* weight_layout_name(WeightLayout l);
+std::string weight_stack_name(const std::vector<std::string>& parts);
+std::vector<std::string> weight_stack_parts(const std::string& name);
+// The parts (all non-null) concatenated along dim 0; INVALID_ARGUMENT when dtypes or trailing
+// dims differ.
+Result<HostTensor> weight_stack(const std::vector<const HostTensor*>& parts);
 
 // Note [weight layouts]
 // Graphs declare weights in the layout their ops read (a channels-last convolution reads its

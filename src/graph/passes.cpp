@@ -1,9 +1,15 @@
 // Graph passes (Note [graph passes] in passes.h): channels-last layout and op fusion.
 #include "graph/passes.h"
 
+#include "graph/pass_util.h"
+
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace hr {
+using pass_util::Mapper;
+using pass_util::value_uses;
 namespace {
 
 bool is_unary_elementwise(OpKind k) {
@@ -21,15 +27,6 @@ bool is_unary_elementwise(OpKind k) {
 
 bool is_binary(OpKind k) {
   return k == OpKind::ADD || k == OpKind::SUB || k == OpKind::MUL || k == OpKind::DIV;
-}
-
-// Readers of each value (node indices, once per input slot).
-std::vector<std::vector<int>> value_uses(const Graph& g) {
-  std::vector<std::vector<int>> uses(g.values().size());
-  const auto& nodes = g.nodes();
-  for (size_t i = 0; i < nodes.size(); ++i)
-    for (ValueId x : nodes[i].inputs) uses[size_t(x)].push_back(int(i));
-  return uses;
 }
 
 std::string value_label(const Graph& g, ValueId v) {
@@ -53,25 +50,6 @@ int cl_axis(int axis) {
   return kMap[axis];
 }
 
-// Maps an old graph's INPUT and WEIGHT values into `out` (inputs up front, in value order, so
-// that input order is kept; weights on first use).
-struct Mapper {
-  const Graph& g;
-  Graph& out;
-  std::vector<ValueId> plain;
-  Mapper(const Graph& g_, Graph& out_) : g(g_), out(out_), plain(g_.values().size(), kNoValue) {
-    for (size_t v = 0; v < g.values().size(); ++v)
-      if (g.values()[v].kind == ValueKind::INPUT)
-        plain[v] = out.input(g.values()[v].name, g.values()[v].desc);
-  }
-  ValueId get(ValueId v) {
-    if (plain[size_t(v)] != kNoValue) return plain[size_t(v)];
-    const Value& x = g.value(v);
-    if (x.kind == ValueKind::WEIGHT) return plain[size_t(v)] = out.weight(x.name, x.desc, x.layout);
-    return kNoValue;
-  }
-};
-
 }  // namespace
 
 PassOptions pass_options(const Graph& g, const Backend& backend) {
@@ -80,6 +58,9 @@ PassOptions pass_options(const Graph& g, const Backend& backend) {
     if (n.kind == OpKind::CONV2D && !n.params.channels_last &&
         backend.prefers_channels_last(g.desc(n.inputs[0]).dtype))
       o.channels_last = true;
+  // Note [stacked context projections] in pass_stack.cpp
+  const char* env = std::getenv("HEADROOM_STACK_PROJECTIONS");
+  o.stack = !backend.host_visible() && !(env && std::string(env) == "0");
   return o;
 }
 
@@ -91,6 +72,9 @@ Result<Graph> graph_passes(const Graph& g, const PassOptions& options, const Bac
   }
   if (options.fuse) {
     HR_ASSIGN_OR_RETURN(cur, pass_fuse(cur));
+  }
+  if (options.stack) {
+    HR_ASSIGN_OR_RETURN(cur, pass_stack_projections(cur));
   }
   return cur;
 }

@@ -26,11 +26,16 @@ namespace hr {
 //    is added in the op's epilogue: a residual, or a per-channel embedding for convolutions),
 //    also when a RESHAPE view sits between the LINEAR and the ADD. The fused op is emitted where
 //    the ADD was, so every input it reads is already computed.
+// 3. pass_stack_projections (backends that compute on device memory): the key/value
+//    projections of attentions that read one shared input (a UNet's text context) become one
+//    GEMM per stack of layers, each attention reading its column windows of the result (Note
+//    [stacked context projections] in pass_stack.cpp).
 // Inputs keep their names and the outputs their names and order, so callers bind and read the
 // rewritten graph exactly like the one they built.
 struct PassOptions {
   bool channels_last = false;
   bool fuse = true;
+  bool stack = false;  // pass_stack_projections
 };
 
 // The passes `backend` benefits from for g.
@@ -45,5 +50,6 @@ Result<Graph> graph_passes(const Graph& g, const PassOptions& options,
 // The single passes. `backend` null in pass_channels_last converts every convolution.
 Result<Graph> pass_channels_last(const Graph& g, const Backend* backend);
 Result<Graph> pass_fuse(const Graph& g);
+Result<Graph> pass_stack_projections(const Graph& g);
 
 }  // namespace hr

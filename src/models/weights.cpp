@@ -85,6 +85,20 @@ void WeightSet::put(const std::string& name, HostTensor t) {
       ++it;
   }
   mapped_.erase(name);
+  // Stacked weights with this part (Note [weight layouts]) are stale too.
+  const std::string stack_suffix = std::string("@") + weight_layout_name(WeightLayout::STACK);
+  auto stale = [&](const std::string& key) {
+    if (key.size() <= stack_suffix.size() ||
+        key.compare(key.size() - stack_suffix.size(), stack_suffix.size(), stack_suffix) != 0)
+      return false;
+    for (const std::string& p :
+         weight_stack_parts(key.substr(0, key.size() - stack_suffix.size())))
+      if (p == name) return true;
+    return false;
+  };
+  std::erase_if(device_, [&](const auto& kv) { return stale(kv.first); });
+  std::erase_if(relaid_, [&](const auto& kv) { return stale(kv.first); });
+  std::erase_if(pinned_, [&](const auto& kv) { return stale(kv.first); });
   host_[name] = std::move(t);
 }
 
@@ -182,8 +196,36 @@ uint64_t WeightSet::reclaim_block(uint64_t bytes) {
   return bytes;
 }
 
+Result<std::string> WeightSet::stack_check(const std::string& name,
+                                           const TensorDesc& desc) const {
+  std::vector<const HostTensor*> parts;
+  for (const std::string& p : weight_stack_parts(name)) {
+    auto it = host_.find(p);
+    if (it == host_.end())
+      return make_error(ErrorCode::NOT_FOUND, "weight '{}' (part of a stacked weight) is not in "
+                        "the checkpoint", p);
+    parts.push_back(&it->second);
+  }
+  Shape s = parts[0]->shape();
+  bool ok = s.rank >= 1;
+  for (size_t i = 1; ok && i < parts.size(); ++i) {
+    Shape o = parts[i]->shape();
+    ok = o.rank == s.rank && parts[i]->dtype() == parts[0]->dtype();
+    if (!ok) break;
+    const int64_t rows = o[0];
+    o[0] = s[0];
+    ok = o == s;
+    s[0] += rows;
+  }
+  if (!ok || TensorDesc{parts[0]->dtype(), s} != desc)
+    return make_error(ErrorCode::INVALID_ARGUMENT,
+                      "stacked weight '{}': its parts do not stack into {}", name, desc.str());
+  return weight_key(name, WeightLayout::STACK);
+}
+
 Result<std::string> WeightSet::host_check(const std::string& name, const TensorDesc& desc,
                                           WeightLayout layout) const {
+  if (layout == WeightLayout::STACK) return stack_check(name, desc);
   auto it = host_.find(name);
   if (it == host_.end())
     return make_error(ErrorCode::NOT_FOUND, "weight '{}' ({}) is not in the checkpoint", name,
@@ -199,11 +241,17 @@ Result<std::string> WeightSet::host_check(const std::string& name, const TensorD
 Result<const HostTensor*> WeightSet::host_source(const std::string& name, const TensorDesc& desc,
                                                  WeightLayout layout, std::string* key) {
   HR_ASSIGN_OR_RETURN(*key, host_check(name, desc, layout));
-  const HostTensor& h = host_.at(name);
-  if (layout == WeightLayout::STORED) return &h;
+  if (layout == WeightLayout::STORED) return &host_.at(name);
   auto r = relaid_.find(*key);
   if (r == relaid_.end()) {
-    HR_ASSIGN_OR_RETURN(HostTensor t, weight_relayout(h, layout));
+    HostTensor t;
+    if (layout == WeightLayout::STACK) {
+      std::vector<const HostTensor*> parts;
+      for (const std::string& p : weight_stack_parts(name)) parts.push_back(&host_.at(p));
+      HR_ASSIGN_OR_RETURN(t, weight_stack(parts));
+    } else {
+      HR_ASSIGN_OR_RETURN(t, weight_relayout(host_.at(name), layout));
+    }
     r = relaid_.emplace(*key, std::move(t)).first;
   }
   return &r->second;
@@ -299,9 +347,12 @@ bool WeightSet::pinned_make(const std::vector<const WeightRequest*>& requests, s
 
 void WeightSet::host_source_done(const std::string& name, const std::string& key) {
   if (key != name) relaid_.erase(key);
-  if (!mapped_.count(name)) return;
-  const HostTensor& t = host_.at(name);
-  mapped_pages_release(t.data(), t.bytes());  // Note [mapped weights]
+  const bool stacked = key == weight_key(name, WeightLayout::STACK);
+  for (const std::string& part : stacked ? weight_stack_parts(name) : std::vector{name}) {
+    if (!mapped_.count(part)) continue;
+    const HostTensor& t = host_.at(part);
+    mapped_pages_release(t.data(), t.bytes());  // Note [mapped weights]
+  }
 }
 
 Result<TensorRef> WeightSet::weight_host(const std::string& name, const TensorDesc& desc,

@@ -116,6 +116,8 @@ class WeightSet final : public WeightSource, public Reclaimable {
   // Checks `name` against `desc` in `layout` and returns its device-copy key.
   Result<std::string> host_check(const std::string& name, const TensorDesc& desc,
                                  WeightLayout layout) const;
+  // host_check for WeightLayout::STACK: every part present, and together they stack into desc.
+  Result<std::string> stack_check(const std::string& name, const TensorDesc& desc) const;
   // The host tensor for `name` in `layout` (the stored one, or its rearranged copy, made once),
   // after checking it against `desc`; `key` gets the device-copy key. Called with mu_ held.
   Result<const HostTensor*> host_source(const std::string& name, const TensorDesc& desc,

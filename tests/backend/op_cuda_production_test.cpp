@@ -1,7 +1,8 @@
 // The CUDA production path at full Stable Diffusion shapes: f16 and bf16, channels-last
 // convolutions with their fused epilogues, fused GroupNorm + SiLU, GEMMs with bias and residual,
 // GEGLU, and attention on the tensor-core kernel at SD's head dims (40, 64, 80, 160) and on the
-// GEMM path (the VAE's one head of 512), each against the CPU backend in f32 on the same
+// GEMM path (the VAE's one head of 512), cross-attention reading K and V as column windows of a
+// stacked projection (params.kv_window), each against the CPU backend in f32 on the same
 // (dtype-exact) random inputs, asserting relative L2 and relative max error
 // (Note [harness tolerances]). Inputs are drawn fresh per run (Note [test seeds]).
 //
@@ -64,6 +65,26 @@ void add_attention(std::vector<OpCase>& v, std::string name, int64_t b, int64_t 
   OpCase c =
       make_case(std::move(name), OpKind::ATTENTION,
                 {f32({b, nq, heads * d}), f32({b, nk, heads * d}), f32({b, nk, heads * d})}, p);
+  c.with_range(0, -2.5, 2.5).with_range(1, -2.5, 2.5).with_range(2, -kUnitBound, kUnitBound);
+  if (rows) c.with_checked_rows(rows, {0});
+  v.push_back(std::move(c));
+}
+
+// Cross-attention reading its K and V as column windows (params.kv_window) of a stacked
+// projection's output [b, nk, width] (Note [stacked context projections] in
+// graph/pass_stack.cpp): K at column k_at, V at v_at. In a graph k and v are one tensor; the
+// runner draws its inputs independently, so here they are two of the same shape. Offsets that
+// are multiples of 8 let the tensor-core kernels read the windows in place.
+void add_attention_window(std::vector<OpCase>& v, std::string name, int64_t b, int64_t nq,
+                          int64_t nk, int64_t heads, int64_t d, int64_t width, int64_t k_at,
+                          int64_t v_at, int64_t rows) {
+  OpParams p;
+  p.heads = int(heads);
+  p.kv_window = true;
+  p.start = k_at;
+  p.end = v_at;
+  OpCase c = make_case(std::move(name), OpKind::ATTENTION,
+                       {f32({b, nq, heads * d}), f32({b, nk, width}), f32({b, nk, width})}, p);
   c.with_range(0, -2.5, 2.5).with_range(1, -2.5, 2.5).with_range(2, -kUnitBound, kUnitBound);
   if (rows) c.with_checked_rows(rows, {0});
   v.push_back(std::move(c));
@@ -154,6 +175,15 @@ std::vector<OpCase> production_cases() {
   add_attention(v, "attn_d80_q4000_k1000", 2, 4000, 1000, 8, 80, 500);
   add_attention(v, "attn_d160_q1000_k77", 2, 1000, 77, 8, 160, 0);
   add_attention(v, "attn_d160_q4096_k300", 2, 4096, 300, 8, 160, 512);
+  // Stacked context projections (params.kv_window): SDXL's cross-attentions at 1024^2 reading
+  // their windows of one [2, 77, 5120] stack (K at 1280; V right after K, or ending the row),
+  // and SD1.5's first level reading a [2, 77, 1280] stack of two layers.
+  add_attention_window(v, "attn_sdxl_window_cross77_4096_d64", 2, 4096, 77, 10, 64, 5120, 1280,
+                       1920, 512);
+  add_attention_window(v, "attn_sdxl_window_cross77_1024_d64", 2, 1024, 77, 20, 64, 5120, 1280,
+                       3840, 0);
+  add_attention_window(v, "attn_sd15_window_cross77_4096_d40", 2, 4096, 77, 8, 40, 1280, 640,
+                       960, 512);
   add_attention(v, "attn_vae_4096_d512", 1, 4096, 4096, 1, 512, 256);
   // Note [production tolerances]: the GEMM path stores the unscaled scores in the dtype.
   v.back().with_tol(1e-5, 2.5e-3, 2e-2).with_max_tol(2e-5, 4e-3, 3e-2);

@@ -652,6 +652,52 @@ void add_attention_cases(std::vector<OpCase>& v) {
   attn("attention_causal_d80", 1, 130, 130, 1, 80, 80, true);
   attn("attention_scale_dv32", 1, 40, 40, 4, 64, 32, false, 0.1f);
   attn("attention_single_key", 1, 8, 1, 1, 64, 64, false);
+
+  // params.kv_window (Note [stacked context projections] in graph/pass_stack.cpp): K and V are
+  // column windows of wider tensors, K = k[..., start : start + H*D], V = v[..., end : end + H*D].
+  // In a graph k and v are one tensor (a stacked projection's output); the harness draws its
+  // inputs independently, so these cases give k and v the same shape (kc == vc) or different
+  // ones. On CUDA the v2 tensor-core kernels read aligned windows of f16/bf16 at D 40/64/80/160 in
+  // place; everything else (f32, other D, cuDNN's >= 512 keys, misaligned offsets or pitches)
+  // gathers the windows densely first.
+  auto attn_window = [&](std::string name, int64_t b, int64_t nq, int64_t nk, int64_t heads,
+                         int64_t d, int64_t kc, int64_t start, int64_t vc, int64_t end,
+                         bool causal = false) -> OpCase& {
+    OpParams p = att(int(heads), causal);
+    p.kv_window = true;
+    p.start = start;
+    p.end = end;
+    OpCase c = make_case(std::move(name), OpKind::ATTENTION,
+                         {f32({b, nq, heads * d}), f32({b, nk, kc}), f32({b, nk, vc})}, p);
+    c.with_range(0, -2.0, 2.0).with_range(1, -2.0, 2.0);
+    v.push_back(std::move(c));
+    return v.back();
+  };
+  // SDXL-like stacks: [k1 v1 k2 v2 ...] of width 2 * H*D per attention.
+  attn_window("attention_window_d40_cross77", 2, 128, 77, 8, 40, 1280, 640, 1280, 960);
+  attn_window("attention_window_d64_cross77", 1, 64, 77, 10, 64, 2560, 1280, 2560, 1920);
+  attn_window("attention_window_d80_cross77", 1, 64, 77, 8, 80, 1920, 640, 1920, 1280);
+  attn_window("attention_window_d160_cross77", 1, 16, 77, 8, 160, 3840, 1280, 3840, 2560);
+  // The first pair of a stack (K at column 0), V right after it.
+  attn_window("attention_window_d64_first", 2, 40, 77, 2, 64, 512, 0, 512, 128);
+  // Offsets that are not multiples of 8 (rows aligned): the windows' starts are not 16-byte
+  // aligned, so CUDA must gather.
+  attn_window("attention_window_d64_unaligned_start", 2, 48, 77, 2, 64, 384, 5, 384, 203);
+  // Aligned offsets, but a row pitch (260) that is not a multiple of 8.
+  attn_window("attention_window_d64_unaligned_pitch", 1, 40, 33, 2, 64, 260, 0, 260, 128);
+  // A head dim outside the tensor-core set.
+  attn_window("attention_window_d32", 2, 40, 77, 4, 32, 512, 128, 512, 384);
+  // >= 512 queries and keys: cuDNN's shapes on CUDA (gathered first); the reference checks some
+  // query rows only (Note [checked rows]).
+  attn_window("attention_window_d64_keys520", 1, 520, 520, 2, 64, 512, 256, 512, 128)
+      .with_checked_rows(16, {0});
+  // k and v two different wide tensors (V's window before K's, at a different pitch).
+  attn_window("attention_window_two_tensors", 2, 50, 77, 2, 64, 384, 256, 200, 64);
+  // Three heads reading windows of tensors whose width (392) three does not divide: only the
+  // windows (H*D = 192 wide) are split into heads.
+  attn_window("attention_window_heads3", 1, 40, 77, 3, 64, 392, 0, 392, 200);
+  // Causal masking with windows; V at column 0.
+  attn_window("attention_window_causal_d40", 2, 40, 40, 2, 40, 240, 160, 240, 0, true);
 }
 
 void add_elementwise_cases(std::vector<OpCase>& v) {

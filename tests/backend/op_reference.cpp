@@ -241,9 +241,22 @@ Result<RefTensor> ref_attention(const OpParams& p, std::span<const RefTensor> in
   const Shape& ks = in[1].desc.shape;
   const Shape& vs = in[2].desc.shape;
   if (qs.rank != 3 || ks.rank != 3 || vs.rank != 3 || p.heads < 1 || qs[2] % p.heads != 0 ||
-      vs[2] % p.heads != 0 || ks[2] != qs[2] || ks[1] != vs[1] || qs[0] != ks[0] || qs[0] != vs[0])
+      ks[1] != vs[1] || qs[0] != ks[0] || qs[0] != vs[0])
     return ref_error(OpKind::ATTENTION, "shapes");
-  int64_t b = qs[0], nq = qs[1], nk = ks[1], h = p.heads, d = qs[2] / h, dv = vs[2] / h;
+  // K and V: column windows [k_at, k_at + H*D) of k and [v_at, v_at + width) of v, whose rows
+  // are ks[2] and vs[2] wide. Without kv_window the windows are the whole rows.
+  int64_t k_at = 0, v_at = 0, v_width = vs[2];
+  if (p.kv_window) {
+    k_at = p.start;
+    v_at = p.end;
+    v_width = qs[2];  // Dv = D
+    if (k_at < 0 || v_at < 0 || k_at + qs[2] > ks[2] || v_at + v_width > vs[2])
+      return ref_error(OpKind::ATTENTION, "kv windows outside k or v");
+  } else if (ks[2] != qs[2] || vs[2] % p.heads != 0) {
+    return ref_error(OpKind::ATTENTION, "shapes");
+  }
+  const int64_t ldk = ks[2], ldv = vs[2];
+  int64_t b = qs[0], nq = qs[1], nk = ks[1], h = p.heads, d = qs[2] / h, dv = v_width / h;
   double scale = p.alpha != 0.0f ? double(p.alpha) : 1.0 / std::sqrt(double(d));
   RefTensor out = ref_make(in[0].desc.dtype, Shape{b, nq, h * dv});
   std::vector<double> score(static_cast<size_t>(nk));
@@ -257,7 +270,7 @@ Result<RefTensor> ref_attention(const OpParams& p, std::span<const RefTensor> in
             score[size_t(j)] = -INFINITY;
             continue;
           }
-          const double* k = in[1].data.data() + (bi * nk + j) * h * d + hi * d;
+          const double* k = in[1].data.data() + (bi * nk + j) * ldk + k_at + hi * d;
           double s = 0.0;
           for (int64_t t = 0; t < d; ++t) s += q[t] * k[t];
           score[size_t(j)] = s * scale;
@@ -272,7 +285,7 @@ Result<RefTensor> ref_attention(const OpParams& p, std::span<const RefTensor> in
         for (int64_t t = 0; t < dv; ++t) {
           double s = 0.0;
           for (int64_t j = 0; j < nk; ++j)
-            s += score[size_t(j)] * in[2].data[size_t((bi * nk + j) * h * dv + hi * dv + t)];
+            s += score[size_t(j)] * in[2].data[size_t((bi * nk + j) * ldv + v_at + hi * dv + t)];
           o[t] = s / sum;
         }
       }

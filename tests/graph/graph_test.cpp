@@ -1,6 +1,10 @@
 // Graph builder: shape errors kept in status(), views, shared weights, structure keys.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <string>
+#include <vector>
+
 #include "graph/graph.h"
 
 namespace hr {
@@ -143,6 +147,111 @@ TEST(Graph, ConvenienceBuildersSetParams) {
   EXPECT_EQ(g.nodes().back().inputs.size(), 2u);
   EXPECT_EQ(g.shape(l), (Shape{1, 64, 8}));
   ASSERT_TRUE(g.ok()) << g.status().str();
+}
+
+// A kv_window attention and a stacked weight are keyed apart from their plain forms.
+TEST(Graph, StructureKeySeparatesWindowsAndStackedWeights) {
+  auto window = [](bool kv_window, int64_t k_at, WeightLayout layout) {
+    Graph g;
+    ValueId q = g.input("q", f32({1, 4, 16}));
+    ValueId ctx = g.input("ctx", f32({1, 5, 8}));
+    ValueId kv = g.linear(ctx, g.weight("k+v", f32({32, 8}), layout), kNoValue, "kv");
+    OpParams p;
+    p.heads = 2;
+    p.kv_window = kv_window;
+    p.start = k_at;
+    p.end = 16;
+    ValueId a = g.op(OpKind::ATTENTION, p, {q, kv, kv}, "attn");
+    if (a != kNoValue) g.output(a, "y");
+    return g;
+  };
+  Graph w = window(true, 0, WeightLayout::STACK);
+  ASSERT_TRUE(w.ok()) << w.status().str();
+  EXPECT_EQ(w.shape(w.outputs()[0]), (Shape{1, 4, 16}));
+  const std::string base = w.structure_key();
+  EXPECT_EQ(base, window(true, 0, WeightLayout::STACK).structure_key());
+  EXPECT_NE(base, window(true, 8, WeightLayout::STACK).structure_key());     // K's column
+  EXPECT_NE(base, window(true, 0, WeightLayout::STORED).structure_key());    // the layout
+  // The same params without kv_window read k and v whole: op_infer refuses k [1, 5, 32].
+  Graph g = window(false, 0, WeightLayout::STACK);
+  EXPECT_FALSE(g.ok());
+}
+
+// Note [weight layouts], WeightLayout::STACK: a stacked weight's name is its parts joined by
+// '+', and the parts come back from it in order.
+TEST(WeightStack, NameRoundTrips) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"down.0.attn2.to_k.weight", "down.0.attn2.to_v.weight", "down.1.attn2.to_k.weight",
+       "down.1.attn2.to_v.weight"},
+      {"a", "b"},
+      {"only.one"},
+      {"x.weight", "x.weight"},  // a repeated part stays repeated
+  };
+  for (const auto& parts : cases) {
+    const std::string name = weight_stack_name(parts);
+    EXPECT_EQ(weight_stack_parts(name), parts) << name;
+  }
+  EXPECT_EQ(weight_stack_name({"a", "b", "c"}), "a+b+c");
+  EXPECT_EQ(weight_stack_name({"w"}), "w");
+  EXPECT_EQ(weight_stack_parts("a+b+c"), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(std::string(weight_layout_name(WeightLayout::STACK)), "stack");
+  // The descriptor follows from the parts, not from one stored tensor.
+  Result<TensorDesc> d = weight_layout_desc(f32({4, 3}), WeightLayout::STACK);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), ErrorCode::INVALID_ARGUMENT);
+}
+
+HostTensor iota(DType dtype, Shape s, float from) {
+  HostTensor t(DType::F32, s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = from + float(i);
+  return dtype == DType::F32 ? std::move(t) : t.to(dtype);
+}
+
+TEST(WeightStack, ConcatenatesAlongTheFirstDim) {
+  for (DType dt : {DType::F32, DType::F16}) {
+    HostTensor a = iota(dt, Shape{2, 3}, 0.0f);
+    HostTensor b = iota(dt, Shape{1, 3}, 100.0f);
+    HostTensor c = iota(dt, Shape{3, 3}, 200.0f);
+    auto r = weight_stack({&a, &b, &c});
+    ASSERT_TRUE(r.ok()) << r.status().str();
+    EXPECT_EQ(r->desc(), (TensorDesc{dt, Shape{6, 3}}));
+    HostTensor got = r->to(DType::F32);
+    const float want[18] = {0,   1,   2,   3,   4,   5,   100, 101, 102,
+                            200, 201, 202, 203, 204, 205, 206, 207, 208};
+    for (int i = 0; i < 18; ++i) EXPECT_EQ(got.f32()[i], want[i]) << dtype_name(dt) << " at " << i;
+  }
+  // Higher-rank parts stack along dim 0 too; one part is a copy.
+  HostTensor x = iota(DType::F32, Shape{1, 2, 2}, 0.0f), y = iota(DType::F32, Shape{2, 2, 2}, 10.0f);
+  auto r3 = weight_stack({&x, &y});
+  ASSERT_TRUE(r3.ok()) << r3.status().str();
+  EXPECT_EQ(r3->shape(), (Shape{3, 2, 2}));
+  EXPECT_EQ(r3->f32()[3], 3.0f);
+  EXPECT_EQ(r3->f32()[4], 10.0f);
+  EXPECT_EQ(r3->f32()[11], 17.0f);
+  auto one = weight_stack({&y});
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->shape(), y.shape());
+  EXPECT_NE(one->data(), y.data());
+  EXPECT_EQ(std::memcmp(one->data(), y.data(), y.bytes()), 0);
+}
+
+TEST(WeightStack, RejectsPartsThatDoNotStack) {
+  HostTensor a = iota(DType::F32, Shape{2, 3}, 0.0f);
+  HostTensor wide = iota(DType::F32, Shape{2, 4}, 0.0f);
+  HostTensor half = iota(DType::F16, Shape{2, 3}, 0.0f);
+  HostTensor flat = iota(DType::F32, Shape{3}, 0.0f);
+  HostTensor deep = iota(DType::F32, Shape{2, 3, 1}, 0.0f);
+  for (const HostTensor* bad : {&wide, &half, &flat, &deep}) {
+    auto r = weight_stack({&a, bad});
+    ASSERT_FALSE(r.ok()) << bad->desc().str();
+    EXPECT_EQ(r.status().code(), ErrorCode::INVALID_ARGUMENT) << bad->desc().str();
+    auto rev = weight_stack({bad, &a});
+    ASSERT_FALSE(rev.ok()) << bad->desc().str();
+    EXPECT_EQ(rev.status().code(), ErrorCode::INVALID_ARGUMENT);
+  }
+  auto none = weight_stack({});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), ErrorCode::INVALID_ARGUMENT);
 }
 
 }  // namespace

@@ -2,7 +2,10 @@
 // f32, random weights), and the rewrites happen where expected.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "graph/executor.h"
@@ -92,7 +95,7 @@ class PassesTest : public ::testing::Test {
   }
   std::vector<HostTensor> run(const Graph& g, std::optional<PassOptions> o, bool passes,
                               const std::map<std::string, HostTensor>& inputs,
-                              test::MapWeights& weights) {
+                              WeightSource& weights) {
     Executor ex(*backend_, *alloc_);
     ex.set_passes(passes);
     ex.set_pass_options(o);
@@ -193,6 +196,330 @@ TEST_F(PassesTest, NodeTimingCoversEveryNode) {
     total += ms;
   }
   EXPECT_GT(total, 0.0);
+}
+
+// --- Note [stacked context projections] (pass_stack.cpp) --------------------------------------
+
+// MapWeights that also serves WeightLayout::STACK weights: the parts named by the '+'-joined
+// name, concatenated with weight_stack (WeightSet does the same in the models layer, which this
+// suite does not link). Records the stacked names it served.
+class StackingWeights final : public WeightSource {
+ public:
+  explicit StackingWeights(test::MapWeights& base) : base_(base) {}
+  Result<TensorRef> weight_get(const std::string& name, const TensorDesc& desc,
+                               WeightLayout layout) override {
+    if (layout != WeightLayout::STACK) return base_.weight_get(name, desc, layout);
+    served.push_back(name);
+    auto it = stacks_.find(name);
+    if (it == stacks_.end()) {
+      std::vector<const HostTensor*> parts;
+      for (const std::string& p : weight_stack_parts(name)) {
+        auto t = base_.tensors.find(p);
+        if (t == base_.tensors.end())
+          return make_error(ErrorCode::NOT_FOUND, "stack part '{}' not found", p);
+        parts.push_back(&t->second);
+      }
+      HR_ASSIGN_OR_RETURN(HostTensor t, weight_stack(parts));
+      it = stacks_.emplace(name, std::move(t)).first;
+    }
+    if (it->second.desc() != desc)
+      return make_error(ErrorCode::INVALID_ARGUMENT, "stack '{}' is {}, asked {}", name,
+                        it->second.desc().str(), desc.str());
+    return it->second.ref();
+  }
+  std::vector<std::string> served;
+
+ private:
+  test::MapWeights& base_;
+  std::map<std::string, HostTensor> stacks_;
+};
+
+// Cross-attentions a1..a3 (heads 2; head dims 8, 12, 8) whose bias-free to_k / to_v LINEARs read
+// the INPUT "context" [2, 7, 24] and whose queries come from x [2, 10, 32]; a4 reads the context
+// too but its to_k has a bias (not stackable); a self-attention "s" whose q, k and v are LINEARs
+// of x; and a LINEAR "big" of x with a [big_rows, 32] weight, the graph's largest weight when
+// big_rows >= 64, which sets the stacks' cap (Note [stacked context projections]). The k/v pairs
+// are 3072, 4608 and 3072 bytes, so a cap of 8192 (big_rows 64) stacks a1+a2 and leaves a3 alone
+// in a second stack; 65536 (big_rows 512) stacks all three.
+Graph cross_attention_graph(int64_t big_rows, int attentions = 3) {
+  Graph g;
+  auto w = [&](const std::string& n, Shape s) { return g.weight(n, f32(s)); };
+  ValueId x = g.input("x", f32({2, 10, 32}));
+  ValueId ctx = g.input("context", f32({2, 7, 24}));
+  const int64_t dims[] = {8, 12, 8};
+  for (int i = 0; i < attentions; ++i) {
+    const std::string a = fmt::format("a{}", i + 1);
+    const int64_t hd = 2 * dims[i];
+    ValueId q = g.linear(x, w(a + ".to_q", {hd, 32}), kNoValue, a + ".to_q");
+    ValueId k = g.linear(ctx, w(a + ".to_k", {hd, 24}), kNoValue, a + ".to_k");
+    ValueId v = g.linear(ctx, w(a + ".to_v", {hd, 24}), kNoValue, a + ".to_v");
+    ValueId o = g.attention(q, k, v, 2, false, a + ".attn");
+    g.output(g.linear(o, w(a + ".to_out", {32, hd}), w(a + ".to_out.b", {32}), a + ".to_out"),
+             a);
+  }
+  {  // a4: a biased to_k
+    ValueId q = g.linear(x, w("a4.to_q", {16, 32}), kNoValue, "a4.to_q");
+    ValueId k = g.linear(ctx, w("a4.to_k", {16, 24}), w("a4.to_k.b", {16}), "a4.to_k");
+    ValueId v = g.linear(ctx, w("a4.to_v", {16, 24}), kNoValue, "a4.to_v");
+    g.output(g.attention(q, k, v, 2, false, "a4.attn"), "a4");
+  }
+  {  // s: a self-attention, k and v from its own hidden state
+    ValueId q = g.linear(x, w("s.to_q", {16, 32}), kNoValue, "s.to_q");
+    ValueId k = g.linear(x, w("s.to_k", {16, 32}), kNoValue, "s.to_k");
+    ValueId v = g.linear(x, w("s.to_v", {16, 32}), kNoValue, "s.to_v");
+    g.output(g.attention(q, k, v, 2, false, "s.attn"), "s");
+  }
+  g.output(g.linear(x, w("big", {big_rows, 32}), kNoValue, "big"), "big");
+  return g;
+}
+
+const Node* node_named(const Graph& g, const std::string& name) {
+  for (const Node& n : g.nodes())
+    if (n.name == name) return &n;
+  return nullptr;
+}
+
+struct StackedWeight {
+  std::string name;
+  Shape shape;
+};
+std::vector<StackedWeight> stacked_weights(const Graph& g) {
+  std::vector<StackedWeight> out;
+  for (const Value& v : g.values())
+    if (v.kind == ValueKind::WEIGHT && v.layout == WeightLayout::STACK)
+      out.push_back({v.name, v.desc.shape});
+  return out;
+}
+
+// The LINEAR producing value v (null when it is no LINEAR's output).
+const Node* producer(const Graph& g, ValueId v) {
+  const int p = g.value(v).producer;
+  return p >= 0 && g.nodes()[size_t(p)].kind == OpKind::LINEAR ? &g.nodes()[size_t(p)] : nullptr;
+}
+
+void expect_window(const Graph& g, const std::string& attention, const std::string& weight,
+                   int64_t k_at, int64_t v_at) {
+  SCOPED_TRACE(attention);
+  const Node* n = node_named(g, attention);
+  ASSERT_NE(n, nullptr);
+  ASSERT_EQ(n->kind, OpKind::ATTENTION);
+  EXPECT_TRUE(n->params.kv_window);
+  EXPECT_EQ(n->params.start, k_at);
+  EXPECT_EQ(n->params.end, v_at);
+  EXPECT_EQ(n->params.heads, 2);
+  ASSERT_EQ(n->inputs.size(), 3u);
+  EXPECT_EQ(n->inputs[1], n->inputs[2]) << "K and V are windows of one stacked projection";
+  const Node* kv = producer(g, n->inputs[1]);
+  ASSERT_NE(kv, nullptr);
+  EXPECT_EQ(kv->inputs[0], g.find_input("context"));
+  ASSERT_EQ(kv->inputs.size(), 2u) << "no bias";
+  EXPECT_EQ(g.value(kv->inputs[1]).name, weight);
+  EXPECT_EQ(g.value(kv->inputs[1]).layout, WeightLayout::STACK);
+  EXPECT_FALSE(kv->params.add_input);
+}
+
+// An attention left as built: K and V from their own LINEARs with these weights.
+void expect_plain(const Graph& g, const std::string& attention, const std::string& k_weight,
+                  const std::string& v_weight) {
+  SCOPED_TRACE(attention);
+  const Node* n = node_named(g, attention);
+  ASSERT_NE(n, nullptr);
+  EXPECT_FALSE(n->params.kv_window);
+  ASSERT_EQ(n->inputs.size(), 3u);
+  const Node* k = producer(g, n->inputs[1]);
+  const Node* v = producer(g, n->inputs[2]);
+  ASSERT_NE(k, nullptr);
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(g.value(k->inputs[1]).name, k_weight);
+  EXPECT_EQ(g.value(v->inputs[1]).name, v_weight);
+  EXPECT_EQ(g.value(k->inputs[1]).layout, WeightLayout::STORED);
+}
+
+TEST_F(PassesTest, StackProjectionsSplitsAtTheCap) {
+  Graph g = cross_attention_graph(64);
+  ASSERT_TRUE(g.ok()) << g.status().str();
+  ASSERT_EQ(g.value(g.find_weight("big")).desc.bytes(), 8192u);
+  auto r = pass_stack_projections(g);
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  const Graph& s = *r;
+  ASSERT_TRUE(s.ok()) << s.status().str();
+  // 6 projections became 2 stacked GEMMs.
+  EXPECT_EQ(kinds(g)[OpKind::LINEAR], 4 * 3 + 3 + 3 + 1);
+  EXPECT_EQ(kinds(s)[OpKind::LINEAR], kinds(g)[OpKind::LINEAR] - 4);
+  EXPECT_EQ(kinds(s)[OpKind::ATTENTION], 5);
+  for (const char* gone : {"a1.to_k", "a1.to_v", "a2.to_k", "a2.to_v", "a3.to_k", "a3.to_v"})
+    EXPECT_EQ(node_named(s, gone), nullptr) << gone;
+  // Parts in order k1 v1 k2 v2; a1's K at 0 and V at 16, a2's at 32 and 56.
+  const std::vector<StackedWeight> st = stacked_weights(s);
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[0].name, "a1.to_k+a1.to_v+a2.to_k+a2.to_v");
+  EXPECT_EQ(st[0].shape, (Shape{16 + 16 + 24 + 24, 24}));
+  EXPECT_EQ(st[1].name, "a3.to_k+a3.to_v");
+  EXPECT_EQ(st[1].shape, (Shape{32, 24}));
+  for (const StackedWeight& w : st) EXPECT_LE(w.shape.numel() * 4, 8192) << w.name;
+  expect_window(s, "a1.attn", st[0].name, 0, 16);
+  expect_window(s, "a2.attn", st[0].name, 32, 56);
+  expect_window(s, "a3.attn", st[1].name, 0, 16);
+  EXPECT_EQ(node_named(s, "a1.attn")->inputs[1], node_named(s, "a2.attn")->inputs[1]);
+  EXPECT_NE(node_named(s, "a1.attn")->inputs[1], node_named(s, "a3.attn")->inputs[1]);
+  EXPECT_EQ(s.shape(node_named(s, "a1.attn")->inputs[1]), (Shape{2, 7, 80}));
+  // The biased projection and the self-attention are as built.
+  expect_plain(s, "a4.attn", "a4.to_k", "a4.to_v");
+  expect_plain(s, "s.attn", "s.to_k", "s.to_v");
+  const Node* sk = producer(s, node_named(s, "s.attn")->inputs[1]);
+  ASSERT_NE(sk, nullptr);
+  EXPECT_EQ(sk->inputs[0], s.find_input("x"));
+  EXPECT_NE(node_named(s, "a4.to_k"), nullptr);
+  EXPECT_EQ(node_named(s, "a4.to_k")->inputs.size(), 3u);
+  // Inputs and outputs keep their names, descriptors and order.
+  ASSERT_EQ(s.outputs().size(), g.outputs().size());
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    EXPECT_EQ(s.value(s.outputs()[i]).name, g.value(g.outputs()[i]).name);
+    EXPECT_EQ(s.desc(s.outputs()[i]), g.desc(g.outputs()[i]));
+  }
+  EXPECT_EQ(s.find_input("x"), g.find_input("x"));
+  EXPECT_EQ(s.find_input("context"), g.find_input("context"));
+  // graph_passes with stack on makes the same rewrite (after fusing, which changes nothing here).
+  auto all = graph_passes(g, PassOptions{false, true, true});
+  ASSERT_TRUE(all.ok()) << all.status().str();
+  EXPECT_EQ(all->structure_key(), s.structure_key());
+  // A second application finds nothing left to stack.
+  auto twice = pass_stack_projections(s);
+  ASSERT_TRUE(twice.ok()) << twice.status().str();
+  EXPECT_EQ(twice->structure_key(), s.structure_key());
+}
+
+TEST_F(PassesTest, StackProjectionsStacksEveryPairUnderALargeCap) {
+  auto r = pass_stack_projections(cross_attention_graph(512));
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  const std::vector<StackedWeight> st = stacked_weights(*r);
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].name, "a1.to_k+a1.to_v+a2.to_k+a2.to_v+a3.to_k+a3.to_v");
+  EXPECT_EQ(st[0].shape, (Shape{112, 24}));
+  expect_window(*r, "a1.attn", st[0].name, 0, 16);
+  expect_window(*r, "a2.attn", st[0].name, 32, 56);
+  expect_window(*r, "a3.attn", st[0].name, 80, 96);
+  EXPECT_EQ(kinds(*r)[OpKind::LINEAR], 4 * 3 + 3 + 3 + 1 - 5);
+  expect_plain(*r, "s.attn", "s.to_k", "s.to_v");
+}
+
+TEST_F(PassesTest, StackedProjectionsComputeTheSameResult) {
+  for (int64_t big : {int64_t(64), int64_t(512)}) {
+    SCOPED_TRACE(big);
+    Graph g = cross_attention_graph(big);
+    std::map<std::string, HostTensor> inputs;
+    test::MapWeights map;
+    test::bindings_fill(g, 11, inputs, map);
+    StackingWeights weights(map);
+    std::vector<HostTensor> ref = run(g, std::nullopt, false, inputs, weights);
+    ASSERT_EQ(ref.size(), g.outputs().size());
+    EXPECT_TRUE(weights.served.empty());
+    for (PassOptions o : {PassOptions{false, false, true}, PassOptions{false, true, true}}) {
+      weights.served.clear();
+      std::vector<HostTensor> got = run(g, o, true, inputs, weights);
+      ASSERT_EQ(got.size(), ref.size());
+      EXPECT_EQ(weights.served.empty(), false) << "the stacked weights were asked for";
+      for (size_t i = 0; i < ref.size(); ++i) {
+        EXPECT_LT(test::rel_err(got[i], ref[i]), 1e-5)
+            << "fuse " << o.fuse << " output " << g.value(g.outputs()[i]).name;
+      }
+    }
+  }
+}
+
+// Attentions with different head counts share a stack whose width (2 * 24 + 2 * 16 = 80) not
+// every head count divides: each attention reads only its own windows, H*D wide.
+TEST_F(PassesTest, StackProjectionsMixesHeadCounts) {
+  Graph g;
+  ValueId x = g.input("x", f32({2, 10, 32}));
+  ValueId ctx = g.input("context", f32({2, 7, 24}));
+  const int heads[] = {3, 2};
+  for (int i = 0; i < 2; ++i) {
+    const std::string a = fmt::format("m{}", i);
+    const int64_t hd = heads[i] * 8;
+    ValueId q = g.linear(x, g.weight(a + ".to_q", f32({hd, 32})), kNoValue, a + ".to_q");
+    ValueId k = g.linear(ctx, g.weight(a + ".to_k", f32({hd, 24})), kNoValue, a + ".to_k");
+    ValueId v = g.linear(ctx, g.weight(a + ".to_v", f32({hd, 24})), kNoValue, a + ".to_v");
+    g.output(g.attention(q, k, v, heads[i], false, a + ".attn"), a);
+  }
+  g.output(g.linear(x, g.weight("big", f32({256, 32})), kNoValue, "big"), "big");
+  ASSERT_TRUE(g.ok()) << g.status().str();
+  auto r = pass_stack_projections(g);
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  const std::vector<StackedWeight> st = stacked_weights(*r);
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].name, "m0.to_k+m0.to_v+m1.to_k+m1.to_v");
+  EXPECT_EQ(st[0].shape, (Shape{80, 24}));
+  EXPECT_EQ(node_named(*r, "m0.attn")->params.heads, 3);
+  EXPECT_EQ(node_named(*r, "m0.attn")->params.start, 0);
+  EXPECT_EQ(node_named(*r, "m0.attn")->params.end, 24);
+  EXPECT_EQ(node_named(*r, "m1.attn")->params.start, 48);
+  EXPECT_EQ(node_named(*r, "m1.attn")->params.end, 64);
+
+  std::map<std::string, HostTensor> inputs;
+  test::MapWeights map;
+  test::bindings_fill(g, 5, inputs, map);
+  StackingWeights weights(map);
+  std::vector<HostTensor> ref = run(g, std::nullopt, false, inputs, weights);
+  std::vector<HostTensor> got = run(g, PassOptions{false, true, true}, true, inputs, weights);
+  ASSERT_EQ(ref.size(), 3u);
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_LT(test::rel_err(got[i], ref[i]), 1e-5) << i;
+}
+
+TEST_F(PassesTest, StackProjectionsNeedsTwoReadersOfTheContext) {
+  // One cross-attention (and a4, whose biased to_k does not count) reading the context: as built.
+  Graph g = cross_attention_graph(512, 1);
+  ASSERT_TRUE(g.ok()) << g.status().str();
+  auto r = pass_stack_projections(g);
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  EXPECT_EQ(r->structure_key(), g.structure_key());
+  EXPECT_TRUE(stacked_weights(*r).empty());
+  for (const Node& n : r->nodes()) EXPECT_FALSE(n.params.kv_window) << n.name;
+
+  // Two pairs of different widths of context (K 24 wide, and K of a 12-wide second context):
+  // grouped by their input, so nothing stacks either.
+  Graph h;
+  ValueId x = h.input("x", f32({1, 4, 16}));
+  ValueId c1 = h.input("c1", f32({1, 5, 24}));
+  ValueId c2 = h.input("c2", f32({1, 5, 12}));
+  for (int i = 0; i < 2; ++i) {
+    const std::string a = fmt::format("b{}", i);
+    ValueId c = i == 0 ? c1 : c2;
+    const int64_t cw = i == 0 ? 24 : 12;
+    ValueId q = h.linear(x, h.weight(a + ".q", f32({16, 16})), kNoValue, a + ".q");
+    ValueId k = h.linear(c, h.weight(a + ".k", f32({16, cw})), kNoValue, a + ".k");
+    ValueId v = h.linear(c, h.weight(a + ".v", f32({16, cw})), kNoValue, a + ".v");
+    h.output(h.attention(q, k, v, 2, false, a), a);
+  }
+  ASSERT_TRUE(h.ok()) << h.status().str();
+  auto rh = pass_stack_projections(h);
+  ASSERT_TRUE(rh.ok()) << rh.status().str();
+  EXPECT_EQ(rh->structure_key(), h.structure_key());
+}
+
+TEST_F(PassesTest, StackProjectionsOnlyOnDeviceMemory) {
+  Graph g = cross_attention_graph(64);
+  // The CPU computes on host memory: a stacked weight would be a second host copy.
+  EXPECT_FALSE(pass_options(g, *backend_).stack);
+  EXPECT_FALSE(PassOptions{}.stack);
+  // A backend with device memory stacks, unless HEADROOM_STACK_PROJECTIONS=0.
+  test::PlanBackend device;
+  const char* before = std::getenv("HEADROOM_STACK_PROJECTIONS");
+  const std::string saved = before ? before : "";
+  ::unsetenv("HEADROOM_STACK_PROJECTIONS");
+  EXPECT_TRUE(pass_options(g, device).stack);
+  ::setenv("HEADROOM_STACK_PROJECTIONS", "0", 1);
+  EXPECT_FALSE(pass_options(g, device).stack);
+  if (before)
+    ::setenv("HEADROOM_STACK_PROJECTIONS", saved.c_str(), 1);
+  else
+    ::unsetenv("HEADROOM_STACK_PROJECTIONS");
+  // The CPU backend's own choice leaves the projections alone.
+  auto r = graph_passes(g, *backend_);
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  EXPECT_TRUE(stacked_weights(*r).empty());
+  EXPECT_EQ(kinds(*r)[OpKind::LINEAR], kinds(g)[OpKind::LINEAR]);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <set>
 
+#include "graph/passes.h"
 #include "graph/planner.h"
 #include "models/weights.h"
 #include "test_compare.h"
@@ -174,13 +175,16 @@ TEST_P(UNetGoldenTest, MatchesGolden) {
   HostTensor ref = golden(*gold, pre + ".out");
   HostTensor y;
   if (c.sdxl) y = golden(*gold, pre + ".y");
-  // As built (NCHW) and through the channels-last pass that GPUs get (graph/passes.h).
-  for (bool cl : {false, true}) {
-    ex_->set_pass_options(cl ? std::optional<PassOptions>(PassOptions{true, true}) : std::nullopt);
+  // As built (NCHW), through the channels-last pass that GPUs get, and with the context
+  // projections stacked as well (graph/passes.h; the CPU backend does not stack on its own).
+  const char* kModes[] = {"", " (channels last)", " (channels last, stacked K/V)"};
+  for (int mode : {0, 1, 2}) {
+    ex_->set_pass_options(mode == 0 ? std::nullopt
+                                    : std::optional<PassOptions>(PassOptions{true, true, mode == 2}));
     auto out = unet_run(*ex_, *cfg, w, DType::F32, x, t, ctx, c.sdxl ? &y : nullptr);
     ASSERT_TRUE(out.ok()) << out.status().str();
     double err = test::rel_err(*out, ref);
-    std::printf("%s.out%s rel error %.3g\n", c.golden, cl ? " (channels last)" : "", err);
+    std::printf("%s.out%s rel error %.3g\n", c.golden, kModes[mode], err);
     EXPECT_LT(err, kRelTol);
   }
 }
@@ -201,6 +205,43 @@ INSTANTIATE_TEST_SUITE_P(UNet, UNetGoldenTest,
                              if (ch == '.') ch = '_';
                            return n;
                          });
+
+// Note [stacked context projections]: every cross-attention of a full-size UNet reads its K and
+// V as windows of a stacked projection, and no stack's weight outgrows the largest weight.
+TEST_F(UNetTest, StacksEveryContextProjection) {
+  for (bool xl : {false, true}) {
+    UNetConfig cfg = xl ? unet_config_sdxl() : unet_config_sd15();
+    auto g = unet_graph(cfg, 2, 32, 32, 77, DType::F16);
+    ASSERT_TRUE(g.ok()) << g.status().str();
+    auto s = graph_passes(*g, PassOptions{true, true, true});
+    ASSERT_TRUE(s.ok()) << s.status().str();
+    auto count = [](const Graph& x, OpKind k, bool window) {
+      int n = 0;
+      for (const Node& node : x.nodes())
+        n += node.kind == k && (!window || node.params.kv_window);
+      return n;
+    };
+    uint64_t largest = 0, largest_stack = 0;
+    int stacks = 0;
+    for (const Value& v : g->values())
+      if (v.kind == ValueKind::WEIGHT) largest = std::max<uint64_t>(largest, v.desc.bytes());
+    for (const Value& v : s->values())
+      if (v.kind == ValueKind::WEIGHT && v.layout == WeightLayout::STACK) {
+        ++stacks;
+        largest_stack = std::max<uint64_t>(largest_stack, v.desc.bytes());
+      }
+    const int cross = count(*g, OpKind::ATTENTION, false) / 2;  // attn1 and attn2 per block
+    EXPECT_EQ(cross, xl ? 70 : 16);
+    EXPECT_EQ(count(*s, OpKind::ATTENTION, true), cross);
+    EXPECT_EQ(count(*g, OpKind::LINEAR, false) - count(*s, OpKind::LINEAR, false),
+              2 * cross - stacks);
+    EXPECT_GT(stacks, 0);
+    EXPECT_LT(stacks, cross);
+    EXPECT_LE(largest_stack, largest);
+    std::printf("%s: %d cross-attentions, %d stacks, largest stack %.1f MB (largest weight %.1f)\n",
+                xl ? "SDXL" : "SD1.5", cross, stacks, largest_stack / 1e6, largest / 1e6);
+  }
+}
 
 TEST_F(UNetTest, RejectsBadShapes) {
   auto cfg = unet_config_detect(*sd1_, "model.diffusion_model.");

@@ -7,10 +7,14 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "async_sim_backend.h"
+#include "graph/passes.h"
 
 namespace hr {
 namespace {
@@ -524,6 +528,365 @@ TEST(WeightSetPinned, StreamedCopiesShareOneBlockInOrder) {
   EXPECT_EQ(alloc.pinned_held(), 1024u) << "c still uses the block";
   ws.put("c", HostTensor(DType::F32, Shape{10}));
   EXPECT_EQ(alloc.pinned_held(), 0u);
+  ws.bind(nullptr, nullptr);
+}
+
+// WeightLayout::STACK (Note [weight layouts] in graph.h): a weight named by several checkpoint
+// tensors joined by '+' is served as their concatenation along dim 0.
+class WeightStackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    put("l1.to_k", 2, 0.0f);
+    put("l1.to_v", 1, 100.0f);
+    put("l2.to_k", 3, 200.0f);
+    put("l1", 1, -50.0f);  // a name that is a prefix of a part but no part
+  }
+  // A [rows, 3] f32 tensor holding from, from + 1, ...
+  void put(const std::string& name, int64_t rows, float from) {
+    HostTensor t(DType::F32, Shape{rows, 3});
+    for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = from + float(i);
+    ws.put(name, std::move(t));
+  }
+  // The parts' values, concatenated, from the host tensors the set holds now.
+  std::vector<float> expected() const {
+    std::vector<float> v;
+    for (const std::string& p : weight_stack_parts(name))
+      for (int64_t i = 0; i < ws.find(p)->numel(); ++i) v.push_back(ws.find(p)->f32()[i]);
+    return v;
+  }
+  static std::vector<float> values(const TensorRef& r) {
+    const float* p = static_cast<const float*>(r.data);
+    return std::vector<float>(p, p + r.desc.numel());
+  }
+
+  WeightSet ws;
+  const std::string name = weight_stack_name({"l1.to_k", "l1.to_v", "l2.to_k"});
+  const TensorDesc desc{DType::F32, Shape{6, 3}};
+};
+
+TEST_F(WeightStackTest, ServedAsTheConcatenationOnTheCpu) {
+  ASSERT_EQ(name, "l1.to_k+l1.to_v+l2.to_k");
+  const std::vector<float> first = expected();
+  ASSERT_EQ(first.size(), 18u);
+  EXPECT_EQ(first[5], 5.0f);
+  EXPECT_EQ(first[6], 100.0f);
+  EXPECT_EQ(first[9], 200.0f);
+
+  // Unbound: a host tensor holding the stack (a copy: the parts are separate tensors).
+  auto r0 = ws.weight_get(name, desc, WeightLayout::STACK);
+  ASSERT_TRUE(r0.ok()) << r0.status().str();
+  EXPECT_EQ(r0->desc, desc);
+  EXPECT_EQ(values(*r0), first);
+  for (const char* p : {"l1.to_k", "l1.to_v", "l2.to_k"}) EXPECT_NE(r0->data, ws.find(p)->data());
+  auto again = ws.weight_get(name, desc, WeightLayout::STACK);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->data, r0->data) << "stacked once";
+
+  // Bound to the CPU backend: the same values, its bytes counted (Note [adopted bytes]).
+  std::unique_ptr<Backend> cpu = cpu_backend_create(1);
+  Allocator alloc(*cpu);
+  ws.bind(cpu.get(), &alloc);
+  auto r = ws.weight_get(name, desc, WeightLayout::STACK);
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  EXPECT_EQ(r->desc, desc);
+  EXPECT_EQ(values(*r), first);
+  EXPECT_EQ(alloc.stats(Pool::WEIGHTS).current, 256u) << "6x3 f32 rounded to the alignment";
+  auto h = ws.weight_host(name, desc, WeightLayout::STACK);
+  ASSERT_TRUE(h.ok()) << h.status().str();
+  EXPECT_EQ(values(*h), first);
+
+  // put() of something that is no part (a prefix of one) leaves the stack alone ...
+  put("l1", 1, 7.0f);
+  auto same = ws.weight_get(name, desc, WeightLayout::STACK);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(values(*same), first);
+  // ... put() of a part makes it stale: served again, it holds the new part.
+  put("l1.to_v", 1, -1000.0f);
+  auto after = ws.weight_get(name, desc, WeightLayout::STACK);
+  ASSERT_TRUE(after.ok()) << after.status().str();
+  const std::vector<float> second = expected();
+  EXPECT_EQ(second[6], -1000.0f);
+  EXPECT_EQ(values(*after), second);
+  auto host_after = ws.weight_host(name, desc, WeightLayout::STACK);
+  ASSERT_TRUE(host_after.ok());
+  EXPECT_EQ(values(*host_after), second);
+  // A part of another height changes the stack's shape: the old descriptor no longer fits.
+  put("l2.to_k", 4, 300.0f);
+  auto old_desc = ws.weight_get(name, desc, WeightLayout::STACK);
+  ASSERT_FALSE(old_desc.ok());
+  EXPECT_EQ(old_desc.status().code(), ErrorCode::INVALID_ARGUMENT);
+  auto taller = ws.weight_get(name, TensorDesc{DType::F32, Shape{7, 3}}, WeightLayout::STACK);
+  ASSERT_TRUE(taller.ok()) << taller.status().str();
+  EXPECT_EQ(values(*taller), expected());
+  EXPECT_EQ(values(*taller).back(), 311.0f);
+  ws.bind(nullptr, nullptr);
+}
+
+TEST_F(WeightStackTest, Errors) {
+  std::unique_ptr<Backend> cpu = cpu_backend_create(1);
+  Allocator alloc(*cpu);
+  ws.bind(cpu.get(), &alloc);
+  // A missing part: NOT_FOUND naming it.
+  auto missing = ws.weight_get(weight_stack_name({"l1.to_k", "l1.nope", "l2.to_k"}),
+                               TensorDesc{DType::F32, Shape{5, 3}}, WeightLayout::STACK);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), ErrorCode::NOT_FOUND);
+  EXPECT_NE(missing.status().message().find("'l1.nope'"), std::string::npos)
+      << missing.status().message();
+  auto host_missing = ws.weight_host("l1.to_k+gone", desc, WeightLayout::STACK);
+  ASSERT_FALSE(host_missing.ok());
+  EXPECT_EQ(host_missing.status().code(), ErrorCode::NOT_FOUND);
+  EXPECT_NE(host_missing.status().message().find("gone"), std::string::npos);
+  // A descriptor the parts do not stack into: INVALID_ARGUMENT.
+  for (const TensorDesc& bad : {TensorDesc{DType::F32, Shape{5, 3}},
+                                TensorDesc{DType::F32, Shape{6, 4}},
+                                TensorDesc{DType::F32, Shape{18}},
+                                TensorDesc{DType::F16, Shape{6, 3}}}) {
+    auto r = ws.weight_get(name, bad, WeightLayout::STACK);
+    ASSERT_FALSE(r.ok()) << bad.str();
+    EXPECT_EQ(r.status().code(), ErrorCode::INVALID_ARGUMENT) << bad.str();
+    auto hr = ws.weight_host(name, bad, WeightLayout::STACK);
+    ASSERT_FALSE(hr.ok()) << bad.str();
+    EXPECT_EQ(hr.status().code(), ErrorCode::INVALID_ARGUMENT) << bad.str();
+  }
+  // Parts that do not stack (trailing dims, dtypes): INVALID_ARGUMENT whatever the descriptor.
+  ws.put("wide", HostTensor(DType::F32, Shape{1, 4}));
+  ws.put("half", HostTensor(DType::F16, Shape{1, 3}));
+  for (const char* other : {"wide", "half"})
+    for (const TensorDesc& d : {TensorDesc{DType::F32, Shape{3, 3}},
+                                TensorDesc{DType::F32, Shape{3, 4}},
+                                TensorDesc{DType::F16, Shape{3, 3}}}) {
+      auto r = ws.weight_get(weight_stack_name({"l1.to_k", other}), d, WeightLayout::STACK);
+      ASSERT_FALSE(r.ok()) << other << " " << d.str();
+      EXPECT_EQ(r.status().code(), ErrorCode::INVALID_ARGUMENT) << other << " " << d.str();
+    }
+  EXPECT_EQ(alloc.stats(Pool::WEIGHTS).current, 0u) << "nothing was served";
+  ws.bind(nullptr, nullptr);
+}
+
+// On a device whose memory the host may not touch: uploaded once, kept resident, uploaded again
+// after a part changes; streamed copies follow the part too.
+TEST_F(WeightStackTest, UploadedOnceAndAgainAfterAPartChanges) {
+  OpaqueCpuBackend dev;
+  Allocator alloc(dev);
+  ws.bind(&dev, &alloc);
+  auto r = ws.weight_get(name, desc, WeightLayout::STACK);
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  EXPECT_EQ(dev.uploads, 1);
+  EXPECT_EQ(values(*r), expected());
+  auto again = ws.weight_get(name, desc, WeightLayout::STACK);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->data, r->data);
+  EXPECT_EQ(dev.uploads, 1) << "resident";
+  auto streamed = ws.weight_host(name, desc, WeightLayout::STACK);
+  ASSERT_TRUE(streamed.ok()) << streamed.status().str();
+  EXPECT_EQ(values(*streamed), expected());
+
+  put("l1", 1, 9.0f);  // no part
+  auto kept = ws.weight_get(name, desc, WeightLayout::STACK);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(dev.uploads, 1) << "put() of another weight keeps the stack resident";
+
+  put("l2.to_k", 3, 500.0f);
+  auto after = ws.weight_get(name, desc, WeightLayout::STACK);
+  ASSERT_TRUE(after.ok()) << after.status().str();
+  EXPECT_EQ(dev.uploads, 2);
+  EXPECT_EQ(values(*after)[9], 500.0f);
+  EXPECT_EQ(values(*after), expected());
+  auto streamed_after = ws.weight_host(name, desc, WeightLayout::STACK);
+  ASSERT_TRUE(streamed_after.ok()) << streamed_after.status().str();
+  EXPECT_EQ(values(*streamed_after), expected()) << "the streamed copy was made again";
+  ws.release_device();
+  ws.bind(nullptr, nullptr);
+}
+
+// Note [stacked context projections] end to end: two cross-attentions whose to_k / to_v read one
+// context run through an Executor with the stacking pass (on a device whose memory the host may
+// not touch, as where the pass applies, and on the CPU) and without it, serving the weights from
+// one WeightSet: the stacked weight is asked for, and the outputs agree; resident, streamed, and
+// after put() replaced a part.
+class StackedProjectionRunTest : public ::testing::Test {
+ protected:
+  // The WeightSet, recording the weights the executor streams (weight_host_all).
+  struct Recording final : WeightSource {
+    WeightSet& ws;
+    std::vector<std::string> streamed;
+    explicit Recording(WeightSet& w) : ws(w) {}
+    Result<TensorRef> weight_get(const std::string& name, const TensorDesc& desc,
+                                 WeightLayout layout) override {
+      return ws.weight_get(name, desc, layout);
+    }
+    Result<TensorRef> weight_host(const std::string& name, const TensorDesc& desc,
+                                  WeightLayout layout) override {
+      streamed.push_back(name);
+      return ws.weight_host(name, desc, layout);
+    }
+    Result<std::vector<TensorRef>> weight_host_all(const std::vector<WeightRequest>& requests,
+                                                   size_t align) override {
+      for (const WeightRequest& q : requests) streamed.push_back(q.name);
+      return ws.weight_host_all(requests, align);
+    }
+    void weight_evict(const std::string& name, WeightLayout layout) override {
+      ws.weight_evict(name, layout);
+    }
+    uint64_t resident_bytes() const override { return ws.resident_bytes(); }
+    const Reclaimable* holder() const override { return ws.holder(); }
+    void run_begin() override { ws.run_begin(); }
+    void run_end() override { ws.run_end(); }
+  };
+
+  void SetUp() override {
+    auto w = [&](const std::string& n, Shape s) {
+      HostTensor t(DType::F32, s);
+      for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = uniform();
+      ws.put(n, std::move(t));
+      return g.weight(n, TensorDesc{DType::F32, s});
+    };
+    ValueId x = g.input("x", TensorDesc{DType::F32, Shape{2, 6, 16}});
+    ValueId ctx = g.input("context", TensorDesc{DType::F32, Shape{2, 5, 12}});
+    for (int i = 0; i < 2; ++i) {
+      const std::string a = fmt::format("a{}", i);
+      ValueId q = g.linear(x, w(a + ".to_q", {8, 16}), kNoValue, a + ".to_q");
+      ValueId k = g.linear(ctx, w(a + ".to_k", {8, 12}), kNoValue, a + ".to_k");
+      ValueId v = g.linear(ctx, w(a + ".to_v", {8, 12}), kNoValue, a + ".to_v");
+      g.output(g.attention(q, k, v, 2, false, a + ".attn"), a);
+    }
+    // The largest weight (2048 bytes) lets both k/v pairs (768 bytes each) share one stack.
+    g.output(g.linear(x, w("big", {32, 16}), kNoValue, "big"), "big");
+    ASSERT_TRUE(g.ok()) << g.status().str();
+    for (const char* n : {"x", "context"}) {
+      HostTensor t(DType::F32, g.desc(g.find_input(n)).shape);
+      for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = 4.0f * uniform();
+      inputs.emplace(n, std::move(t));
+    }
+  }
+  float uniform() {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return float(int64_t(seed >> 40) % 2001 - 1000) / 2000.0f;  // [-0.5, 0.5]
+  }
+  HostInputs host_inputs() const {
+    HostInputs in;
+    for (const auto& [k, v] : inputs) in.emplace_back(k, &v);
+    return in;
+  }
+  // Runs g on `backend` with the stacking pass (and fusion) or with no passes.
+  std::vector<HostTensor> run(Backend& backend, Allocator& alloc, bool stack,
+                              uint64_t budget = 0, std::vector<std::string>* streamed = nullptr) {
+    Executor ex(backend, alloc);
+    if (stack) {
+      ex.set_pass_options(PassOptions{false, true, true});
+      auto c = ex.compile(g);
+      EXPECT_TRUE(c.ok()) << c.status().str();
+      if (c.ok()) {
+        int stacks = 0;
+        for (const Value& v : (*c)->graph.values())
+          if (v.kind == ValueKind::WEIGHT && v.layout == WeightLayout::STACK) {
+            ++stacks;
+            EXPECT_EQ(v.name, kStack);
+          }
+        EXPECT_EQ(stacks, 1);
+      }
+    } else {
+      ex.set_passes(false);
+    }
+    const uint64_t was = alloc.budget();
+    if (budget) {
+      ResidencyOptions o = ex.residency_options();
+      o.depth = 2;
+      o.small_bytes = 0;
+      ex.set_residency_options(o);
+      alloc.set_budget(budget);
+    }
+    Recording source(ws);
+    auto out = ex.run(g, host_inputs(), source);
+    EXPECT_TRUE(out.ok()) << out.status().str();
+    if (streamed) *streamed = source.streamed;
+    alloc.set_budget(was);
+    return out.ok() ? std::move(out).value() : std::vector<HostTensor>{};
+  }
+  static double rel_err(const HostTensor& a, const HostTensor& b) {
+    EXPECT_EQ(a.shape(), b.shape());
+    if (a.shape() != b.shape()) return 1.0;
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < b.numel(); ++i) {
+      const double d = double(a.f32()[i]) - double(b.f32()[i]);
+      num += d * d;
+      den += double(b.f32()[i]) * double(b.f32()[i]);
+    }
+    return std::sqrt(num / std::max(den, 1e-30));
+  }
+  void expect_same(const std::vector<HostTensor>& got, const std::vector<HostTensor>& ref,
+                   const char* what) {
+    ASSERT_EQ(got.size(), 3u) << what;
+    ASSERT_EQ(ref.size(), 3u) << what;
+    for (size_t i = 0; i < 3; ++i) EXPECT_LT(rel_err(got[i], ref[i]), 1e-5) << what << " " << i;
+  }
+
+  static constexpr const char* kStack = "a0.to_k+a0.to_v+a1.to_k+a1.to_v";
+  uint64_t seed = 12345;
+  Graph g;
+  WeightSet ws;
+  std::map<std::string, HostTensor> inputs;
+};
+
+TEST_F(StackedProjectionRunTest, SameOutputsOnADevice) {
+  OpaqueCpuBackend dev;
+  Allocator alloc(dev);
+  ws.bind(&dev, &alloc);
+  const std::vector<HostTensor> ref = run(dev, alloc, false);
+  // Each weight of the graph as built is resident now (2x3 of 512 bytes, 2048 for big).
+  const uint64_t plain_bytes = 3 * 2 * 512 + 2048;
+  EXPECT_EQ(ws.device_bytes(), plain_bytes);
+  int uploads = dev.uploads;
+  expect_same(run(dev, alloc, false), ref, "plain again");
+  const int per_run = dev.uploads - uploads;  // the inputs
+  uploads = dev.uploads;
+  const std::vector<HostTensor> got = run(dev, alloc, true);
+  expect_same(got, ref, "resident");
+  EXPECT_EQ(dev.uploads - uploads, per_run + 1) << "the stacked weight, uploaded once";
+  EXPECT_EQ(ws.device_bytes(), plain_bytes + 4 * 8 * 12 * 4);
+  uploads = dev.uploads;
+  expect_same(run(dev, alloc, true), ref, "again");
+  EXPECT_EQ(dev.uploads - uploads, per_run) << "and kept resident";
+
+  // Streamed: a budget with room for the arena and a few weights only.
+  ws.release_device();
+  alloc.reclaim(UINT64_MAX);
+  std::vector<std::string> streamed;
+  const std::vector<HostTensor> low = run(dev, alloc, true, 8 * 1024, &streamed);
+  std::string names;
+  for (const std::string& n : streamed) names += n + " ";
+  EXPECT_NE(std::find(streamed.begin(), streamed.end(), kStack), streamed.end())
+      << "the budget should make the run stream the stacked weight; streamed: " << names;
+  expect_same(low, ref, "streamed");
+  expect_same(run(dev, alloc, true), ref, "resident once more");
+  EXPECT_EQ(ws.device_bytes(), plain_bytes - 4 * 512 + 4 * 8 * 12 * 4)
+      << "q, big and the stack resident (the separate k and v were released)";
+
+  // A new to_v of a1: the stacked weight is made again from it.
+  HostTensor fresh(DType::F32, Shape{8, 12});
+  for (int64_t i = 0; i < fresh.numel(); ++i) fresh.f32()[i] = 2.0f * uniform();
+  ws.put("a1.to_v", std::move(fresh));
+  const std::vector<HostTensor> ref2 = run(dev, alloc, false);
+  ASSERT_EQ(ref2.size(), 3u);
+  EXPECT_GT(rel_err(ref2[1], ref[1]), 1e-2) << "a1's output depends on its to_v";
+  expect_same(run(dev, alloc, true), ref2, "after put");
+  ws.bind(nullptr, nullptr);
+}
+
+TEST_F(StackedProjectionRunTest, SameOutputsOnTheCpu) {
+  std::unique_ptr<Backend> cpu = cpu_backend_create(1);
+  Allocator alloc(*cpu);
+  ws.bind(cpu.get(), &alloc);
+  const std::vector<HostTensor> ref = run(*cpu, alloc, false);
+  expect_same(run(*cpu, alloc, true), ref, "cpu");
+  HostTensor fresh(DType::F32, Shape{8, 12});
+  for (int64_t i = 0; i < fresh.numel(); ++i) fresh.f32()[i] = 2.0f * uniform();
+  ws.put("a0.to_k", std::move(fresh));
+  const std::vector<HostTensor> ref2 = run(*cpu, alloc, false);
+  ASSERT_EQ(ref2.size(), 3u);
+  EXPECT_GT(rel_err(ref2[0], ref[0]), 1e-2) << "a0's output depends on its to_k";
+  expect_same(run(*cpu, alloc, true), ref2, "cpu after put");
   ws.bind(nullptr, nullptr);
 }
 

@@ -85,9 +85,11 @@ Status attention(const OpCall& c) {
   const Shape& qs = c.inputs[0].desc.shape;
   const Shape& vs = c.inputs[2].desc.shape;
   const int64_t batch = qs[0], nq = qs[1], nk = c.inputs[1].desc.shape[1];
-  const int64_t heads = c.params->heads, d = qs[2] / heads, dv = vs[2] / heads;
-  const int64_t ldq = qs[2], ldv = vs[2];
-  if (ldq > INT_MAX || ldv > INT_MAX || nk > INT_MAX)
+  // params.kv_window: K and V are column windows of wider tensors, addressed in place.
+  const bool window = c.params->kv_window;
+  const int64_t heads = c.params->heads, d = qs[2] / heads, dv = window ? d : vs[2] / heads;
+  const int64_t ldq = qs[2], ldk = c.inputs[1].desc.shape[2], ldv = vs[2], ldo = heads * dv;
+  if (ldq > INT_MAX || ldk > INT_MAX || ldv > INT_MAX || nk > INT_MAX)
     return make_error(ErrorCode::UNSUPPORTED, "cpu attention: {} too large for BLAS", qs.str());
   float* out = c.output.as<float>();
   if (c.output.desc.numel() == 0) return Status();
@@ -111,8 +113,8 @@ Status attention(const OpCall& c) {
   const int64_t chunks = (nq + chunk - 1) / chunk;
   const int64_t tiles = batch * heads * chunks;
   const float* qall = c.inputs[0].as<const float>();
-  const float* kall = c.inputs[1].as<const float>();
-  const float* vall = c.inputs[2].as<const float>();
+  const float* kall = c.inputs[1].as<const float>() + (window ? c.params->start : 0);
+  const float* vall = c.inputs[2].as<const float>() + (window ? c.params->end : 0);
 
   const int blas_threads = openblas_get_num_threads();
   openblas_set_num_threads(1);  // Note [attention tiles]
@@ -122,16 +124,16 @@ Status attention(const OpCall& c) {
     const int64_t bh = t / chunks, b = bh / heads, h = bh % heads;
     const int64_t q0 = (t % chunks) * chunk, rows = std::min(chunk, nq - q0);
     const float* q = qall + (b * nq + q0) * ldq + h * d;
-    const float* k = kall + b * nk * ldq + h * d;
+    const float* k = kall + b * nk * ldk + h * d;
     const float* v = vall + b * nk * ldv + h * dv;
-    float* o = out + (b * nq + q0) * ldv + h * dv;
+    float* o = out + (b * nq + q0) * ldo + h * dv;
     // Causal rows of this tile see keys [0, q0 + rows) at most; later keys are skipped.
     const int64_t keys = causal ? std::min(nk, q0 + rows) : nk;
     if (d == 0) {
       std::fill(scores, scores + rows * keys, 0.0f);
     } else {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(keys), int(d), scale,
-                  q, int(ldq), k, int(ldq), 0.0f, scores, int(keys));
+                  q, int(ldq), k, int(ldk), 0.0f, scores, int(keys));
     }
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t valid = causal ? std::min(keys, q0 + i + 1) : keys;
@@ -139,7 +141,7 @@ Status attention(const OpCall& c) {
     }
     if (dv > 0)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(dv), int(keys), 1.0f,
-                  scores, int(keys), v, int(ldv), 0.0f, o, int(ldv));
+                  scores, int(keys), v, int(ldv), 0.0f, o, int(ldo));
   }
   openblas_set_num_threads(blas_threads);
   return Status();

@@ -90,9 +90,10 @@ __global__ void __launch_bounds__(W * 32) attention_fa2_kernel(AttentionArgs a) 
   const int q0 = blockIdx.x * S::kBlockQ;
   const int h = blockIdx.y, b = blockIdx.z;
   const int64_t ld = int64_t(a.heads) * D;
+  const int64_t ldk = a.ldk ? a.ldk : ld, ldv = a.ldv ? a.ldv : ld;  // AttentionArgs::ldk
   const T* qp = static_cast<const T*>(a.q) + int64_t(b) * a.nq * ld + int64_t(h) * D;
-  const T* kp = static_cast<const T*>(a.k) + int64_t(b) * a.nk * ld + int64_t(h) * D;
-  const T* vp = static_cast<const T*>(a.v) + int64_t(b) * a.nk * ld + int64_t(h) * D;
+  const T* kp = static_cast<const T*>(a.k) + int64_t(b) * a.nk * ldk + int64_t(h) * D;
+  const T* vp = static_cast<const T*>(a.v) + int64_t(b) * a.nk * ldv + int64_t(h) * D;
 
   // Zero columns D..DP in every buffer: K's and Q's are read by Q K^T (Q spans both buffers of
   // stage 1 when it has 2 BK rows); V's are never read.
@@ -104,8 +105,8 @@ __global__ void __launch_bounds__(W * 32) attention_fa2_kernel(AttentionArgs a) 
 
   rows_load<T, D, S::kBlockQ, kThreads, kStride>(qs, qp, ld, q0, a.nq);
   cp_async_commit();
-  rows_load<T, D, BK, kThreads, kStride>(k_stage(0), kp, ld, 0, a.nk);
-  rows_load<T, D, BK, kThreads, kStride>(v_stage(0), vp, ld, 0, a.nk);
+  rows_load<T, D, BK, kThreads, kStride>(k_stage(0), kp, ldk, 0, a.nk);
+  rows_load<T, D, BK, kThreads, kStride>(v_stage(0), vp, ldv, 0, a.nk);
   cp_async_commit();
   cp_async_wait<1>();  // Q has landed
   __syncthreads();
@@ -139,8 +140,8 @@ __global__ void __launch_bounds__(W * 32) attention_fa2_kernel(AttentionArgs a) 
   for (int t = 0; t < tiles; ++t) {
     const int st = t & 1;
     if (t + 1 < tiles) {
-      rows_load<T, D, BK, kThreads, kStride>(k_stage(st ^ 1), kp, ld, (t + 1) * BK, a.nk);
-      rows_load<T, D, BK, kThreads, kStride>(v_stage(st ^ 1), vp, ld, (t + 1) * BK, a.nk);
+      rows_load<T, D, BK, kThreads, kStride>(k_stage(st ^ 1), kp, ldk, (t + 1) * BK, a.nk);
+      rows_load<T, D, BK, kThreads, kStride>(v_stage(st ^ 1), vp, ldv, (t + 1) * BK, a.nk);
     }
     cp_async_commit();  // possibly empty: keeps the group count uniform
     cp_async_wait<1>();
@@ -336,10 +337,17 @@ AttentionTc auto_kernel(const AttentionArgs& a) {
 
 }  // namespace
 
+bool attention_strided_supported(const AttentionArgs& a) {
+  return attention_tc_supported(a) && a.scale > 0.0f && a.ldk % 8 == 0 && a.ldv % 8 == 0;
+}
+
 cudaError_t attention_tc(const AttentionArgs& a, cudaStream_t s, AttentionTc kernel) {
   if (a.dtype != DType::F16 && a.dtype != DType::BF16) return cudaErrorInvalidValue;
   // The folded scale needs scale > 0 (Note [attention v2]); the first kernel takes any.
-  if (kernel == AttentionTc::V1 || !(a.scale > 0.0f)) return attention_tc_v1(a, s);
+  if (kernel == AttentionTc::V1 || !(a.scale > 0.0f)) {
+    if (a.ldk || a.ldv) return cudaErrorInvalidValue;  // the first kernel reads dense k and v
+    return attention_tc_v1(a, s);
+  }
   if (kernel == AttentionTc::AUTO) kernel = auto_kernel(a);
   if (a.dtype == DType::F16) return launch_for_dim<__half>(a, kernel, s);
   return launch_for_dim<__nv_bfloat16>(a, kernel, s);

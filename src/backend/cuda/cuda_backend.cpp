@@ -1,5 +1,6 @@
 // The CUDA backend: device and pinned memory, streams and events, async copies, and op dispatch
 // to cuBLASLt (cuda_gemm.cpp), cuDNN (cuda_conv2d.cpp) and the kernels of the .cu files.
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string_view>
@@ -82,6 +83,20 @@ class CudaEvent final : public Event {
 
 bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 bool is_compute(DType t) { return is_float(t) || t == DType::I32 || t == DType::I64; }
+
+// params.kv_window attention (Note [stacked context projections] in graph/pass_stack.cpp): q's
+// descriptor, and K and V as dense tensors of q's width.
+std::array<TensorDesc, 3> attention_window_dense(std::span<const TensorDesc> in) {
+  const Shape& q = in[0].shape;
+  const TensorDesc kv{in[0].dtype, Shape{q[0], in[1].shape[1], q[2]}};
+  return {in[0], kv, kv};
+}
+
+// Bytes of the dense K and V copies, each rounded up to 256.
+size_t attention_window_gather_bytes(std::span<const TensorDesc> in) {
+  const size_t one = (attention_window_dense(in)[1].bytes() + 255) / 256 * 256;
+  return 2 * one;
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -269,6 +284,12 @@ class CudaBackend final : public Backend {
       }
       case OpKind::ATTENTION: {
         if (in.size() != 3 || in[0].shape.rank != 3 || p.heads < 1) return 0;
+        if (p.kv_window) {  // room to gather K and V densely, then the dense attention's
+          const std::array<TensorDesc, 3> dense = attention_window_dense(in);
+          OpParams q = p;
+          q.kv_window = false;
+          return attention_window_gather_bytes(in) + op_workspace(kind, q, dense, out);
+        }
         int64_t d = in[0].shape[2] / p.heads, dv = in[2].shape[2] / p.heads;
         cudaSetDevice(ctx_.device);
         if (const cuda::DnnAttentionPlan* plan =
@@ -342,6 +363,7 @@ class CudaBackend final : public Backend {
     return Status();
   }
   Status run_layout(const OpCall& c, const OpParams& p, cudaStream_t s);
+  Status run_attention_window(const OpCall& c, const OpParams& p, cudaStream_t s);
   Status run_compute(const OpCall& c, const OpParams& p, cudaStream_t s);
 
   mutable cuda::CudaContext ctx_;
@@ -350,6 +372,65 @@ class CudaBackend final : public Backend {
   int* error_flag_host_ = nullptr;
   int* error_flag_dev_ = nullptr;
 };
+
+// params.kv_window: the v2 tensor-core kernels read K and V in place (row pitch = the wide
+// tensors' widths); any other path gets dense copies of the two windows in the workspace first.
+Status CudaBackend::run_attention_window(const OpCall& c, const OpParams& p, cudaStream_t s) {
+  const char* opn = "attention";
+  const TensorRef &qr = c.inputs[0], &kr = c.inputs[1], &vr = c.inputs[2];
+  const Shape& q = qr.desc.shape;
+  const size_t es = dtype_size(qr.desc.dtype);
+  const char* kw = static_cast<const char*>(kr.data) + size_t(p.start) * es;
+  const char* vw = static_cast<const char*>(vr.data) + size_t(p.end) * es;
+  if (q[1] > 0 && kr.desc.shape[1] > 0 && q[0] <= 65535 && p.heads <= 65535 &&
+      q[1] <= std::numeric_limits<int32_t>::max() &&
+      kr.desc.shape[1] <= std::numeric_limits<int32_t>::max()) {
+    cuda::AttentionArgs a;
+    a.dtype = qr.desc.dtype;
+    a.q = qr.data;
+    a.k = kw;
+    a.v = vw;
+    a.o = c.output.data;
+    a.b = int(q[0]);
+    a.nq = int(q[1]);
+    a.nk = int(kr.desc.shape[1]);
+    a.heads = p.heads;
+    a.d = a.dv = int(q[2] / p.heads);
+    a.ldk = kr.desc.shape[2];
+    a.ldv = vr.desc.shape[2];
+    a.scale = p.alpha != 0.0f ? p.alpha : 1.0f / std::sqrt(float(a.d));
+    a.causal = p.causal;
+    const bool dnn = cuda::attention_dnn_applies(a.dtype, a.nq, a.nk, a.d, a.dv, a.causal);
+    if (!dnn && cuda::attention_strided_supported(a)) {
+      HR_CUDA_CHECK(opn, cuda::attention_tc(a, s));
+      return Status();
+    }
+  }
+  const std::array<TensorDesc, 3> in{qr.desc, kr.desc, vr.desc};
+  const std::array<TensorDesc, 3> dense = attention_window_dense(in);
+  const size_t gather = attention_window_gather_bytes(in);
+  if (!c.workspace || c.workspace_bytes < gather)
+    return make_error(ErrorCode::INVALID_ARGUMENT,
+                      "attention: workspace of {} bytes given, the K/V windows need {}",
+                      c.workspace_bytes, gather);
+  char* ws = static_cast<char*>(c.workspace);
+  const size_t row = size_t(q[2]) * es, rows = size_t(q[0] * kr.desc.shape[1]);
+  char* kd = ws;
+  char* vd = ws + gather / 2;
+  HR_CUDA_CHECK(opn, cudaMemcpy2DAsync(kd, row, kw, size_t(kr.desc.shape[2]) * es, row, rows,
+                                       cudaMemcpyDeviceToDevice, s));
+  HR_CUDA_CHECK(opn, cudaMemcpy2DAsync(vd, row, vw, size_t(vr.desc.shape[2]) * es, row, rows,
+                                       cudaMemcpyDeviceToDevice, s));
+  const std::array<TensorRef, 3> refs{qr, TensorRef{dense[1], kd}, TensorRef{dense[2], vd}};
+  OpParams pd = p;
+  pd.kv_window = false;
+  OpCall d = c;
+  d.params = &pd;
+  d.inputs = refs;
+  d.workspace = c.workspace_bytes > gather ? ws + gather : nullptr;
+  d.workspace_bytes = c.workspace_bytes - gather;
+  return run_compute(d, pd, s);
+}
 
 Status CudaBackend::op_run(const OpCall& c, Stream* st) {
   const char* opn = op_name(c.kind);
@@ -422,6 +503,7 @@ Status CudaBackend::run_compute(const OpCall& c, const OpParams& p, cudaStream_t
       return Status();
     }
     case OpKind::ATTENTION: {
+      if (p.kv_window) return run_attention_window(c, p, s);
       const Shape& q = x.desc.shape;
       const Shape& k = c.inputs[1].desc.shape;
       const Shape& v = c.inputs[2].desc.shape;

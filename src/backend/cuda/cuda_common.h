@@ -74,6 +74,9 @@ struct AttentionArgs {
   const void* v = nullptr;  // [B, Nk, H*Dv]
   void* o = nullptr;        // [B, Nq, H*Dv]
   int b = 0, nq = 0, nk = 0, heads = 0, d = 0, dv = 0;
+  // Row pitch of k and v in elements; 0 means dense (H*D, H*Dv). Only the v2 tensor-core kernels
+  // (attention_tc with a positive scale) read these: attention_strided_supported.
+  int64_t ldk = 0, ldv = 0;
   float scale = 1.0f;
   bool causal = false;
 };
@@ -91,6 +94,9 @@ enum class AttentionTc : uint8_t { AUTO, V1, Q64_K64, Q64_K80, Q128_K64, Q128_K8
 cudaError_t attention_tc(const AttentionArgs& a, cudaStream_t s,
                          AttentionTc kernel = AttentionTc::AUTO);
 cudaError_t attention_tc_v1(const AttentionArgs& a, cudaStream_t s);
+// Whether attention_tc runs `a` with its ldk / ldv pitches (the v2 kernels: f16/bf16, D == Dv in
+// {40, 64, 80, 160}, positive scale, 16-byte aligned rows).
+bool attention_strided_supported(const AttentionArgs& a);
 
 // --- cuda_layout.cu ---------------------------------------------------------------------------
 // Element-size-generic data movement (esize 1, 2, 4 or 8 bytes).
