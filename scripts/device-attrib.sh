@@ -1,27 +1,31 @@
 #!/usr/bin/env bash
-# Which change moved a UNet step, in one device call (~8-9 min on a fresh H200: ~2.5 min of
-# build, then ~75 s per bench_models run, five runs by default): builds bench_models
+# Which change moved a UNet step, in one device call (~8-9 min on a fresh H200: ~4 min of
+# build, then ~100-120 s per bench_models run, three runs by default): builds bench_models
 # and bench_norms with CUDA, then times SD1.5 and SDXL steps (f16, captured replays) with every
 # switchable optimisation as it ships, and once with each switch flipped, in the same run:
 #   HEADROOM_GEMM_SPLITK=0   split-K candidates in GEMM autotuning off (Note [split-K for small
 #                            GEMMs])
-#   HEADROOM_CONV_FUSE=1     bias/residual inside cuDNN's convolution on (Note [fused conv bias];
-#                            off by default)
+#   HEADROOM_CONV_FUSE=0     bias/residual inside cuDNN's convolution off (Note [fused conv bias];
+#                            on for channels-last convolutions by default)
+#   HEADROOM_STACK_PROJECTIONS=0  stacked cross-attention K/V projections off (Note [stacked
+#                            context projections])
 #   HEADROOM_GN_CLUSTER=0    single-pass group norm off (Note [single-pass group norm])
 #   HEADROOM_CUDNN_ATTENTION=0  cuDNN's fused attention off (Note [cuDNN attention])
 # and prints one table (ms per step and the difference against the defaults). bench_models
-# builds its random-weight workloads each time (SD1.5 and SDXL: ~60-90 s per run with
-# autotuning; a 45 s limit was too short), hence the 150 s per run. Logs go to $OUT (five files:
+# builds its random-weight workloads each time (SD1.5 and SDXL: ~100-120 s per run with
+# autotuning; a 45 s limit was too short), hence the 150 s per run. Noise between runs of one
+# call: ~0.1-0.2 ms on SDXL, so a switch needs the same sign in two calls before it counts. Logs go to $OUT (five files:
 # build.log, attrib_runs.log, attrib.txt, attrib.md, bench_norms.log); carry .debs
 # (scripts/device-env.sh).
-#   FLIPS="HEADROOM_GEMM_SPLITK=0 HEADROOM_CONV_FUSE=1" picks a subset; ONLY=sdxl one model.
+#   FLIPS="HEADROOM_GEMM_SPLITK=0 HEADROOM_CONV_FUSE=0" picks a subset; ONLY=sdxl one model.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device-logs}
 mkdir -p "$OUT"
 source scripts/device-env.sh
-default_flips="HEADROOM_GEMM_SPLITK=0 HEADROOM_CONV_FUSE=1 HEADROOM_GN_CLUSTER=0"
-default_flips+=" HEADROOM_CUDNN_ATTENTION=0"
+# Two flips by default: a fresh machine's build (~4 min) and four runs went past the 10-minute
+# call limit on 2026-12-01 (each run took ~100-120 s); name others in FLIPS.
+default_flips="HEADROOM_CONV_FUSE=0 HEADROOM_STACK_PROJECTIONS=0"
 FLIPS=${FLIPS:-$default_flips}
 ONLY=${ONLY:-unet}
 STEPS=${STEPS:-10}

@@ -195,21 +195,25 @@ Status epilogue(const Geometry& g, const OpParams& p, const OpCall& c, cudaStrea
 // per-sample term ([N, 1, 1, O], the time embedding) has no place there and keeps the epilogue.
 // The sums happen in f32 before the one rounding to the output type (the epilogue rounded the
 // convolution first). When cuDNN refuses, the shape remembers it and runs as before.
-// Off unless HEADROOM_CONV_FUSE=1: on the H200 (cuDNN 9.14) the one same-run figure so far is
-// against it: CudaBackend.TimingsAtSdShapes' conv3x3 [2, 320, 64, 64] -> 320 with a bias (NCHW,
-// GPU-bound) went 0.091 -> 0.113 ms with the fusion while its attention row, also GPU-bound,
-// stayed within 0.4 % (bench/PERF_NOTES.md, v8); the channels-last UNet convolutions are still
-// to be timed both ways (scripts/device-attrib.sh).
-bool conv_fuse_enabled() {
-  static const bool on = [] {
+// On for channels-last convolutions, off for NCHW ones; HEADROOM_CONV_FUSE=1 turns it on for
+// both, =0 off for both. Why: on the H200 (cuDNN 9.14) the UNet steps (channels-last) were
+// faster with it in both same-run attributions (scripts/device-attrib.sh, 2026-12-01; SDXL
+// -0.44 and -0.11 ms, SD1.5 -0.08 and -0.12 ms), while the one NCHW figure is against it:
+// CudaBackend.TimingsAtSdShapes' conv3x3 [2, 320, 64, 64] -> 320 with a bias went 0.091 -> 0.113
+// ms with the fusion while its attention row stayed within 0.4 % (bench/PERF_NOTES.md, v8/v9).
+bool conv_fuse_enabled(bool channels_last) {
+  static const int mode = [] {  // 1: all, 0: none, -1: channels-last only
     const char* e = std::getenv("HEADROOM_CONV_FUSE");
-    return e && std::string(e) == "1";
+    if (e && std::string(e) == "1") return 1;
+    if (e && std::string(e) == "0") return 0;
+    return -1;
   }();
-  return on;
+  return mode == 1 || (mode == -1 && channels_last);
 }
 
-bool fusable(const ConvPlan& plan, const void* bias, const void* term, bool per_channel) {
-  return conv_fuse_enabled() && plan.use_cudnn && !plan.fuse_refused && bias &&
+bool fusable(const ConvPlan& plan, bool channels_last, const void* bias, const void* term,
+             bool per_channel) {
+  return conv_fuse_enabled(channels_last) && plan.use_cudnn && !plan.fuse_refused && bias &&
          plan.algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM && !(term && per_channel);
 }
 
@@ -279,7 +283,7 @@ Status conv2d(CudaContext& ctx, const OpCall& c, cudaStream_t s) {
     HR_CUDNN_CHECK("conv2d", cudnnSetStream(ctx.dnn, s));
     DnnDescs d;
     HR_TRY(make_descs(g, plan.math, d));
-    if (fusable(plan, bias, term, per_channel)) {  // Note [fused conv bias]
+    if (fusable(plan, g.cl, bias, term, per_channel)) {  // Note [fused conv bias]
       if (run_fused(ctx, g, plan, d, x, c.inputs[1].data, algo_ws, bias, term, c.output.data) ==
           CUDNN_STATUS_SUCCESS)
         return Status();
