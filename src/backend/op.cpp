@@ -48,7 +48,8 @@ bool OpParams::operator==(const OpParams& o) const {
          step == o.step && max_period == o.max_period && freq_shift == o.freq_shift &&
          flip_sin_to_cos == o.flip_sin_to_cos && causal == o.causal &&
          fuse_silu == o.fuse_silu && trans_b == o.trans_b && channels_last == o.channels_last &&
-         add_input == o.add_input && kv_window == o.kv_window && dtype == o.dtype && shape == o.shape;
+         add_input == o.add_input && kv_window == o.kv_window && q_start == o.q_start &&
+         q_width == o.q_width && dtype == o.dtype && shape == o.shape;
 }
 
 std::string OpParams::str(OpKind kind) const {
@@ -65,8 +66,9 @@ std::string OpParams::str(OpKind kind) const {
     case OpKind::LAYER_NORM: return fmt::format("eps {}", eps);
     case OpKind::SOFTMAX: return alpha != 0 ? fmt::format("scale {}", alpha) : "";
     case OpKind::ATTENTION:
-      return fmt::format("heads {}{}{}", heads, causal ? " causal" : "",
-                         kv_window ? fmt::format(" kv@{},{}", start, end) : "");
+      return fmt::format("heads {}{}{}{}", heads, causal ? " causal" : "",
+                         kv_window ? fmt::format(" kv@{},{}", start, end) : "",
+                         q_width > 0 ? fmt::format(" q@{}+{}", q_start, q_width) : "");
     case OpKind::SCALE: return fmt::format("x*{}+{}", alpha, beta);
     case OpKind::CONCAT: return fmt::format("axis {}", axis);
     case OpKind::SLICE: return fmt::format("axis {} {}:{}:{}", axis, start, end, step);
@@ -263,16 +265,19 @@ Result<TensorDesc> op_infer(OpKind kind, const OpParams& p, std::span<const Tens
       const Shape& v = in[2].shape;
       if (q.rank != 3 || k.rank != 3 || v.rank != 3)
         return bad(kind, "q, k, v must be [B, N, H*D]");
-      // With kv_window only the windows (q's width) are split into heads, not k's or v's width.
-      if (p.heads < 1 || q[2] % p.heads != 0 || (!p.kv_window && v[2] % p.heads != 0))
-        return bad(kind, fmt::format("width not divisible by {} heads", p.heads));
-      if (p.kv_window) {
+      if (p.kv_window) {  // only the windows' width is split into heads
+        const int64_t w = p.q_width > 0 ? p.q_width : q[2];
+        if (p.heads < 1 || w % p.heads != 0)
+          return bad(kind, fmt::format("width {} not divisible by {} heads", w, p.heads));
         if (q[0] != k[0] || q[0] != v[0] || k[1] != v[1] || p.start < 0 || p.end < 0 ||
-            p.start + q[2] > k[2] || p.end + q[2] > v[2])
-          return bad(kind, fmt::format("q {}, k {} at {}, v {} at {} do not match", q.str(),
-                                       k.str(), p.start, v.str(), p.end));
-        return TensorDesc{in[0].dtype, q};
+            p.q_start < 0 || p.start + w > k[2] || p.end + w > v[2] ||
+            (p.q_width > 0 && p.q_start + w > q[2]) || (p.q_width <= 0 && p.q_start != 0))
+          return bad(kind, fmt::format("q {} at {}, k {} at {}, v {} at {} (width {}) do not match",
+                                       q.str(), p.q_start, k.str(), p.start, v.str(), p.end, w));
+        return TensorDesc{in[0].dtype, Shape{q[0], q[1], w}};
       }
+      if (p.heads < 1 || q[2] % p.heads != 0 || v[2] % p.heads != 0)
+        return bad(kind, fmt::format("width not divisible by {} heads", p.heads));
       if (q[0] != k[0] || q[0] != v[0] || k[1] != v[1] || q[2] != k[2])
         return bad(kind, fmt::format("q {}, k {}, v {} do not match", q.str(), k.str(), v.str()));
       return TensorDesc{in[0].dtype, Shape{q[0], q[1], v[2]}};
@@ -397,7 +402,8 @@ double op_flops(OpKind kind, const OpParams& p, std::span<const TensorDesc> in,
       const Shape& q = in[0].shape;
       const Shape& k = in[1].shape;
       const Shape& v = in[2].shape;
-      const double width = double(q[2]) + double(p.kv_window ? q[2] : v[2]);
+      const double w = double(p.kv_window && p.q_width > 0 ? p.q_width : q[2]);
+      const double width = w + (p.kv_window ? w : double(v[2]));
       double f = 2.0 * double(q[0]) * double(q[1]) * double(k[1]) * width;
       return p.causal ? f / 2 : f;
     }

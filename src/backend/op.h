@@ -40,7 +40,8 @@ namespace hr {
 //             params.kv_window: k[B, Nk, Ck] and v[B, Nk, Cv] are wider tensors (often one
 //             tensor, Note [stacked context projections] in graph/pass_stack.cpp) holding K and V
 //             as column windows: K = k[..., start : start + H*D], V = v[..., end : end + H*D]
-//             (Dv = D); the output is [B, Nq, H*D].
+//             (Dv = D); the output is [B, Nq, H*D]. params.q_width > 0 (with kv_window): q
+//             is a window too, Q = q[..., q_start : q_start + q_width], and H*D = q_width.
 // GELU        erf form: 0.5 x (1 + erf(x / sqrt 2)).
 // GELU_TANH   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 // QUICK_GELU  x * sigmoid(1.702 x).
@@ -118,6 +119,7 @@ struct OpParams {
   bool channels_last = false;  // CONV2D, GROUP_NORM, UPSAMPLE_NEAREST
   bool add_input = false;      // LINEAR, CONV2D: the last input is added to the result
   bool kv_window = false;      // ATTENTION: k and v are column windows at start / end
+  int64_t q_start = 0, q_width = 0;  // ATTENTION with kv_window: q's window (width 0: all of q)
   DType dtype = DType::F32;
   Shape shape;
 

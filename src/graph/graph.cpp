@@ -347,7 +347,7 @@ void append_params(std::string& s, const OpParams& p) {
                  p.step, float_bits(p.max_period), float_bits(p.freq_shift), int(p.flip_sin_to_cos),
                  int(p.causal), int(p.fuse_silu), int(p.trans_b), int(p.channels_last),
                  int(p.add_input), dtype_name(p.dtype));
-  if (p.kv_window) s += "kvw ";
+  if (p.kv_window) fmt::format_to(std::back_inserter(s), "kvw q{}+{} ", p.q_start, p.q_width);
   s += p.shape.str();
   s += '}';
 }

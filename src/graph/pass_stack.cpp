@@ -31,12 +31,17 @@ using pass_util::value_uses;
 //   last attention (the planner sees it like any other value, so the memory plan stays exact).
 // Backends that compute on host memory keep the projections separate (a stacked weight would be
 // a second host copy of those weights); HEADROOM_STACK_PROJECTIONS=0 turns the pass off.
+// Self-attention mode (PassOptions::stack_qkv, HEADROOM_STACK_QKV=1; off by default until timed
+// on a GPU): an attention whose Q, K and V are bias-free projections of one hidden state gets one
+// GEMM for all three ([Wq; Wk; Wv], N = 3C instead of three GEMMs of C: more tiles per wave for
+// SDXL's 2048 x 1280 x 1280 projections) and reads Q as a window too (params.q_width).
 namespace {
 
 struct Candidate {
-  int attention = -1;       // the ATTENTION node
-  int k_node = -1, v_node = -1;  // its K and V LINEARs
-  uint64_t bytes = 0;       // of both weights
+  int attention = -1;             // the ATTENTION node
+  int q_node = -1;                // its Q LINEAR when stacked too (self-attention mode)
+  int k_node = -1, v_node = -1;   // its K and V LINEARs
+  uint64_t bytes = 0;             // of the stacked weights
 };
 
 struct Stack {
@@ -73,7 +78,36 @@ std::vector<Candidate> candidates(const Graph& g, const std::vector<std::vector<
     const TensorDesc &kw = g.desc(kn.inputs[1]), &vw = g.desc(vn.inputs[1]);
     if (kw.dtype != vw.dtype || kw.shape[1] != vw.shape[1]) continue;
     if (g.shape(n.inputs[2])[2] != g.shape(n.inputs[0])[2]) continue;  // Dv = D
-    out.push_back(Candidate{int(i), k, v, kw.bytes() + vw.bytes()});
+    out.push_back(Candidate{int(i), -1, k, v, kw.bytes() + vw.bytes()});
+  }
+  return out;
+}
+
+// Self-attention mode: attentions (not in `taken`) whose Q, K and V are projections of one input.
+std::vector<Candidate> self_candidates(const Graph& g, const std::vector<std::vector<int>>& uses,
+                                       const std::vector<char>& taken) {
+  const auto& nodes = g.nodes();
+  std::vector<Candidate> out;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (n.kind != OpKind::ATTENTION || n.params.kv_window || n.inputs.size() != 3 || taken[i])
+      continue;
+    const ValueId a = n.inputs[0], b = n.inputs[1], c = n.inputs[2];
+    if (a == b || b == c || a == c) continue;
+    const int q = projection_of(g, uses, a, int(i));
+    const int k = projection_of(g, uses, b, int(i));
+    const int v = projection_of(g, uses, c, int(i));
+    if (q < 0 || k < 0 || v < 0) continue;
+    const ValueId x = nodes[size_t(q)].inputs[0];
+    if (nodes[size_t(k)].inputs[0] != x || nodes[size_t(v)].inputs[0] != x) continue;
+    const TensorDesc& qw = g.desc(nodes[size_t(q)].inputs[1]);
+    bool same = true;
+    for (int p : {k, v}) {
+      const TensorDesc& w = g.desc(nodes[size_t(p)].inputs[1]);
+      same = same && w.dtype == qw.dtype && w.shape == qw.shape;
+    }
+    if (!same) continue;
+    out.push_back(Candidate{int(i), q, k, v, 3 * qw.bytes()});
   }
   return out;
 }
@@ -112,38 +146,74 @@ std::vector<Stack> stacks_of(const Graph& g, const std::vector<Candidate>& cs, u
   return out;
 }
 
+// The stacked-projection plan: the candidates and their stacks (context stacks first, then one
+// per self-attention).
+struct StackPlan {
+  std::vector<Candidate> cs;
+  std::vector<Stack> stacks;
+};
+
+StackPlan stack_plan(const Graph& g, bool self_attention) {
+  const auto uses = value_uses(g);
+  uint64_t cap = 0;
+  for (const Value& v : g.values())
+    if (v.kind == ValueKind::WEIGHT) cap = std::max<uint64_t>(cap, v.desc.bytes());
+  StackPlan p;
+  p.cs = candidates(g, uses);
+  p.stacks = stacks_of(g, p.cs, cap);
+  if (!self_attention) return p;
+  std::vector<char> taken(g.nodes().size(), 0);
+  for (const Stack& s : p.stacks)
+    for (int m : s.members) taken[size_t(p.cs[size_t(m)].attention)] = 1;
+  for (const Candidate& c : self_candidates(g, uses, taken)) {
+    p.cs.push_back(c);
+    p.stacks.push_back(Stack{{int(p.cs.size()) - 1}, std::min({c.q_node, c.k_node, c.v_node})});
+  }
+  return p;
+}
+
+// The projection LINEARs of a candidate, in stacking order (Q first when stacked).
+std::vector<int> stacked_nodes(const Candidate& c) {
+  if (c.q_node >= 0) return {c.q_node, c.k_node, c.v_node};
+  return {c.k_node, c.v_node};
+}
+
 }  // namespace
 
-Result<Graph> pass_stack_projections(const Graph& g) {
+Result<Graph> pass_stack_projections(const Graph& g, bool self_attention) {
   if (!g.ok()) return g.status();
   const auto& vals = g.values();
   const auto& nodes = g.nodes();
-  const auto uses = value_uses(g);
-  uint64_t cap = 0;
-  for (const Value& v : vals)
-    if (v.kind == ValueKind::WEIGHT) cap = std::max<uint64_t>(cap, v.desc.bytes());
-  const std::vector<Candidate> cs = candidates(g, uses);
-  const std::vector<Stack> stacks = stacks_of(g, cs, cap);
+  const StackPlan plan = stack_plan(g, self_attention);
+  const std::vector<Candidate>& cs = plan.cs;
+  const std::vector<Stack>& stacks = plan.stacks;
   if (stacks.empty()) return g;
 
-  // Per node: the stack it anchors, or the window an attention reads, or skipped.
+  // Per node: the stack it anchors, or the windows an attention reads, or skipped.
   struct Window {
     int stack = -1;
-    int64_t k_at = 0, v_at = 0;
+    int64_t q_at = 0, q_width = 0, k_at = 0, v_at = 0;
   };
   std::vector<int> anchored(nodes.size(), -1);
   std::vector<Window> window(nodes.size());
   std::vector<char> skip(nodes.size(), 0);
+  auto rows = [&](int node) { return g.desc(nodes[size_t(node)].inputs[1]).shape[0]; };
   for (size_t s = 0; s < stacks.size(); ++s) {
     anchored[size_t(stacks[s].anchor)] = int(s);
     int64_t at = 0;
     for (int m : stacks[s].members) {
       const Candidate& c = cs[size_t(m)];
-      skip[size_t(c.k_node)] = skip[size_t(c.v_node)] = 1;
-      const int64_t kn = g.desc(nodes[size_t(c.k_node)].inputs[1]).shape[0];
-      const int64_t vn = g.desc(nodes[size_t(c.v_node)].inputs[1]).shape[0];
-      window[size_t(c.attention)] = Window{int(s), at, at + kn};
-      at += kn + vn;
+      for (int node : stacked_nodes(c)) skip[size_t(node)] = 1;
+      Window w{int(s)};
+      if (c.q_node >= 0) {
+        w.q_at = at;
+        w.q_width = rows(c.q_node);
+        at += w.q_width;
+      }
+      w.k_at = at;
+      w.v_at = at + rows(c.k_node);
+      window[size_t(c.attention)] = w;
+      at = w.v_at + rows(c.v_node);
     }
   }
 
@@ -159,7 +229,7 @@ Result<Graph> pass_stack_projections(const Graph& g) {
       std::vector<std::string> parts;
       int64_t rows = 0;
       for (int mi : s.members)
-        for (int node : {cs[size_t(mi)].k_node, cs[size_t(mi)].v_node}) {
+        for (int node : stacked_nodes(cs[size_t(mi)])) {
           const Value& w = g.value(nodes[size_t(node)].inputs[1]);
           parts.push_back(w.name);
           rows += w.desc.shape[0];
@@ -170,18 +240,23 @@ Result<Graph> pass_stack_projections(const Graph& g) {
                                    WeightLayout::STACK);
       stacked[size_t(anchored[i])] =
           out.linear(m.get(nodes[size_t(first.k_node)].inputs[0]), w, kNoValue,
-                     fmt::format("{}.to_kv_x{}", nodes[size_t(first.attention)].name,
-                                 s.members.size()));
+                     first.q_node >= 0
+                         ? nodes[size_t(first.attention)].name + ".to_qkv"
+                         : fmt::format("{}.to_kv_x{}", nodes[size_t(first.attention)].name,
+                                       s.members.size()));
     }
     if (skip[i]) continue;
     std::vector<ValueId> ins;
     OpParams q = n.params;
     if (window[i].stack >= 0) {
-      const ValueId kv = stacked[size_t(window[i].stack)];
-      ins = {m.get(n.inputs[0]), kv, kv};
+      const Window& w = window[i];
+      const ValueId kv = stacked[size_t(w.stack)];
+      ins = {w.q_width > 0 ? kv : m.get(n.inputs[0]), kv, kv};
       q.kv_window = true;
-      q.start = window[i].k_at;
-      q.end = window[i].v_at;
+      q.start = w.k_at;
+      q.end = w.v_at;
+      q.q_start = w.q_at;
+      q.q_width = w.q_width;
     } else {
       for (ValueId x : n.inputs) ins.push_back(m.get(x));
     }

@@ -61,6 +61,8 @@ PassOptions pass_options(const Graph& g, const Backend& backend) {
   // Note [stacked context projections] in pass_stack.cpp
   const char* env = std::getenv("HEADROOM_STACK_PROJECTIONS");
   o.stack = !backend.host_visible() && !(env && std::string(env) == "0");
+  const char* qkv = std::getenv("HEADROOM_STACK_QKV");
+  o.stack_qkv = o.stack && qkv && std::string(qkv) == "1";
   return o;
 }
 
@@ -73,8 +75,8 @@ Result<Graph> graph_passes(const Graph& g, const PassOptions& options, const Bac
   if (options.fuse) {
     HR_ASSIGN_OR_RETURN(cur, pass_fuse(cur));
   }
-  if (options.stack) {
-    HR_ASSIGN_OR_RETURN(cur, pass_stack_projections(cur));
+  if (options.stack || options.stack_qkv) {
+    HR_ASSIGN_OR_RETURN(cur, pass_stack_projections(cur, options.stack_qkv));
   }
   return cur;
 }

@@ -35,7 +35,8 @@ namespace hr {
 struct PassOptions {
   bool channels_last = false;
   bool fuse = true;
-  bool stack = false;  // pass_stack_projections
+  bool stack = false;      // pass_stack_projections
+  bool stack_qkv = false;  // pass_stack_projections' self-attention mode (HEADROOM_STACK_QKV=1)
 };
 
 // The passes `backend` benefits from for g.
@@ -50,6 +51,6 @@ Result<Graph> graph_passes(const Graph& g, const PassOptions& options,
 // The single passes. `backend` null in pass_channels_last converts every convolution.
 Result<Graph> pass_channels_last(const Graph& g, const Backend* backend);
 Result<Graph> pass_fuse(const Graph& g);
-Result<Graph> pass_stack_projections(const Graph& g);
+Result<Graph> pass_stack_projections(const Graph& g, bool self_attention = false);
 
 }  // namespace hr

@@ -177,10 +177,12 @@ TEST_P(UNetGoldenTest, MatchesGolden) {
   if (c.sdxl) y = golden(*gold, pre + ".y");
   // As built (NCHW), through the channels-last pass that GPUs get, and with the context
   // projections stacked as well (graph/passes.h; the CPU backend does not stack on its own).
-  const char* kModes[] = {"", " (channels last)", " (channels last, stacked K/V)"};
-  for (int mode : {0, 1, 2}) {
+  const char* kModes[] = {"", " (channels last)", " (channels last, stacked K/V)",
+                          " (channels last, stacked K/V and Q/K/V)"};
+  for (int mode : {0, 1, 2, 3}) {
     ex_->set_pass_options(mode == 0 ? std::nullopt
-                                    : std::optional<PassOptions>(PassOptions{true, true, mode == 2}));
+                                    : std::optional<PassOptions>(
+                                          PassOptions{true, true, mode >= 2, mode == 3}));
     auto out = unet_run(*ex_, *cfg, w, DType::F32, x, t, ctx, c.sdxl ? &y : nullptr);
     ASSERT_TRUE(out.ok()) << out.status().str();
     double err = test::rel_err(*out, ref);
@@ -238,6 +240,15 @@ TEST_F(UNetTest, StacksEveryContextProjection) {
     EXPECT_GT(stacks, 0);
     EXPECT_LT(stacks, cross);
     EXPECT_LE(largest_stack, largest);
+    // Self-attention mode: every attn1 gets its own Q/K/V stack, read through a Q window.
+    auto sq = graph_passes(*g, PassOptions{true, true, true, true});
+    ASSERT_TRUE(sq.ok()) << sq.status().str();
+    int q_windows = 0;
+    for (const Node& node : sq->nodes())
+      q_windows += node.kind == OpKind::ATTENTION && node.params.kv_window && node.params.q_width > 0;
+    EXPECT_EQ(q_windows, cross);
+    EXPECT_EQ(count(*sq, OpKind::ATTENTION, true), 2 * cross);
+    EXPECT_EQ(count(*s, OpKind::LINEAR, false) - count(*sq, OpKind::LINEAR, false), 2 * cross);
     std::printf("%s: %d cross-attentions, %d stacks, largest stack %.1f MB (largest weight %.1f)\n",
                 xl ? "SDXL" : "SD1.5", cross, stacks, largest_stack / 1e6, largest / 1e6);
   }

@@ -87,7 +87,8 @@ Status attention(const OpCall& c) {
   const int64_t batch = qs[0], nq = qs[1], nk = c.inputs[1].desc.shape[1];
   // params.kv_window: K and V are column windows of wider tensors, addressed in place.
   const bool window = c.params->kv_window;
-  const int64_t heads = c.params->heads, d = qs[2] / heads, dv = window ? d : vs[2] / heads;
+  const int64_t width = window && c.params->q_width > 0 ? c.params->q_width : qs[2];
+  const int64_t heads = c.params->heads, d = width / heads, dv = window ? d : vs[2] / heads;
   const int64_t ldq = qs[2], ldk = c.inputs[1].desc.shape[2], ldv = vs[2], ldo = heads * dv;
   if (ldq > INT_MAX || ldk > INT_MAX || ldv > INT_MAX || nk > INT_MAX)
     return make_error(ErrorCode::UNSUPPORTED, "cpu attention: {} too large for BLAS", qs.str());
@@ -112,7 +113,7 @@ Status attention(const OpCall& c) {
   const int64_t chunk = attention_chunk(heads, nq, nk, threads);
   const int64_t chunks = (nq + chunk - 1) / chunk;
   const int64_t tiles = batch * heads * chunks;
-  const float* qall = c.inputs[0].as<const float>();
+  const float* qall = c.inputs[0].as<const float>() + (window ? c.params->q_start : 0);
   const float* kall = c.inputs[1].as<const float>() + (window ? c.params->start : 0);
   const float* vall = c.inputs[2].as<const float>() + (window ? c.params->end : 0);
 

@@ -161,7 +161,7 @@ bool attention_supported(int d, int dv) {
 cudaError_t attention(const AttentionArgs& a, cudaStream_t s) {
   if (!attention_supported(a.d, a.dv)) return cudaErrorInvalidValue;
   if (a.b == 0 || a.nq == 0 || a.heads == 0) return cudaSuccess;
-  if (a.ldk || a.ldv) {  // only the v2 kernels read strided K and V
+  if (a.ldq || a.ldk || a.ldv) {  // only the v2 kernels read strided Q, K and V
     if (a.nk > 0 && attention_strided_supported(a)) return attention_tc(a, s);
     return cudaErrorInvalidValue;
   }

@@ -206,17 +206,18 @@ Status graph_build(Builder& g, cudnnHandle_t h, const DnnAttentionKey& k, DescPt
   const int64_t b = k[1], nq = k[2], nk = k[3], heads = k[4], d = k[5], dv = k[6];
   const cudnnDataType_t io = DType(k[0]) == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
   const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
-  // [B, N, H * D] as [B, H, N, D].
-  auto bhsd = [&](int64_t n, int64_t dd) {
-    return std::array<int64_t, 4>{n * heads * dd, dd, heads * dd, 1};
+  // [B, N, H * D] as [B, H, N, D]; rows `ld` apart (0: dense).
+  auto bhsd = [&](int64_t n, int64_t dd, int64_t ld = 0) {
+    if (ld == 0) ld = heads * dd;
+    return std::array<int64_t, 4>{n * ld, dd, ld, 1};
   };
   const std::array<int64_t, 4> s_dims{b, heads, nq, nk}, s_str{heads * nq * nk, nq * nk, nk, 1};
   const std::array<int64_t, 4> r_dims{b, heads, nq, 1}, r_str{heads * nq, nq, 1, 1};
-  HR_ASSIGN_OR_RETURN(DescPtr q, g.tensor(kQ, io, {b, heads, nq, d}, bhsd(nq, d), false));
-  const std::array<int64_t, 4> ks = bhsd(nk, d);
+  HR_ASSIGN_OR_RETURN(DescPtr q, g.tensor(kQ, io, {b, heads, nq, d}, bhsd(nq, d, k[7]), false));
+  const std::array<int64_t, 4> ks = bhsd(nk, d, k[8]);
   HR_ASSIGN_OR_RETURN(DescPtr kt,
                       g.tensor(kK, io, {b, heads, d, nk}, {ks[0], ks[1], 1, ks[2]}, false));
-  HR_ASSIGN_OR_RETURN(DescPtr v, g.tensor(kV, io, {b, heads, nk, dv}, bhsd(nk, dv), false));
+  HR_ASSIGN_OR_RETURN(DescPtr v, g.tensor(kV, io, {b, heads, nk, dv}, bhsd(nk, dv, k[9]), false));
   HR_ASSIGN_OR_RETURN(DescPtr o, g.tensor(kO, io, {b, heads, nq, dv}, bhsd(nq, dv), false));
   HR_ASSIGN_OR_RETURN(DescPtr scale,
                       g.tensor(kScale, f32, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true));
@@ -375,15 +376,16 @@ Status attention_dnn(CudaContext&, const DnnAttentionPlan&, const OpCall&, float
 #endif
 
 DnnAttentionKey attention_dnn_key(DType t, int64_t b, int64_t nq, int64_t nk, int64_t heads,
-                                  int64_t d, int64_t dv) {
-  return {int64_t(t), b, nq, nk, heads, d, dv};
+                                  int64_t d, int64_t dv, int64_t ldq, int64_t ldk, int64_t ldv) {
+  return {int64_t(t), b, nq, nk, heads, d, dv, ldq, ldk, ldv};
 }
 
 const DnnAttentionPlan* attention_dnn_for(CudaContext& ctx, DType t, int64_t b, int64_t nq,
                                           int64_t nk, int64_t heads, int64_t d, int64_t dv,
-                                          bool causal) {
+                                          bool causal, int64_t ldq, int64_t ldk, int64_t ldv) {
   if (!attention_dnn_applies(t, nq, nk, d, dv, causal)) return nullptr;
-  const DnnAttentionPlan& p = attention_dnn_plan(ctx, attention_dnn_key(t, b, nq, nk, heads, d, dv));
+  const DnnAttentionPlan& p =
+      attention_dnn_plan(ctx, attention_dnn_key(t, b, nq, nk, heads, d, dv, ldq, ldk, ldv));
   return p.ok() ? &p : nullptr;
 }
 

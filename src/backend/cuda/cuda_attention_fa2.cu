@@ -90,8 +90,9 @@ __global__ void __launch_bounds__(W * 32) attention_fa2_kernel(AttentionArgs a) 
   const int q0 = blockIdx.x * S::kBlockQ;
   const int h = blockIdx.y, b = blockIdx.z;
   const int64_t ld = int64_t(a.heads) * D;
-  const int64_t ldk = a.ldk ? a.ldk : ld, ldv = a.ldv ? a.ldv : ld;  // AttentionArgs::ldk
-  const T* qp = static_cast<const T*>(a.q) + int64_t(b) * a.nq * ld + int64_t(h) * D;
+  const int64_t ldq = a.ldq ? a.ldq : ld;  // AttentionArgs::ldq
+  const int64_t ldk = a.ldk ? a.ldk : ld, ldv = a.ldv ? a.ldv : ld;
+  const T* qp = static_cast<const T*>(a.q) + int64_t(b) * a.nq * ldq + int64_t(h) * D;
   const T* kp = static_cast<const T*>(a.k) + int64_t(b) * a.nk * ldk + int64_t(h) * D;
   const T* vp = static_cast<const T*>(a.v) + int64_t(b) * a.nk * ldv + int64_t(h) * D;
 
@@ -103,7 +104,7 @@ __global__ void __launch_bounds__(W * 32) attention_fa2_kernel(AttentionArgs a) 
       smem[(idx / kPad) * kStride + D + idx % kPad] = from_f32<T>(0.0f);
   }
 
-  rows_load<T, D, S::kBlockQ, kThreads, kStride>(qs, qp, ld, q0, a.nq);
+  rows_load<T, D, S::kBlockQ, kThreads, kStride>(qs, qp, ldq, q0, a.nq);
   cp_async_commit();
   rows_load<T, D, BK, kThreads, kStride>(k_stage(0), kp, ldk, 0, a.nk);
   rows_load<T, D, BK, kThreads, kStride>(v_stage(0), vp, ldv, 0, a.nk);
@@ -338,14 +339,15 @@ AttentionTc auto_kernel(const AttentionArgs& a) {
 }  // namespace
 
 bool attention_strided_supported(const AttentionArgs& a) {
-  return attention_tc_supported(a) && a.scale > 0.0f && a.ldk % 8 == 0 && a.ldv % 8 == 0;
+  return attention_tc_supported(a) && a.scale > 0.0f && a.ldq % 8 == 0 && a.ldk % 8 == 0 &&
+         a.ldv % 8 == 0;
 }
 
 cudaError_t attention_tc(const AttentionArgs& a, cudaStream_t s, AttentionTc kernel) {
   if (a.dtype != DType::F16 && a.dtype != DType::BF16) return cudaErrorInvalidValue;
   // The folded scale needs scale > 0 (Note [attention v2]); the first kernel takes any.
   if (kernel == AttentionTc::V1 || !(a.scale > 0.0f)) {
-    if (a.ldk || a.ldv) return cudaErrorInvalidValue;  // the first kernel reads dense k and v
+    if (a.ldq || a.ldk || a.ldv) return cudaErrorInvalidValue;  // the first kernel reads dense
     return attention_tc_v1(a, s);
   }
   if (kernel == AttentionTc::AUTO) kernel = auto_kernel(a);

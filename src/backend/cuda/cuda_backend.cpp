@@ -84,18 +84,32 @@ class CudaEvent final : public Event {
 bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 bool is_compute(DType t) { return is_float(t) || t == DType::I32 || t == DType::I64; }
 
-// params.kv_window attention (Note [stacked context projections] in graph/pass_stack.cpp): q's
-// descriptor, and K and V as dense tensors of q's width.
-std::array<TensorDesc, 3> attention_window_dense(std::span<const TensorDesc> in) {
+// params.kv_window attention (Note [stacked context projections] in graph/pass_stack.cpp): the
+// windows' width, and Q, K and V as dense tensors of that width.
+int64_t attention_window_width(const OpParams& p, std::span<const TensorDesc> in) {
+  return p.q_width > 0 ? p.q_width : in[0].shape[2];
+}
+std::array<TensorDesc, 3> attention_window_dense(const OpParams& p,
+                                                 std::span<const TensorDesc> in) {
   const Shape& q = in[0].shape;
-  const TensorDesc kv{in[0].dtype, Shape{q[0], in[1].shape[1], q[2]}};
-  return {in[0], kv, kv};
+  const int64_t w = attention_window_width(p, in);
+  const TensorDesc qd{in[0].dtype, Shape{q[0], q[1], w}};
+  const TensorDesc kv{in[0].dtype, Shape{q[0], in[1].shape[1], w}};
+  return {qd, kv, kv};
 }
 
-// Bytes of the dense K and V copies, each rounded up to 256.
-size_t attention_window_gather_bytes(std::span<const TensorDesc> in) {
-  const size_t one = (attention_window_dense(in)[1].bytes() + 255) / 256 * 256;
-  return 2 * one;
+// Bytes of the dense copies the gathering path makes (K and V, and Q when it is a window too),
+// each rounded up to 256; `at` gets their offsets in the workspace.
+size_t attention_window_gather_bytes(const OpParams& p, std::span<const TensorDesc> in,
+                                     std::array<size_t, 3>* at = nullptr) {
+  const std::array<TensorDesc, 3> d = attention_window_dense(p, in);
+  size_t n = 0;
+  for (int i = 0; i < 3; ++i) {
+    if (at) (*at)[size_t(i)] = n;
+    if (i == 0 && p.q_width <= 0) continue;
+    n += (d[size_t(i)].bytes() + 255) / 256 * 256;
+  }
+  return n;
 }
 
 class CudaBackend final : public Backend {
@@ -284,11 +298,20 @@ class CudaBackend final : public Backend {
       }
       case OpKind::ATTENTION: {
         if (in.size() != 3 || in[0].shape.rank != 3 || p.heads < 1) return 0;
-        if (p.kv_window) {  // room to gather K and V densely, then the dense attention's
-          const std::array<TensorDesc, 3> dense = attention_window_dense(in);
+        if (p.kv_window) {  // room to gather densely, then the dense attention's or the
+                            // strided cuDNN plan's, whichever is larger
+          const std::array<TensorDesc, 3> dense = attention_window_dense(p, in);
           OpParams q = p;
           q.kv_window = false;
-          return attention_window_gather_bytes(in) + op_workspace(kind, q, dense, out);
+          q.q_start = q.q_width = 0;
+          size_t inner = op_workspace(kind, q, dense, out);
+          const int64_t w = dense[0].shape[2], d = w / p.heads;
+          cudaSetDevice(ctx_.device);
+          if (const cuda::DnnAttentionPlan* plan = cuda::attention_dnn_for(
+                  ctx_, in[0].dtype, in[0].shape[0], in[0].shape[1], in[1].shape[1], p.heads, d,
+                  d, p.causal, p.q_width > 0 ? in[0].shape[2] : 0, in[1].shape[2], in[2].shape[2]))
+            inner = std::max(inner, plan->workspace);
+          return attention_window_gather_bytes(p, in) + inner;
         }
         int64_t d = in[0].shape[2] / p.heads, dv = in[2].shape[2] / p.heads;
         cudaSetDevice(ctx_.device);
@@ -373,57 +396,77 @@ class CudaBackend final : public Backend {
   int* error_flag_dev_ = nullptr;
 };
 
-// params.kv_window: the v2 tensor-core kernels read K and V in place (row pitch = the wide
-// tensors' widths); any other path gets dense copies of the two windows in the workspace first.
+// params.kv_window: the v2 tensor-core kernels and cuDNN's attention read the windows in place
+// (row pitch = the wide tensors' widths); any other path gets dense copies of them in the
+// workspace first.
 Status CudaBackend::run_attention_window(const OpCall& c, const OpParams& p, cudaStream_t s) {
   const char* opn = "attention";
   const TensorRef &qr = c.inputs[0], &kr = c.inputs[1], &vr = c.inputs[2];
+  const std::array<TensorDesc, 3> in{qr.desc, kr.desc, vr.desc};
   const Shape& q = qr.desc.shape;
+  const int64_t w = attention_window_width(p, in), nk = kr.desc.shape[1];
   const size_t es = dtype_size(qr.desc.dtype);
-  const char* kw = static_cast<const char*>(kr.data) + size_t(p.start) * es;
-  const char* vw = static_cast<const char*>(vr.data) + size_t(p.end) * es;
-  if (q[1] > 0 && kr.desc.shape[1] > 0 && q[0] <= 65535 && p.heads <= 65535 &&
-      q[1] <= std::numeric_limits<int32_t>::max() &&
-      kr.desc.shape[1] <= std::numeric_limits<int32_t>::max()) {
+  const std::array<const char*, 3> win{
+      static_cast<const char*>(qr.data) + size_t(p.q_width > 0 ? p.q_start : 0) * es,
+      static_cast<const char*>(kr.data) + size_t(p.start) * es,
+      static_cast<const char*>(vr.data) + size_t(p.end) * es};
+  const std::array<int64_t, 3> pitch{p.q_width > 0 ? q[2] : 0, kr.desc.shape[2], vr.desc.shape[2]};
+  if (q[1] > 0 && nk > 0 && q[0] <= 65535 && p.heads <= 65535 &&
+      q[1] <= std::numeric_limits<int32_t>::max() && nk <= std::numeric_limits<int32_t>::max()) {
     cuda::AttentionArgs a;
     a.dtype = qr.desc.dtype;
-    a.q = qr.data;
-    a.k = kw;
-    a.v = vw;
+    a.q = win[0];
+    a.k = win[1];
+    a.v = win[2];
     a.o = c.output.data;
     a.b = int(q[0]);
     a.nq = int(q[1]);
-    a.nk = int(kr.desc.shape[1]);
+    a.nk = int(nk);
     a.heads = p.heads;
-    a.d = a.dv = int(q[2] / p.heads);
-    a.ldk = kr.desc.shape[2];
-    a.ldv = vr.desc.shape[2];
+    a.d = a.dv = int(w / p.heads);
+    a.ldq = pitch[0];
+    a.ldk = pitch[1];
+    a.ldv = pitch[2];
     a.scale = p.alpha != 0.0f ? p.alpha : 1.0f / std::sqrt(float(a.d));
     a.causal = p.causal;
-    const bool dnn = cuda::attention_dnn_applies(a.dtype, a.nq, a.nk, a.d, a.dv, a.causal);
-    if (!dnn && cuda::attention_strided_supported(a)) {
+    if (cuda::attention_dnn_applies(a.dtype, a.nq, a.nk, a.d, a.dv, a.causal)) {
+      const cuda::DnnAttentionPlan* plan = cuda::attention_dnn_for(
+          ctx_, a.dtype, a.b, a.nq, a.nk, a.heads, a.d, a.dv, a.causal, pitch[0], pitch[1], pitch[2]);
+      const bool aligned = ((reinterpret_cast<uintptr_t>(win[0]) | reinterpret_cast<uintptr_t>(win[1]) |
+                             reinterpret_cast<uintptr_t>(win[2])) % 16) == 0;
+      if (plan && aligned && c.workspace_bytes >= plan->workspace) {
+        const std::array<TensorRef, 3> refs{TensorRef{qr.desc, const_cast<char*>(win[0])},
+                                            TensorRef{kr.desc, const_cast<char*>(win[1])},
+                                            TensorRef{vr.desc, const_cast<char*>(win[2])}};
+        OpCall dc = c;
+        dc.inputs = refs;
+        return cuda::attention_dnn(ctx_, *plan, dc, a.scale, s);
+      }
+    } else if (cuda::attention_strided_supported(a)) {
       HR_CUDA_CHECK(opn, cuda::attention_tc(a, s));
       return Status();
     }
   }
-  const std::array<TensorDesc, 3> in{qr.desc, kr.desc, vr.desc};
-  const std::array<TensorDesc, 3> dense = attention_window_dense(in);
-  const size_t gather = attention_window_gather_bytes(in);
+  std::array<size_t, 3> at{};
+  const size_t gather = attention_window_gather_bytes(p, in, &at);
   if (!c.workspace || c.workspace_bytes < gather)
     return make_error(ErrorCode::INVALID_ARGUMENT,
-                      "attention: workspace of {} bytes given, the K/V windows need {}",
+                      "attention: workspace of {} bytes given, the windows need {}",
                       c.workspace_bytes, gather);
+  const std::array<TensorDesc, 3> dense = attention_window_dense(p, in);
   char* ws = static_cast<char*>(c.workspace);
-  const size_t row = size_t(q[2]) * es, rows = size_t(q[0] * kr.desc.shape[1]);
-  char* kd = ws;
-  char* vd = ws + gather / 2;
-  HR_CUDA_CHECK(opn, cudaMemcpy2DAsync(kd, row, kw, size_t(kr.desc.shape[2]) * es, row, rows,
-                                       cudaMemcpyDeviceToDevice, s));
-  HR_CUDA_CHECK(opn, cudaMemcpy2DAsync(vd, row, vw, size_t(vr.desc.shape[2]) * es, row, rows,
-                                       cudaMemcpyDeviceToDevice, s));
-  const std::array<TensorRef, 3> refs{qr, TensorRef{dense[1], kd}, TensorRef{dense[2], vd}};
+  std::array<TensorRef, 3> refs{qr, TensorRef{dense[1], ws + at[1]}, TensorRef{dense[2], ws + at[2]}};
+  if (p.q_width > 0) refs[0] = TensorRef{dense[0], ws + at[0]};
+  const size_t row = size_t(w) * es;
+  for (int i = p.q_width > 0 ? 0 : 1; i < 3; ++i) {
+    const size_t rows = size_t(c.inputs[size_t(i)].desc.shape[0] * c.inputs[size_t(i)].desc.shape[1]);
+    const size_t src_pitch = size_t(c.inputs[size_t(i)].desc.shape[2]) * es;
+    HR_CUDA_CHECK(opn, cudaMemcpy2DAsync(refs[size_t(i)].data, row, win[size_t(i)], src_pitch, row,
+                                         rows, cudaMemcpyDeviceToDevice, s));
+  }
   OpParams pd = p;
   pd.kv_window = false;
+  pd.q_start = pd.q_width = 0;
   OpCall d = c;
   d.params = &pd;
   d.inputs = refs;

@@ -74,9 +74,10 @@ struct AttentionArgs {
   const void* v = nullptr;  // [B, Nk, H*Dv]
   void* o = nullptr;        // [B, Nq, H*Dv]
   int b = 0, nq = 0, nk = 0, heads = 0, d = 0, dv = 0;
-  // Row pitch of k and v in elements; 0 means dense (H*D, H*Dv). Only the v2 tensor-core kernels
-  // (attention_tc with a positive scale) read these: attention_strided_supported.
-  int64_t ldk = 0, ldv = 0;
+  // Row pitch of q, k and v in elements; 0 means dense (H*D, H*Dv). Only the v2 tensor-core
+  // kernels (attention_tc with a positive scale) read these: attention_strided_supported. The
+  // output is always dense.
+  int64_t ldq = 0, ldk = 0, ldv = 0;
   float scale = 1.0f;
   bool causal = false;
 };

@@ -74,8 +74,10 @@ using GemmKey = std::array<int64_t, 17>;
 using ConvKey = std::array<int64_t, 18>;
 
 // Note [cuDNN attention] (cuda_attention_dnn.cpp): one execution plan per shape, keyed by
-// {dtype, batch, queries, keys, heads, head dim, value head dim}.
-using DnnAttentionKey = std::array<int64_t, 7>;
+// {dtype, batch, queries, keys, heads, head dim, value head dim, row pitch of q, k, v (0:
+// dense, H * D; wider for the column windows of a stacked projection, Note [stacked context
+// projections] in graph/pass_stack.cpp)}.
+using DnnAttentionKey = std::array<int64_t, 10>;
 struct DnnAttentionPlan {
   void* plan = nullptr;  // cudnnBackendDescriptor_t of the execution plan; null: refused
   size_t workspace = 0;
@@ -113,7 +115,8 @@ Status attention_gemm(CudaContext& ctx, const OpCall& c, float scale, cudaStream
 // the plan of a shape; a refused shape's plan is !ok() and runs on our kernels.
 bool attention_dnn_applies(DType t, int64_t nq, int64_t nk, int64_t d, int64_t dv, bool causal);
 DnnAttentionKey attention_dnn_key(DType t, int64_t b, int64_t nq, int64_t nk, int64_t heads,
-                                  int64_t d, int64_t dv);
+                                  int64_t d, int64_t dv, int64_t ldq = 0, int64_t ldk = 0,
+                                  int64_t ldv = 0);
 const DnnAttentionPlan& attention_dnn_plan(CudaContext& ctx, const DnnAttentionKey& k);
 Status attention_dnn(CudaContext& ctx, const DnnAttentionPlan& p, const OpCall& c, float scale,
                      cudaStream_t s);
@@ -121,7 +124,8 @@ Status attention_dnn(CudaContext& ctx, const DnnAttentionPlan& p, const OpCall& 
 // null: what op_workspace and op_run both ask.
 const DnnAttentionPlan* attention_dnn_for(CudaContext& ctx, DType t, int64_t b, int64_t nq,
                                           int64_t nk, int64_t heads, int64_t d, int64_t dv,
-                                          bool causal);
+                                          bool causal, int64_t ldq = 0, int64_t ldk = 0,
+                                          int64_t ldv = 0);
 size_t conv2d_workspace(CudaContext& ctx, const OpParams& p, std::span<const TensorDesc> in,
                         const TensorDesc& out);                    // cuda_conv2d.cpp
 Status conv2d(CudaContext& ctx, const OpCall& c, cudaStream_t s);  // cuda_conv2d.cpp
