@@ -82,6 +82,13 @@ TEST(CudaBackend, CudnnAttentionTakesSdSelfAttentionShapes) {
       const cuda::DnnAttentionPlan& p =
           cuda::attention_dnn_plan(ctx, cuda::attention_dnn_key(t, 2, s.n, s.n, s.heads, s.d, s.d));
       EXPECT_TRUE(p.ok()) << dtype_name(t) << " " << s.n << " d" << s.d << ": " << p.refused;
+      // The same attention reading Q, K and V as windows of one stacked [B, N, 3 H D] projection
+      // (Note [stacked context projections], self-attention mode): rows 3 H D apart.
+      const int64_t pitch = 3 * s.heads * s.d;
+      const cuda::DnnAttentionPlan& w = cuda::attention_dnn_plan(
+          ctx, cuda::attention_dnn_key(t, 2, s.n, s.n, s.heads, s.d, s.d, pitch, pitch, pitch));
+      EXPECT_TRUE(w.ok()) << dtype_name(t) << " " << s.n << " d" << s.d << " pitch " << pitch
+                          << ": " << w.refused;
     }
   EXPECT_FALSE(cuda::attention_dnn_applies(DType::F16, 4096, 77, 64, 64, false));
   EXPECT_FALSE(cuda::attention_dnn_applies(DType::F16, 4096, 4096, 64, 64, true));  // causal
