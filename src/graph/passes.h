@@ -36,7 +36,7 @@ struct PassOptions {
   bool channels_last = false;
   bool fuse = true;
   bool stack = false;      // pass_stack_projections
-  bool stack_qkv = false;  // pass_stack_projections' self-attention mode (HEADROOM_STACK_QKV=1)
+  bool stack_qkv = false;  // and its self-attention mode (HEADROOM_STACK_QKV=1; implies stack)
 };
 
 // The passes `backend` benefits from for g.

@@ -2,9 +2,10 @@
 // convolutions with their fused epilogues, fused GroupNorm + SiLU, GEMMs with bias and residual,
 // GEGLU, and attention on the tensor-core kernel at SD's head dims (40, 64, 80, 160) and on the
 // GEMM path (the VAE's one head of 512), cross-attention reading K and V as column windows of a
-// stacked projection (params.kv_window), each against the CPU backend in f32 on the same
-// (dtype-exact) random inputs, asserting relative L2 and relative max error
-// (Note [harness tolerances]). Inputs are drawn fresh per run (Note [test seeds]).
+// stacked projection (params.kv_window) and self-attention reading Q, K and V as windows of one
+// (params.q_width), each against the CPU backend in f32 on the same (dtype-exact) random inputs,
+// asserting relative L2 and relative max error (Note [harness tolerances]). Inputs are drawn
+// fresh per run (Note [test seeds]).
 //
 // The small harness cases (op_cuda_test.cpp) never reach some of these paths' real
 // configurations: 4096 queries per head, 77 keys, 1280-channel convolutions whose cuDNN algorithm
@@ -88,6 +89,28 @@ void add_attention_window(std::vector<OpCase>& v, std::string name, int64_t b, i
   c.with_range(0, -2.5, 2.5).with_range(1, -2.5, 2.5).with_range(2, -kUnitBound, kUnitBound);
   if (rows) c.with_checked_rows(rows, {0});
   v.push_back(std::move(c));
+}
+
+// Self-attention reading Q, K and V as column windows (params.kv_window with params.q_width) of
+// one stacked projection's output [b, n, 3C], Q at 0, K at C, V at 2C (C = heads*d; the
+// self-attention mode of pass_stack_projections, Note [stacked context projections]). The
+// runner cannot pass one tensor three times, so q, k and v are three tensors of that layout;
+// each is read only at its own window.
+void add_attention_qkv(std::vector<OpCase>& v, std::string name, int64_t b, int64_t n,
+                       int64_t heads, int64_t d, int64_t rows) {
+  const int64_t c = heads * d;
+  OpParams p;
+  p.heads = int(heads);
+  p.kv_window = true;
+  p.q_start = 0;
+  p.q_width = c;
+  p.start = c;
+  p.end = 2 * c;
+  OpCase cs = make_case(std::move(name), OpKind::ATTENTION,
+                        {f32({b, n, 3 * c}), f32({b, n, 3 * c}), f32({b, n, 3 * c})}, p);
+  cs.with_range(0, -2.5, 2.5).with_range(1, -2.5, 2.5).with_range(2, -kUnitBound, kUnitBound);
+  if (rows) cs.with_checked_rows(rows, {0});
+  v.push_back(std::move(cs));
 }
 
 OpParams conv_params(int k, int stride, bool add) {
@@ -184,6 +207,12 @@ std::vector<OpCase> production_cases() {
                        3840, 0);
   add_attention_window(v, "attn_sd15_window_cross77_4096_d40", 2, 4096, 77, 8, 40, 1280, 640,
                        960, 512);
+  // Stacked self-attention projections (params.q_width): SDXL's self-attentions at 1024^2 over
+  // [2, 4096, 3*640] (10 heads) and [2, 1024, 3*1280] (20 heads), SD1.5's first level over
+  // [2, 4096, 3*320] (8 heads of 40); all >= 512 tokens (cuDNN's range for heads of 64).
+  add_attention_qkv(v, "attn_sdxl_qkv_self_4096_d64", 2, 4096, 10, 64, 128);
+  add_attention_qkv(v, "attn_sdxl_qkv_self_1024_d64", 2, 1024, 20, 64, 256);
+  add_attention_qkv(v, "attn_sd15_qkv_self_4096_d40", 2, 4096, 8, 40, 192);
   add_attention(v, "attn_vae_4096_d512", 1, 4096, 4096, 1, 512, 256);
   // Note [production tolerances]: the GEMM path stores the unscaled scores in the dtype.
   v.back().with_tol(1e-5, 2.5e-3, 2e-2).with_max_tol(2e-5, 4e-3, 3e-2);
@@ -298,6 +327,10 @@ TEST(CudaProductionCases, AreWellFormed) {
     for (size_t i : c.row_inputs) {
       ASSERT_LT(i, c.inputs.size()) << c.name;
       EXPECT_EQ(c.inputs[i].shape[1], out->shape[1]) << c.name << " input " << i;
+    }
+    if (c.kind == OpKind::ATTENTION && c.params.q_width > 0) {  // the dense [B, N, C] output
+      const Shape want{c.inputs[0].shape[0], c.inputs[0].shape[1], c.params.q_width};
+      EXPECT_EQ(out->shape, want) << c.name;
     }
   }
 }

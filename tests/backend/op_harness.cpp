@@ -698,6 +698,47 @@ void add_attention_cases(std::vector<OpCase>& v) {
   attn_window("attention_window_heads3", 1, 40, 77, 3, 64, 392, 0, 392, 200);
   // Causal masking with windows; V at column 0.
   attn_window("attention_window_causal_d40", 2, 40, 40, 2, 40, 240, 160, 240, 0, true);
+
+  // params.q_width > 0: Q is a column window too, Q = q[..., q_start : q_start + q_width], and
+  // K and V are windows of the same width (the self-attention mode of pass_stack_projections:
+  // one [B, N, 3C] projection holding Q at 0, K at C and V at 2C). The harness cannot pass one
+  // tensor three times, so q, k and v are three tensors of that layout (qc, kc and vc wide). On
+  // CUDA the v2 tensor-core kernels (and cuDNN for >= 512 queries and keys) read aligned windows
+  // in place with row pitches; misaligned offsets or pitches, f32 and other head dims gather.
+  auto attn_qwin = [&](std::string name, int64_t b, int64_t nq, int64_t nk, int64_t heads,
+                       int64_t d, int64_t qc, int64_t q_at, int64_t kc, int64_t k_at, int64_t vc,
+                       int64_t v_at, bool causal = false) -> OpCase& {
+    OpParams p = att(int(heads), causal);
+    p.kv_window = true;
+    p.q_start = q_at;
+    p.q_width = heads * d;
+    p.start = k_at;
+    p.end = v_at;
+    OpCase c = make_case(std::move(name), OpKind::ATTENTION,
+                         {f32({b, nq, qc}), f32({b, nk, kc}), f32({b, nk, vc})}, p);
+    c.with_range(0, -2.0, 2.0).with_range(1, -2.0, 2.0);
+    v.push_back(std::move(c));
+    return v.back();
+  };
+  // Self-attention over one [B, N, 3C] layout, Q at 0, K at C, V at 2C: SD1's levels (8 heads
+  // of 40, 80, 160) and SDXL's heads of 64.
+  attn_qwin("attention_qkv_d40", 2, 64, 64, 8, 40, 960, 0, 960, 320, 960, 640);
+  attn_qwin("attention_qkv_d64", 1, 96, 96, 10, 64, 1920, 0, 1920, 640, 1920, 1280);
+  attn_qwin("attention_qkv_d80", 1, 64, 64, 8, 80, 1920, 0, 1920, 640, 1920, 1280);
+  attn_qwin("attention_qkv_d160", 1, 32, 32, 8, 160, 3840, 0, 3840, 1280, 3840, 2560);
+  // >= 512 queries and keys: cuDNN's range on CUDA, reading the windows in place; the reference
+  // checks some query rows only (Note [checked rows]).
+  attn_qwin("attention_qkv_d64_tokens520", 1, 520, 520, 2, 64, 384, 0, 384, 128, 384, 256)
+      .with_checked_rows(16, {0});
+  // Q's window at an offset that is not a multiple of 8 (K and V aligned): CUDA gathers.
+  attn_qwin("attention_qkv_d64_unaligned_q", 2, 48, 48, 2, 64, 392, 5, 392, 136, 392, 264);
+  // Causal self-attention over windows.
+  attn_qwin("attention_qkv_causal_d40", 2, 40, 40, 2, 40, 240, 0, 240, 80, 240, 160, true);
+  // The windows in another order (V, Q, K) of a row that three heads do not divide (608): only
+  // Q's width (192) is split into heads.
+  attn_qwin("attention_qkv_heads3_permuted", 1, 40, 40, 3, 64, 608, 200, 608, 400, 608, 0);
+  // Cross-attention with a q window: Q from its own wider tensor, K and V from a context stack.
+  attn_qwin("attention_qwin_cross77", 2, 48, 77, 2, 64, 256, 128, 512, 256, 512, 384);
 }
 
 void add_elementwise_cases(std::vector<OpCase>& v) {

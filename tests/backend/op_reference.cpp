@@ -240,30 +240,40 @@ Result<RefTensor> ref_attention(const OpParams& p, std::span<const RefTensor> in
   const Shape& qs = in[0].desc.shape;
   const Shape& ks = in[1].desc.shape;
   const Shape& vs = in[2].desc.shape;
-  if (qs.rank != 3 || ks.rank != 3 || vs.rank != 3 || p.heads < 1 || qs[2] % p.heads != 0 ||
-      ks[1] != vs[1] || qs[0] != ks[0] || qs[0] != vs[0])
+  if (qs.rank != 3 || ks.rank != 3 || vs.rank != 3 || p.heads < 1 || ks[1] != vs[1] ||
+      qs[0] != ks[0] || qs[0] != vs[0])
     return ref_error(OpKind::ATTENTION, "shapes");
-  // K and V: column windows [k_at, k_at + H*D) of k and [v_at, v_at + width) of v, whose rows
-  // are ks[2] and vs[2] wide. Without kv_window the windows are the whole rows.
-  int64_t k_at = 0, v_at = 0, v_width = vs[2];
+  // Q, K and V: column windows [q_at, q_at + width) of q, [k_at, k_at + width) of k and
+  // [v_at, v_at + v_width) of v, whose rows are qs[2], ks[2] and vs[2] wide. Without kv_window
+  // the windows are the whole rows; with it, Q is q's window at q_start when q_width > 0 (else
+  // all of q) and K and V are as wide as Q (Dv = D).
+  int64_t q_at = 0, k_at = 0, v_at = 0, width = qs[2], v_width = vs[2];
   if (p.kv_window) {
+    if (p.q_width > 0) {
+      q_at = p.q_start;
+      width = p.q_width;
+    } else if (p.q_start != 0) {
+      return ref_error(OpKind::ATTENTION, "q_start without q_width");
+    }
     k_at = p.start;
     v_at = p.end;
-    v_width = qs[2];  // Dv = D
-    if (k_at < 0 || v_at < 0 || k_at + qs[2] > ks[2] || v_at + v_width > vs[2])
-      return ref_error(OpKind::ATTENTION, "kv windows outside k or v");
+    v_width = width;
+    if (q_at < 0 || k_at < 0 || v_at < 0 || q_at + width > qs[2] || k_at + width > ks[2] ||
+        v_at + v_width > vs[2])
+      return ref_error(OpKind::ATTENTION, "windows outside q, k or v");
   } else if (ks[2] != qs[2] || vs[2] % p.heads != 0) {
     return ref_error(OpKind::ATTENTION, "shapes");
   }
-  const int64_t ldk = ks[2], ldv = vs[2];
-  int64_t b = qs[0], nq = qs[1], nk = ks[1], h = p.heads, d = qs[2] / h, dv = v_width / h;
+  if (width % p.heads != 0) return ref_error(OpKind::ATTENTION, "width not divisible by heads");
+  const int64_t ldq = qs[2], ldk = ks[2], ldv = vs[2];
+  int64_t b = qs[0], nq = qs[1], nk = ks[1], h = p.heads, d = width / h, dv = v_width / h;
   double scale = p.alpha != 0.0f ? double(p.alpha) : 1.0 / std::sqrt(double(d));
   RefTensor out = ref_make(in[0].desc.dtype, Shape{b, nq, h * dv});
   std::vector<double> score(static_cast<size_t>(nk));
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t hi = 0; hi < h; ++hi)
       for (int64_t i = 0; i < nq; ++i) {
-        const double* q = in[0].data.data() + (bi * nq + i) * h * d + hi * d;
+        const double* q = in[0].data.data() + (bi * nq + i) * ldq + q_at + hi * d;
         double mx = -INFINITY;
         for (int64_t j = 0; j < nk; ++j) {
           if (p.causal && j > i) {

@@ -2,6 +2,7 @@
 // f32, random weights), and the rewrites happen where expected.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -517,6 +518,220 @@ TEST_F(PassesTest, StackProjectionsOnlyOnDeviceMemory) {
     ::unsetenv("HEADROOM_STACK_PROJECTIONS");
   // The CPU backend's own choice leaves the projections alone.
   auto r = graph_passes(g, *backend_);
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  EXPECT_TRUE(stacked_weights(*r).empty());
+  EXPECT_EQ(kinds(*r)[OpKind::LINEAR], kinds(g)[OpKind::LINEAR]);
+}
+
+// --- The self-attention mode (PassOptions::stack_qkv) -----------------------------------------
+
+// s.attn read as windows of one [B, N, 3C] projection of x: Q at 0, K at C, V at 2C.
+void expect_qkv_window(const Graph& g, const std::string& attention, const std::string& weight,
+                       const std::string& input, int64_t c, int heads) {
+  SCOPED_TRACE(attention);
+  const Node* n = node_named(g, attention);
+  ASSERT_NE(n, nullptr);
+  ASSERT_EQ(n->kind, OpKind::ATTENTION);
+  EXPECT_TRUE(n->params.kv_window);
+  EXPECT_EQ(n->params.q_start, 0);
+  EXPECT_EQ(n->params.q_width, c);
+  EXPECT_EQ(n->params.start, c);
+  EXPECT_EQ(n->params.end, 2 * c);
+  EXPECT_EQ(n->params.heads, heads);
+  ASSERT_EQ(n->inputs.size(), 3u);
+  EXPECT_EQ(n->inputs[0], n->inputs[1]) << "Q, K and V are windows of one stacked projection";
+  EXPECT_EQ(n->inputs[1], n->inputs[2]);
+  const Node* qkv = producer(g, n->inputs[0]);
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_EQ(qkv->inputs[0], g.find_input(input));
+  ASSERT_EQ(qkv->inputs.size(), 2u) << "no bias";
+  EXPECT_FALSE(qkv->params.add_input);
+  EXPECT_EQ(g.value(qkv->inputs[1]).name, weight);
+  EXPECT_EQ(g.value(qkv->inputs[1]).layout, WeightLayout::STACK);
+  const Shape xs = g.shape(g.find_input(input));
+  EXPECT_EQ(g.shape(n->inputs[0]), (Shape{xs[0], xs[1], 3 * c}));
+  EXPECT_EQ(g.shape(n->output), (Shape{xs[0], xs[1], c})) << "the output stays dense";
+}
+
+TEST_F(PassesTest, StackProjectionsSelfAttentionMode) {
+  Graph g = cross_attention_graph(512);
+  ASSERT_TRUE(g.ok()) << g.status().str();
+  auto off = pass_stack_projections(g);
+  ASSERT_TRUE(off.ok()) << off.status().str();
+  expect_plain(*off, "s.attn", "s.to_k", "s.to_v");
+  auto r = pass_stack_projections(g, true);
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  const Graph& s = *r;
+  ASSERT_TRUE(s.ok()) << s.status().str();
+  // The context stack as without the mode, then s's [Wq; Wk; Wv] (3 x 16 rows of x's 32).
+  const std::vector<StackedWeight> st = stacked_weights(s);
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[0].name, "a1.to_k+a1.to_v+a2.to_k+a2.to_v+a3.to_k+a3.to_v");
+  EXPECT_EQ(st[0].shape, (Shape{112, 24}));
+  EXPECT_EQ(st[1].name, "s.to_q+s.to_k+s.to_v");
+  EXPECT_EQ(st[1].shape, (Shape{48, 32}));
+  expect_window(s, "a1.attn", st[0].name, 0, 16);
+  expect_window(s, "a2.attn", st[0].name, 32, 56);
+  expect_window(s, "a3.attn", st[0].name, 80, 96);
+  for (const char* a : {"a1.attn", "a2.attn", "a3.attn"}) {
+    EXPECT_EQ(node_named(s, a)->params.q_width, 0) << a << ": a cross-attention's q stays dense";
+    EXPECT_EQ(node_named(s, a)->params.q_start, 0) << a;
+  }
+  expect_qkv_window(s, "s.attn", st[1].name, "x", 16, 2);
+  for (const char* gone : {"s.to_q", "s.to_k", "s.to_v"})
+    EXPECT_EQ(node_named(s, gone), nullptr) << gone;
+  EXPECT_NE(node_named(s, "a1.to_q"), nullptr) << "cross-attention queries stay separate";
+  expect_plain(s, "a4.attn", "a4.to_k", "a4.to_v");
+  // Three projections became one GEMM.
+  EXPECT_EQ(kinds(s)[OpKind::LINEAR], kinds(*off)[OpKind::LINEAR] - 2);
+  EXPECT_EQ(kinds(s)[OpKind::ATTENTION], kinds(g)[OpKind::ATTENTION]);
+  ASSERT_EQ(s.outputs().size(), g.outputs().size());
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    EXPECT_EQ(s.value(s.outputs()[i]).name, g.value(g.outputs()[i]).name);
+    EXPECT_EQ(s.desc(s.outputs()[i]), g.desc(g.outputs()[i]));
+  }
+  // graph_passes takes the mode from PassOptions::stack_qkv.
+  auto all = graph_passes(g, PassOptions{false, true, true, true});
+  ASSERT_TRUE(all.ok()) << all.status().str();
+  EXPECT_EQ(all->structure_key(), s.structure_key());
+  auto kv_only = graph_passes(g, PassOptions{false, true, true, false});
+  ASSERT_TRUE(kv_only.ok()) << kv_only.status().str();
+  EXPECT_EQ(kv_only->structure_key(), off->structure_key());
+  EXPECT_NE(kv_only->structure_key(), s.structure_key());
+  // A second application finds nothing left to stack.
+  auto twice = pass_stack_projections(s, true);
+  ASSERT_TRUE(twice.ok()) << twice.status().str();
+  EXPECT_EQ(twice->structure_key(), s.structure_key());
+}
+
+// Self-attentions, each of its own hidden state (so that the context mode, which stacks K/V
+// pairs of an input two attentions read, takes none of them): "ok" (4 heads, causal) stacks;
+// the others are as built: "b" (to_q has a bias), "r" (to_k's output has a second reader), "w"
+// (to_v 24 rows: Dv != D), "c" (K and V of another input).
+Graph self_attention_variants() {
+  Graph g;
+  auto w = [&](const std::string& n, Shape s) { return g.weight(n, f32(s)); };
+  for (const char* a : {"ok", "b", "r", "w", "c"}) {
+    const std::string p = a;
+    ValueId x = g.input(p + ".x", f32({2, 9, 24}));
+    ValueId kv_in = p == "c" ? g.input("c.other", f32({2, 9, 24})) : x;
+    ValueId q = g.linear(x, w(p + ".to_q", {16, 24}), p == "b" ? w("b.to_q.b", {16}) : kNoValue,
+                         p + ".to_q");
+    ValueId k = g.linear(kv_in, w(p + ".to_k", {16, 24}), kNoValue, p + ".to_k");
+    ValueId v = g.linear(kv_in, w(p + ".to_v", {p == "w" ? 24 : 16, 24}), kNoValue, p + ".to_v");
+    if (p == "r") g.output(g.unary(OpKind::SILU, k, "r.k.silu"), "r.k.silu");
+    const int heads = p == "ok" ? 4 : 2;
+    ValueId o = g.attention(q, k, v, heads, p == "ok", p + ".attn");
+    g.output(g.linear(o, w(p + ".to_out", {24, p == "w" ? 24 : 16}), w(p + ".to_out.b", {24}),
+                      p + ".to_out"),
+             p);
+  }
+  return g;
+}
+
+TEST_F(PassesTest, StackProjectionsSelfAttentionNeedsPlainProjections) {
+  Graph g = self_attention_variants();
+  ASSERT_TRUE(g.ok()) << g.status().str();
+  auto off = pass_stack_projections(g);
+  ASSERT_TRUE(off.ok()) << off.status().str();
+  EXPECT_EQ(off->structure_key(), g.structure_key()) << "no context to stack";
+  auto r = pass_stack_projections(g, true);
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  const std::vector<StackedWeight> st = stacked_weights(*r);
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].name, "ok.to_q+ok.to_k+ok.to_v");
+  EXPECT_EQ(st[0].shape, (Shape{48, 24}));
+  expect_qkv_window(*r, "ok.attn", st[0].name, "ok.x", 16, 4);
+  EXPECT_TRUE(node_named(*r, "ok.attn")->params.causal);
+  EXPECT_EQ(kinds(*r)[OpKind::LINEAR], kinds(g)[OpKind::LINEAR] - 2);
+  for (const char* a : {"b", "r", "w", "c"}) {
+    const std::string p = a;
+    expect_plain(*r, p + ".attn", p + ".to_k", p + ".to_v");
+    const Node* n = node_named(*r, p + ".attn");
+    ASSERT_NE(n, nullptr);
+    EXPECT_EQ(n->params.q_width, 0) << p;
+    const Node* q = producer(*r, n->inputs[0]);
+    ASSERT_NE(q, nullptr) << p;
+    EXPECT_EQ(r->value(q->inputs[1]).name, p + ".to_q");
+    EXPECT_EQ(r->value(q->inputs[1]).layout, WeightLayout::STORED);
+  }
+  EXPECT_EQ(node_named(*r, "b.to_q")->inputs.size(), 3u) << "the bias kept";
+  // r's to_k still feeds both of its readers.
+  const Node* silu = node_named(*r, "r.k.silu");
+  ASSERT_NE(silu, nullptr);
+  EXPECT_EQ(silu->inputs[0], node_named(*r, "r.attn")->inputs[1]);
+}
+
+TEST_F(PassesTest, SelfAttentionStackedProjectionsComputeTheSameResult) {
+  struct Named {
+    const char* what;
+    Graph g;
+    const char* stack;  // a stacked weight the run must ask for
+  };
+  std::vector<Named> graphs;
+  graphs.push_back(
+      {"cross_attention_graph(64)", cross_attention_graph(64), "s.to_q+s.to_k+s.to_v"});
+  graphs.push_back(
+      {"cross_attention_graph(512)", cross_attention_graph(512), "s.to_q+s.to_k+s.to_v"});
+  graphs.push_back({"variants", self_attention_variants(), "ok.to_q+ok.to_k+ok.to_v"});
+  graphs.push_back({"mini_unet", mini_unet(), "st.q+st.k+st.v"});
+  for (const Named& t : graphs) {
+    SCOPED_TRACE(t.what);
+    const Graph& g = t.g;
+    ASSERT_TRUE(g.ok()) << g.status().str();
+    std::map<std::string, HostTensor> inputs;
+    test::MapWeights map;
+    test::bindings_fill(g, 13, inputs, map);
+    StackingWeights weights(map);
+    std::vector<HostTensor> ref = run(g, std::nullopt, false, inputs, weights);
+    ASSERT_EQ(ref.size(), g.outputs().size());
+    weights.served.clear();
+    std::vector<HostTensor> got =
+        run(g, PassOptions{false, true, true, true}, true, inputs, weights);
+    ASSERT_EQ(got.size(), ref.size());
+    EXPECT_NE(std::find(weights.served.begin(), weights.served.end(), t.stack),
+              weights.served.end())
+        << "the stacked weight " << t.stack << " was asked for";
+    for (size_t i = 0; i < ref.size(); ++i)
+      EXPECT_LT(test::rel_err(got[i], ref[i]), 1e-5) << g.value(g.outputs()[i]).name;
+  }
+}
+
+TEST_F(PassesTest, StackQkvOnlyWhenAskedFor) {
+  Graph g = cross_attention_graph(64);
+  EXPECT_FALSE(PassOptions{}.stack_qkv);
+  test::PlanBackend device;
+  const char* names[] = {"HEADROOM_STACK_QKV", "HEADROOM_STACK_PROJECTIONS"};
+  std::string saved[2];
+  bool was_set[2];
+  for (int i = 0; i < 2; ++i) {
+    const char* e = std::getenv(names[i]);
+    was_set[i] = e != nullptr;
+    saved[i] = e ? e : "";
+    ::unsetenv(names[i]);
+  }
+  // Off by default, even where the context stacking is on.
+  EXPECT_TRUE(pass_options(g, device).stack);
+  EXPECT_FALSE(pass_options(g, device).stack_qkv);
+  ::setenv("HEADROOM_STACK_QKV", "1", 1);
+  EXPECT_TRUE(pass_options(g, device).stack);
+  EXPECT_TRUE(pass_options(g, device).stack_qkv);
+  // Only with the stacking pass itself on: not on the host-memory CPU, not with it turned off.
+  EXPECT_FALSE(pass_options(g, *backend_).stack_qkv);
+  ::setenv("HEADROOM_STACK_PROJECTIONS", "0", 1);
+  EXPECT_FALSE(pass_options(g, device).stack_qkv);
+  ::unsetenv("HEADROOM_STACK_PROJECTIONS");
+  ::setenv("HEADROOM_STACK_QKV", "0", 1);
+  EXPECT_FALSE(pass_options(g, device).stack_qkv);
+  // The CPU's own choice with HEADROOM_STACK_QKV=1 leaves every projection alone.
+  ::setenv("HEADROOM_STACK_QKV", "1", 1);
+  auto r = graph_passes(g, *backend_);
+  for (int i = 0; i < 2; ++i) {
+    if (was_set[i])
+      ::setenv(names[i], saved[i].c_str(), 1);
+    else
+      ::unsetenv(names[i]);
+  }
   ASSERT_TRUE(r.ok()) << r.status().str();
   EXPECT_TRUE(stacked_weights(*r).empty());
   EXPECT_EQ(kinds(*r)[OpKind::LINEAR], kinds(g)[OpKind::LINEAR]);

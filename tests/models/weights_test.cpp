@@ -704,7 +704,8 @@ TEST_F(WeightStackTest, UploadedOnceAndAgainAfterAPartChanges) {
 // context run through an Executor with the stacking pass (on a device whose memory the host may
 // not touch, as where the pass applies, and on the CPU) and without it, serving the weights from
 // one WeightSet: the stacked weight is asked for, and the outputs agree; resident, streamed, and
-// after put() replaced a part.
+// after put() replaced a part. The SelfAttention tests add a self-attention of x and run the
+// pass's self-attention mode (PassOptions::stack_qkv) too: its Q, K and V from one stacked GEMM.
 class StackedProjectionRunTest : public ::testing::Test {
  protected:
   // The WeightSet, recording the weights the executor streams (weight_host_all).
@@ -769,22 +770,39 @@ class StackedProjectionRunTest : public ::testing::Test {
     for (const auto& [k, v] : inputs) in.emplace_back(k, &v);
     return in;
   }
-  // Runs g on `backend` with the stacking pass (and fusion) or with no passes.
+  // A self-attention "s" of x (2 heads of 4) whose to_q, to_k and to_v the self-attention mode
+  // stacks into kSelfStack. Call before the first run.
+  void add_self_attention() {
+    ValueId x = g.find_input("x");
+    ValueId qkv[3];
+    int i = 0;
+    for (const char* p : {"s.to_q", "s.to_k", "s.to_v"}) {
+      HostTensor t(DType::F32, Shape{8, 16});
+      for (int64_t j = 0; j < t.numel(); ++j) t.f32()[j] = uniform();
+      ws.put(p, std::move(t));
+      qkv[i++] = g.linear(x, g.weight(p, TensorDesc{DType::F32, Shape{8, 16}}), kNoValue, p);
+    }
+    g.output(g.attention(qkv[0], qkv[1], qkv[2], 2, false, "s.attn"), "s");
+    ASSERT_TRUE(g.ok()) << g.status().str();
+    self = true;
+  }
+  // Runs g on `backend` with the stacking pass (and fusion; its self-attention mode when `qkv`)
+  // or with no passes.
   std::vector<HostTensor> run(Backend& backend, Allocator& alloc, bool stack,
                               uint64_t budget = 0, std::vector<std::string>* streamed = nullptr) {
     Executor ex(backend, alloc);
     if (stack) {
-      ex.set_pass_options(PassOptions{false, true, true});
+      ex.set_pass_options(PassOptions{false, true, true, qkv});
       auto c = ex.compile(g);
       EXPECT_TRUE(c.ok()) << c.status().str();
       if (c.ok()) {
-        int stacks = 0;
+        std::vector<std::string> stacks;
         for (const Value& v : (*c)->graph.values())
-          if (v.kind == ValueKind::WEIGHT && v.layout == WeightLayout::STACK) {
-            ++stacks;
-            EXPECT_EQ(v.name, kStack);
-          }
-        EXPECT_EQ(stacks, 1);
+          if (v.kind == ValueKind::WEIGHT && v.layout == WeightLayout::STACK)
+            stacks.push_back(v.name);
+        std::vector<std::string> want{kStack};
+        if (qkv && self) want.push_back(kSelfStack);
+        EXPECT_EQ(stacks, want);
       }
     } else {
       ex.set_passes(false);
@@ -817,12 +835,16 @@ class StackedProjectionRunTest : public ::testing::Test {
   }
   void expect_same(const std::vector<HostTensor>& got, const std::vector<HostTensor>& ref,
                    const char* what) {
-    ASSERT_EQ(got.size(), 3u) << what;
-    ASSERT_EQ(ref.size(), 3u) << what;
-    for (size_t i = 0; i < 3; ++i) EXPECT_LT(rel_err(got[i], ref[i]), 1e-5) << what << " " << i;
+    ASSERT_EQ(got.size(), g.outputs().size()) << what;
+    ASSERT_EQ(ref.size(), g.outputs().size()) << what;
+    for (size_t i = 0; i < ref.size(); ++i)
+      EXPECT_LT(rel_err(got[i], ref[i]), 1e-5) << what << " " << i;
   }
 
   static constexpr const char* kStack = "a0.to_k+a0.to_v+a1.to_k+a1.to_v";
+  static constexpr const char* kSelfStack = "s.to_q+s.to_k+s.to_v";
+  bool qkv = false;   // run() with PassOptions::stack_qkv
+  bool self = false;  // add_self_attention() was called
   uint64_t seed = 12345;
   Graph g;
   WeightSet ws;
@@ -887,6 +909,63 @@ TEST_F(StackedProjectionRunTest, SameOutputsOnTheCpu) {
   ASSERT_EQ(ref2.size(), 3u);
   EXPECT_GT(rel_err(ref2[0], ref[0]), 1e-2) << "a0's output depends on its to_k";
   expect_same(run(*cpu, alloc, true), ref2, "cpu after put");
+  ws.bind(nullptr, nullptr);
+}
+
+TEST_F(StackedProjectionRunTest, SelfAttentionOnADevice) {
+  add_self_attention();
+  OpaqueCpuBackend dev;
+  Allocator alloc(dev);
+  ws.bind(&dev, &alloc);
+  const std::vector<HostTensor> ref = run(dev, alloc, false);
+  ASSERT_EQ(ref.size(), 4u);
+  // 2x3 + 3 projection weights of 512 bytes, 2048 for big.
+  const uint64_t plain_bytes = 9 * 512 + 2048;
+  EXPECT_EQ(ws.device_bytes(), plain_bytes);
+  expect_same(run(dev, alloc, true), ref, "context stack only");
+  qkv = true;
+  int uploads = dev.uploads;
+  expect_same(run(dev, alloc, false), ref, "plain again");
+  const int per_run = dev.uploads - uploads;  // the inputs
+  uploads = dev.uploads;
+  expect_same(run(dev, alloc, true), ref, "qkv resident");
+  EXPECT_EQ(dev.uploads - uploads, per_run + 1) << "the [Wq; Wk; Wv] stack, uploaded once";
+  EXPECT_EQ(ws.device_bytes(), plain_bytes + 4 * 8 * 12 * 4 + 3 * 8 * 16 * 4);
+
+  // Streamed: a budget with room for the arena and a few weights only.
+  ws.release_device();
+  alloc.reclaim(UINT64_MAX);
+  std::vector<std::string> streamed;
+  // (The arena and the staging ring take 8.5 KiB.)
+  const std::vector<HostTensor> low = run(dev, alloc, true, 9 * 1024, &streamed);
+  std::string names;
+  for (const std::string& n : streamed) names += n + " ";
+  EXPECT_NE(std::find(streamed.begin(), streamed.end(), kSelfStack), streamed.end())
+      << "the budget should make the run stream the qkv stack; streamed: " << names;
+  expect_same(low, ref, "qkv streamed");
+  for (const char* n : {"s.to_q", "s.to_k", "s.to_v"})
+    EXPECT_EQ(std::find(streamed.begin(), streamed.end(), n), streamed.end())
+        << n << " is read only through the stack";
+
+  // A new to_k of s: the stack is made again from it.
+  HostTensor fresh(DType::F32, Shape{8, 16});
+  for (int64_t i = 0; i < fresh.numel(); ++i) fresh.f32()[i] = 2.0f * uniform();
+  ws.put("s.to_k", std::move(fresh));
+  const std::vector<HostTensor> ref2 = run(dev, alloc, false);
+  ASSERT_EQ(ref2.size(), 4u);
+  EXPECT_GT(rel_err(ref2[3], ref[3]), 1e-2) << "s's output depends on its to_k";
+  expect_same(run(dev, alloc, true), ref2, "qkv after put");
+  ws.bind(nullptr, nullptr);
+}
+
+TEST_F(StackedProjectionRunTest, SelfAttentionOnTheCpu) {
+  add_self_attention();
+  qkv = true;
+  std::unique_ptr<Backend> cpu = cpu_backend_create(1);
+  Allocator alloc(*cpu);
+  ws.bind(cpu.get(), &alloc);
+  const std::vector<HostTensor> ref = run(*cpu, alloc, false);
+  expect_same(run(*cpu, alloc, true), ref, "cpu qkv");
   ws.bind(nullptr, nullptr);
 }
 
