@@ -34,7 +34,9 @@ using pass_util::value_uses;
 // Self-attention mode (PassOptions::stack_qkv, HEADROOM_STACK_QKV=1; off by default until timed
 // on a GPU): an attention whose Q, K and V are bias-free projections of one hidden state gets one
 // GEMM for all three ([Wq; Wk; Wv], N = 3C instead of three GEMMs of C: more tiles per wave for
-// SDXL's 2048 x 1280 x 1280 projections) and reads Q as a window too (params.q_width).
+// SDXL's 2048 x 1280 x 1280 projections) and reads Q as a window too (params.q_width). These
+// stacks are not capped: three C x C weights stay far below a UNet's largest weight (SDXL: 9.8 of
+// 59 MB), and a tiny graph may stack above its own largest weight.
 namespace {
 
 struct Candidate {
