@@ -1,6 +1,7 @@
 // The stacked-projection pass (Note [stacked context projections]).
 #include <algorithm>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "graph/pass_util.h"
@@ -62,6 +63,7 @@ int projection_of(const Graph& g, const std::vector<std::vector<int>>& uses, Val
   const Value& w = g.value(n.inputs[1]);
   if (w.kind != ValueKind::WEIGHT || w.layout != WeightLayout::STORED || w.desc.shape.rank != 2)
     return -1;
+  if (w.name.find('+') != std::string::npos) return -1;  // '+' separates a stack's parts
   return x.producer;
 }
 
