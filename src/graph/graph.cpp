@@ -60,20 +60,27 @@ std::vector<std::string> weight_stack_parts(const std::string& name) {
   return out;
 }
 
-Result<HostTensor> weight_stack(const std::vector<const HostTensor*>& parts) {
+Result<TensorDesc> weight_stack_desc(const std::vector<TensorDesc>& parts) {
   if (parts.empty()) return make_error(ErrorCode::INVALID_ARGUMENT, "weight_stack: no parts");
-  Shape s = parts[0]->shape();
+  Shape s = parts[0].shape;
   if (s.rank < 1) return make_error(ErrorCode::INVALID_ARGUMENT, "weight_stack: a scalar part");
   for (size_t i = 1; i < parts.size(); ++i) {
-    Shape o = parts[i]->shape();
+    Shape o = parts[i].shape;
     const int64_t rows = o.rank >= 1 ? o[0] : 0;
     if (o.rank >= 1) o[0] = s[0];
-    if (o != s || parts[i]->dtype() != parts[0]->dtype())
+    if (o != s || parts[i].dtype != parts[0].dtype)
       return make_error(ErrorCode::INVALID_ARGUMENT, "weight_stack: part {} is {}, part 0 {}", i,
-                        parts[i]->desc().str(), parts[0]->desc().str());
+                        parts[i].str(), parts[0].str());
     s[0] += rows;
   }
-  HostTensor out(TensorDesc{parts[0]->dtype(), s});
+  return TensorDesc{parts[0].dtype, s};
+}
+
+Result<HostTensor> weight_stack(const std::vector<const HostTensor*>& parts) {
+  std::vector<TensorDesc> descs;
+  for (const HostTensor* p : parts) descs.push_back(p->desc());
+  HR_ASSIGN_OR_RETURN(TensorDesc d, weight_stack_desc(descs));
+  HostTensor out(d);
   char* dst = static_cast<char*>(out.data());
   for (const HostTensor* p : parts) {
     if (p->bytes()) std::memcpy(dst, p->data(), p->bytes());

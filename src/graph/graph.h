@@ -33,8 +33,10 @@ enum class WeightLayout : uint8_t { STORED = 0, CONV_OHWI = 1, STACK = 2 };
 const char* weight_layout_name(WeightLayout l);
 std::string weight_stack_name(const std::vector<std::string>& parts);
 std::vector<std::string> weight_stack_parts(const std::string& name);
-// The parts (all non-null) concatenated along dim 0; INVALID_ARGUMENT when dtypes or trailing
+// The descriptor of the parts concatenated along dim 0; INVALID_ARGUMENT when dtypes or trailing
 // dims differ.
+Result<TensorDesc> weight_stack_desc(const std::vector<TensorDesc>& parts);
+// The parts (all non-null) concatenated along dim 0 (weight_stack_desc's checks).
 Result<HostTensor> weight_stack(const std::vector<const HostTensor*>& parts);
 
 // Note [weight layouts]

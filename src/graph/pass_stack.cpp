@@ -142,12 +142,13 @@ std::vector<Stack> stacks_of(const Graph& g, const std::vector<Candidate>& cs, u
     }
     if (!cur.members.empty()) out.push_back(std::move(cur));
   }
-  for (Stack& s : out) {
-    s.anchor = INT32_MAX;
-    for (int m : s.members)
-      s.anchor = std::min({s.anchor, cs[size_t(m)].k_node, cs[size_t(m)].v_node});
-  }
   return out;
+}
+
+// The projection LINEARs of a candidate, in stacking order (Q first when stacked).
+std::vector<int> stacked_nodes(const Candidate& c) {
+  if (c.q_node >= 0) return {c.q_node, c.k_node, c.v_node};
+  return {c.k_node, c.v_node};
 }
 
 // The stacked-projection plan: the candidates and their stacks (context stacks first, then one
@@ -165,21 +166,22 @@ StackPlan stack_plan(const Graph& g, bool self_attention) {
   StackPlan p;
   p.cs = candidates(g, uses);
   p.stacks = stacks_of(g, p.cs, cap);
-  if (!self_attention) return p;
-  std::vector<char> taken(g.nodes().size(), 0);
-  for (const Stack& s : p.stacks)
-    for (int m : s.members) taken[size_t(p.cs[size_t(m)].attention)] = 1;
-  for (const Candidate& c : self_candidates(g, uses, taken)) {
-    p.cs.push_back(c);
-    p.stacks.push_back(Stack{{int(p.cs.size()) - 1}, std::min({c.q_node, c.k_node, c.v_node})});
+  if (self_attention) {
+    std::vector<char> taken(g.nodes().size(), 0);
+    for (const Stack& s : p.stacks)
+      for (int m : s.members) taken[size_t(p.cs[size_t(m)].attention)] = 1;
+    for (const Candidate& c : self_candidates(g, uses, taken)) {
+      p.cs.push_back(c);
+      p.stacks.push_back(Stack{{int(p.cs.size()) - 1}});
+    }
+  }
+  // Each stack's GEMM goes where its first projection was.
+  for (Stack& s : p.stacks) {
+    s.anchor = INT32_MAX;
+    for (int m : s.members)
+      for (int node : stacked_nodes(p.cs[size_t(m)])) s.anchor = std::min(s.anchor, node);
   }
   return p;
-}
-
-// The projection LINEARs of a candidate, in stacking order (Q first when stacked).
-std::vector<int> stacked_nodes(const Candidate& c) {
-  if (c.q_node >= 0) return {c.q_node, c.k_node, c.v_node};
-  return {c.k_node, c.v_node};
 }
 
 }  // namespace

@@ -198,26 +198,16 @@ uint64_t WeightSet::reclaim_block(uint64_t bytes) {
 
 Result<std::string> WeightSet::stack_check(const std::string& name,
                                            const TensorDesc& desc) const {
-  std::vector<const HostTensor*> parts;
+  std::vector<TensorDesc> parts;
   for (const std::string& p : weight_stack_parts(name)) {
     auto it = host_.find(p);
     if (it == host_.end())
       return make_error(ErrorCode::NOT_FOUND, "weight '{}' (part of a stacked weight) is not in "
                         "the checkpoint", p);
-    parts.push_back(&it->second);
+    parts.push_back(it->second.desc());
   }
-  Shape s = parts[0]->shape();
-  bool ok = s.rank >= 1;
-  for (size_t i = 1; ok && i < parts.size(); ++i) {
-    Shape o = parts[i]->shape();
-    ok = o.rank == s.rank && parts[i]->dtype() == parts[0]->dtype();
-    if (!ok) break;
-    const int64_t rows = o[0];
-    o[0] = s[0];
-    ok = o == s;
-    s[0] += rows;
-  }
-  if (!ok || TensorDesc{parts[0]->dtype(), s} != desc)
+  Result<TensorDesc> stacked = weight_stack_desc(parts);
+  if (!stacked.ok() || *stacked != desc)
     return make_error(ErrorCode::INVALID_ARGUMENT,
                       "stacked weight '{}': its parts do not stack into {}", name, desc.str());
   return weight_key(name, WeightLayout::STACK);
