@@ -62,7 +62,7 @@ PassOptions pass_options(const Graph& g, const Backend& backend) {
   const char* env = std::getenv("HEADROOM_STACK_PROJECTIONS");
   o.stack = !backend.host_visible() && !(env && std::string(env) == "0");
   const char* qkv = std::getenv("HEADROOM_STACK_QKV");
-  o.stack_qkv = o.stack && qkv && std::string(qkv) == "1";
+  o.stack_qkv = o.stack && !(qkv && std::string(qkv) == "0");
   return o;
 }
 

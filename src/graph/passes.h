@@ -36,7 +36,8 @@ struct PassOptions {
   bool channels_last = false;
   bool fuse = true;
   bool stack = false;      // pass_stack_projections
-  bool stack_qkv = false;  // and its self-attention mode (HEADROOM_STACK_QKV=1; implies stack)
+  bool stack_qkv = false;  // and its self-attention mode (implies stack; pass_options turns it
+                           // on wherever stack is, unless HEADROOM_STACK_QKV=0)
 };
 
 // The passes `backend` benefits from for g.

@@ -96,6 +96,91 @@ TEST(CudaBackend, CudnnAttentionTakesSdSelfAttentionShapes) {
 #endif
 }
 
+// Note [short-key attention]: the persistent kernel (both tile sizes) against the v2 kernel with
+// one 80-key tile (itself checked against the reference by the harness) at sizes where blocks
+// walk several tiles and cross heads (640-2560 tiles for ~400-530 blocks), with partial last
+// tiles (Nq = 1000), 1 to 80 keys, every head dim, both 16-bit dtypes, dense and strided rows.
+// AUTO takes the short-key kernel only with HEADROOM_ATTN_SHORT=1; the explicit kinds always.
+TEST(CudaBackend, ShortKeyAttentionMatchesV2Kernel) {
+  REQUIRE_CUDA();
+  ASSERT_EQ(gpu.info().kind, "cuda");
+#ifdef HEADROOM_WITH_CUDA
+  std::mt19937_64 rng(op_seed());
+  std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
+  struct Shape4 {
+    int b, nq, nk, heads, d;
+    bool strided;
+  };
+  const Shape4 shapes[] = {{2, 1000, 77, 20, 64, false}, {2, 1000, 77, 20, 64, true},
+                           {1, 1000, 1, 8, 40, false},   {2, 1000, 80, 8, 80, true},
+                           {2, 333, 33, 8, 160, false},  {2, 4096, 77, 10, 64, true}};
+  for (DType t : {DType::F16, DType::BF16})
+    for (const Shape4& sh : shapes) {
+      const int64_t hd = int64_t(sh.heads) * sh.d;
+      const int64_t ldq = sh.strided ? hd + 64 : 0, ldkv = sh.strided ? 2 * hd : 0;
+      const size_t nq_el = size_t(sh.b) * sh.nq * (ldq ? ldq : hd);
+      const size_t nk_el = size_t(sh.b) * sh.nk * (ldkv ? ldkv : hd);
+      const size_t no_el = size_t(sh.b) * sh.nq * hd;
+      std::vector<uint16_t> hq(nq_el), hk(nk_el), hv(nk_el);
+      for (auto* h : {&hq, &hk, &hv})
+        for (uint16_t& x : *h) x = t == DType::BF16 ? f32_to_bf16(uni(rng)) : f32_to_f16(uni(rng));
+      void *q = nullptr, *k = nullptr, *v = nullptr, *o_ref = nullptr, *o = nullptr;
+      ASSERT_EQ(cudaMalloc(&q, nq_el * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&k, nk_el * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&v, nk_el * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&o_ref, no_el * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&o, no_el * 2), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(q, hq.data(), nq_el * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(k, hk.data(), nk_el * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(v, hv.data(), nk_el * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      cuda::AttentionArgs a;
+      a.dtype = t;
+      a.q = q;
+      // Strided: K at column 0 and V at column H D of one [B, Nk, 2 H D] pair of tensors (V's
+      // own buffer, offset the same way), Q in rows 64 elements wider than H D.
+      a.k = k;
+      a.v = static_cast<char*>(v) + (sh.strided ? size_t(hd) * 2 : 0);
+      a.b = sh.b;
+      a.nq = sh.nq;
+      a.nk = sh.nk;
+      a.heads = sh.heads;
+      a.d = a.dv = sh.d;
+      a.ldq = ldq;
+      a.ldk = a.ldv = ldkv;
+      a.scale = 1.0f / std::sqrt(float(sh.d));
+      const std::string name = std::string(dtype_name(t)) + " b" + std::to_string(sh.b) + " nq" +
+                               std::to_string(sh.nq) + " nk" + std::to_string(sh.nk) + " h" +
+                               std::to_string(sh.heads) + " d" + std::to_string(sh.d) +
+                               (sh.strided ? " strided" : "");
+      ASSERT_TRUE(cuda::attention_short_supported(a)) << name;
+      a.o = o_ref;
+      ASSERT_EQ(cuda::attention_tc(a, nullptr, cuda::AttentionTc::Q64_K80), cudaSuccess) << name;
+      std::vector<uint16_t> ref(no_el), got(no_el);
+      ASSERT_EQ(cudaMemcpy(ref.data(), o_ref, no_el * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      auto value = [t](uint16_t x) { return t == DType::BF16 ? bf16_to_f32(x) : f16_to_f32(x); };
+      for (cuda::AttentionTc kern : {cuda::AttentionTc::SHORT_Q32, cuda::AttentionTc::SHORT_Q64,
+                                     cuda::AttentionTc::AUTO}) {
+        ASSERT_EQ(cudaMemset(o, 0xFF, no_el * 2), cudaSuccess);  // NaNs wherever nothing lands
+        a.o = o;
+        ASSERT_EQ(cuda::attention_tc(a, nullptr, kern), cudaSuccess) << name;
+        ASSERT_EQ(cudaMemcpy(got.data(), o, no_el * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+        double worst = 0;
+        size_t at = 0;
+        for (size_t i = 0; i < no_el && !std::isnan(worst); ++i) {
+          const double d = std::fabs(double(value(got[i])) - double(value(ref[i])));
+          if (!(d <= worst)) worst = d, at = i;  // the first NaN ends the search
+        }
+        // Both kernels round P to T the same way; what differs is the order of f32 sums.
+        const double tol = t == DType::BF16 ? 1.6e-2 : 2e-3;
+        EXPECT_LE(worst, tol) << name << " kernel " << int(kern) << ": max |diff| " << worst
+                              << " at " << at << " (got " << value(got[at]) << ", v2 "
+                              << value(ref[at]) << "); HEADROOM_TEST_SEED=" << op_seed();
+      }
+      for (void* p : {q, k, v, o_ref, o}) cudaFree(p);
+    }
+#endif
+}
+
 // What CI without a GPU sees: a clean NOT_FOUND (or UNSUPPORTED in a build without CUDA);
 // where a GPU is required (Note [required GPU]) either is a failure.
 TEST(CudaBackend, CreateFailsCleanlyOrWorks) {

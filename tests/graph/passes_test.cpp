@@ -697,7 +697,7 @@ TEST_F(PassesTest, SelfAttentionStackedProjectionsComputeTheSameResult) {
   }
 }
 
-TEST_F(PassesTest, StackQkvOnlyWhenAskedFor) {
+TEST_F(PassesTest, StackQkvWhereverStackingRuns) {
   Graph g = cross_attention_graph(64);
   EXPECT_FALSE(PassOptions{}.stack_qkv);
   test::PlanBackend device;
@@ -710,9 +710,9 @@ TEST_F(PassesTest, StackQkvOnlyWhenAskedFor) {
     saved[i] = e ? e : "";
     ::unsetenv(names[i]);
   }
-  // Off by default, even where the context stacking is on.
+  // On by default wherever the context stacking is on.
   EXPECT_TRUE(pass_options(g, device).stack);
-  EXPECT_FALSE(pass_options(g, device).stack_qkv);
+  EXPECT_TRUE(pass_options(g, device).stack_qkv);
   ::setenv("HEADROOM_STACK_QKV", "1", 1);
   EXPECT_TRUE(pass_options(g, device).stack);
   EXPECT_TRUE(pass_options(g, device).stack_qkv);

@@ -38,12 +38,6 @@ using namespace mma;
 // D = 64 / 80 and 178 for D = 40 (two blocks per SM); capping D = 40 at 168 registers for three
 // blocks per SM (no spills) measured 5 % slower on the H200, so no block count is forced.
 
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 template <int D, int RT, int W, int BK>
 struct Fa2Shape {
   static constexpr int kDP = (D + 15) / 16 * 16;  // D rounded up to the MMA k-step
@@ -57,23 +51,9 @@ struct Fa2Shape {
   static_assert(kBlockQ <= 2 * BK, "Q is staged in the second stage's K and V buffers");
 };
 
-// Copies `rows` rows of D elements (row pitch `ld` elements) starting at row `r0` of `src` into
-// a tile of pitch `stride`; rows at or past `nrows` become zeros.
-template <typename T, int D, int kRows, int kThreads, int kStride>
-__device__ __forceinline__ void rows_load(T* dst, const T* src, int64_t ld, int r0, int nrows) {
-  constexpr int kChunks = D / 8;  // 16-byte chunks per row
-#pragma unroll 4
-  for (int idx = threadIdx.x; idx < kRows * kChunks; idx += kThreads) {
-    const int r = idx / kChunks, c = idx - r * kChunks;
-    const int row = r0 + r;
-    const bool ok = row < nrows;
-    const T* p = src + (ok ? int64_t(row) * ld : 0) + c * 8;
-    cp_async16(dst + r * kStride + c * 8, p, ok ? 16 : 0);
-  }
-}
-
 template <typename T, int D, int RT, int W, int BK>
 __global__ void __launch_bounds__(W * 32) attention_fa2_kernel(AttentionArgs a) {
+  pdl_wait();
   using S = Fa2Shape<D, RT, W, BK>;
   constexpr int kDP = S::kDP, kStride = S::kStride, kTile = S::kTile, kThreads = S::kThreads;
   constexpr int kKSteps = kDP / 16;  // k-steps of Q K^T
@@ -293,8 +273,8 @@ cudaError_t launch_fa2(const AttentionArgs& a, cudaStream_t s) {
     if (e != cudaSuccess) return e;
   }
   dim3 grid(unsigned((a.nq + S::kBlockQ - 1) / S::kBlockQ), unsigned(a.heads), unsigned(a.b));
-  attention_fa2_kernel<T, D, RT, W, BK><<<grid, S::kThreads, S::kSmemBytes, s>>>(a);
-  return cudaGetLastError();
+  return launch(attention_fa2_kernel<T, D, RT, W, BK>, grid, dim3(S::kThreads), S::kSmemBytes, s,
+                a);
 }
 
 // 128 queries per block: 4 warps of 32 rows, or 8 of 16 for D = 160 (Note [attention v2]).
@@ -350,6 +330,11 @@ cudaError_t attention_tc(const AttentionArgs& a, cudaStream_t s, AttentionTc ker
     if (a.ldq || a.ldk || a.ldv) return cudaErrorInvalidValue;  // the first kernel reads dense
     return attention_tc_v1(a, s);
   }
+  if (kernel == AttentionTc::SHORT_Q32) return attention_short(a, s, 2);
+  if (kernel == AttentionTc::SHORT_Q64) return attention_short(a, s, 4);
+  // Note [short-key attention]
+  if (kernel == AttentionTc::AUTO && attention_short_enabled() && attention_short_supported(a))
+    return attention_short(a, s, 4);
   if (kernel == AttentionTc::AUTO) kernel = auto_kernel(a);
   if (a.dtype == DType::F16) return launch_for_dim<__half>(a, kernel, s);
   return launch_for_dim<__nv_bfloat16>(a, kernel, s);

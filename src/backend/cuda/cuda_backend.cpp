@@ -2,6 +2,7 @@
 // to cuBLASLt (cuda_gemm.cpp), cuDNN (cuda_conv2d.cpp) and the kernels of the .cu files.
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string_view>
 
@@ -36,6 +37,21 @@ Status cudnn_status(cudnnStatus_t e, const char* op, const char* call) {
                    : e == CUDNN_STATUS_NOT_SUPPORTED ? ErrorCode::UNSUPPORTED
                                                      : ErrorCode::INTERNAL;
   return make_error(code, "{}: {} failed: {}", op, call_name(call), cudnnGetErrorString(e));
+}
+
+bool pdl_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("HEADROOM_PDL");
+    if (!e || std::string_view(e) != "1") return false;
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return major >= 9;
+  }();
+  return on;
 }
 
 int sm_count() {

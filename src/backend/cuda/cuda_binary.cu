@@ -18,6 +18,7 @@ __device__ __forceinline__ float apply(float a, float b) {
 template <typename T, BinaryOp OP>
 __global__ void same_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y,
                             int64_t n) {
+  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] = from_f32<T>(apply<OP>(to_f32(a[i]), to_f32(b[i])));
@@ -29,6 +30,7 @@ template <typename T, BinaryOp OP>
 __global__ void block_kernel(const T* __restrict__ full, const T* __restrict__ small,
                              T* __restrict__ y, int64_t n, int64_t inner, int64_t count,
                              bool small_is_a) {
+  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     float f = to_f32(full[i]), sm = to_f32(small[(i / inner) % count]);
@@ -46,6 +48,7 @@ struct Strides {
 template <typename T, BinaryOp OP>
 __global__ void general_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y,
                                int64_t n, Strides st) {
+  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t rem = i, oa = 0, ob = 0;
@@ -62,6 +65,7 @@ __global__ void general_kernel(const T* __restrict__ a, const T* __restrict__ b,
 template <typename T>
 __global__ void channel_bias_kernel(T* __restrict__ y, const T* __restrict__ bias, int64_t n,
                                     int64_t c, int64_t inner) {
+  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] = from_f32<T>(to_f32(y[i]) + to_f32(bias[(i / inner) % c]));
@@ -100,8 +104,8 @@ bool block_pattern(const int64_t* small, const Shape& ys, int64_t* inner, int64_
 }
 
 template <typename T, BinaryOp OP>
-cudaError_t launch(const void* a, const Shape& as, const void* b, const Shape& bs, void* y,
-                   const Shape& ys, cudaStream_t s) {
+cudaError_t launch_binary(const void* a, const Shape& as, const void* b, const Shape& bs, void* y,
+                          const Shape& ys, cudaStream_t s) {
   const int64_t n = ys.numel();
   const unsigned grid = grid_1d(n, 256);
   const T* pa = static_cast<const T*>(a);
@@ -112,26 +116,25 @@ cudaError_t launch(const void* a, const Shape& as, const void* b, const Shape& b
   align(bs, ys.rank, db);
   bool a_full = as.numel() == n, b_full = bs.numel() == n;
   int64_t inner = 1, count = 1;
-  if (a_full && b_full) {
-    same_kernel<T, OP><<<grid, 256, 0, s>>>(pa, pb, py, n);
-  } else if (a_full && block_pattern(db, ys, &inner, &count)) {
-    block_kernel<T, OP><<<grid, 256, 0, s>>>(pa, pb, py, n, inner, count, false);
-  } else if (b_full && block_pattern(da, ys, &inner, &count)) {
-    block_kernel<T, OP><<<grid, 256, 0, s>>>(pb, pa, py, n, inner, count, true);
-  } else {
-    Strides st{};
-    st.rank = ys.rank;
-    int64_t ra = 1, rb = 1;
-    for (int d = ys.rank - 1; d >= 0; --d) {
-      st.dims[d] = ys.dims[d];
-      st.sa[d] = da[d] == 1 ? 0 : ra;
-      st.sb[d] = db[d] == 1 ? 0 : rb;
-      ra *= da[d];
-      rb *= db[d];
-    }
-    general_kernel<T, OP><<<grid, 256, 0, s>>>(pa, pb, py, n, st);
+  if (a_full && b_full)
+    return launch(same_kernel<T, OP>, dim3(grid), dim3(256), 0, s, pa, pb, py, n);
+  if (a_full && block_pattern(db, ys, &inner, &count))
+    return launch(block_kernel<T, OP>, dim3(grid), dim3(256), 0, s, pa, pb, py, n, inner, count,
+                  false);
+  if (b_full && block_pattern(da, ys, &inner, &count))
+    return launch(block_kernel<T, OP>, dim3(grid), dim3(256), 0, s, pb, pa, py, n, inner, count,
+                  true);
+  Strides st{};
+  st.rank = ys.rank;
+  int64_t ra = 1, rb = 1;
+  for (int d = ys.rank - 1; d >= 0; --d) {
+    st.dims[d] = ys.dims[d];
+    st.sa[d] = da[d] == 1 ? 0 : ra;
+    st.sb[d] = db[d] == 1 ? 0 : rb;
+    ra *= da[d];
+    rb *= db[d];
   }
-  return cudaGetLastError();
+  return launch(general_kernel<T, OP>, dim3(grid), dim3(256), 0, s, pa, pb, py, n, st);
 }
 
 }  // namespace
@@ -142,10 +145,10 @@ cudaError_t binary(BinaryOp op, DType t, const void* a, const Shape& as, const v
   return dispatch_float(t, [&](auto tag) -> cudaError_t {
     using T = decltype(tag);
     switch (op) {
-      case BinaryOp::ADD: return launch<T, BinaryOp::ADD>(a, as, b, bs, y, ys, s);
-      case BinaryOp::SUB: return launch<T, BinaryOp::SUB>(a, as, b, bs, y, ys, s);
-      case BinaryOp::MUL: return launch<T, BinaryOp::MUL>(a, as, b, bs, y, ys, s);
-      case BinaryOp::DIV: return launch<T, BinaryOp::DIV>(a, as, b, bs, y, ys, s);
+      case BinaryOp::ADD: return launch_binary<T, BinaryOp::ADD>(a, as, b, bs, y, ys, s);
+      case BinaryOp::SUB: return launch_binary<T, BinaryOp::SUB>(a, as, b, bs, y, ys, s);
+      case BinaryOp::MUL: return launch_binary<T, BinaryOp::MUL>(a, as, b, bs, y, ys, s);
+      case BinaryOp::DIV: return launch_binary<T, BinaryOp::DIV>(a, as, b, bs, y, ys, s);
     }
     return cudaErrorInvalidValue;
   });
@@ -157,9 +160,8 @@ cudaError_t add_channel_bias(DType t, void* y, const void* bias, int64_t outer, 
   if (n == 0) return cudaSuccess;
   return dispatch_float(t, [&](auto tag) -> cudaError_t {
     using T = decltype(tag);
-    channel_bias_kernel<T><<<grid_1d(n, 256), 256, 0, s>>>(static_cast<T*>(y),
-                                                           static_cast<const T*>(bias), n, c, inner);
-    return cudaGetLastError();
+    return launch(channel_bias_kernel<T>, dim3(grid_1d(n, 256)), dim3(256), 0, s,
+                  static_cast<T*>(y), static_cast<const T*>(bias), n, c, inner);
   });
 }
 

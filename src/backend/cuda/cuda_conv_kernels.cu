@@ -8,6 +8,7 @@ namespace {
 template <typename E>
 __global__ void pad_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n, int64_t h,
                            int64_t w, int pt, int pl, int64_t oh, int64_t ow) {
+  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t xo = i % ow, r = i / ow;
@@ -21,6 +22,7 @@ __global__ void pad_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n
 template <typename E>
 __global__ void pad_nhwc_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n, int64_t h,
                                 int64_t w, int64_t c, int pt, int pl, int64_t oh, int64_t ow) {
+  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t ch = i % c, r = i / c;
@@ -36,6 +38,7 @@ template <typename T>
 __global__ void conv_epilogue_kernel(T* __restrict__ y, const T* __restrict__ bias,
                                      const T* __restrict__ term, bool per_channel, int64_t n,
                                      int64_t c, int64_t hw, bool channels_last) {
+  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t ch = channels_last ? i % c : (i / hw) % c;
@@ -51,6 +54,7 @@ template <typename T>
 __global__ void conv_epilogue_nhwc8_kernel(T* __restrict__ y, const T* __restrict__ bias,
                                            const T* __restrict__ term, bool per_channel,
                                            int64_t packs, int64_t c, int64_t hw) {
+  pdl_wait();
   struct alignas(16) P8 { T v[8]; };
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < packs;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -71,6 +75,7 @@ __global__ void conv_epilogue_nhwc8_kernel(T* __restrict__ y, const T* __restric
 
 template <typename T>
 __global__ void conv_direct_kernel(ConvArgs a, int64_t n) {
+  pdl_wait();
   const T* x = static_cast<const T*>(a.x);
   const T* w = static_cast<const T*>(a.w);
   T* y = static_cast<T*>(a.y);
@@ -127,16 +132,15 @@ cudaError_t pad2d(size_t esize, const void* x, int64_t planes, int64_t h, int64_
   const unsigned grid = grid_1d(n, 256);
   switch (esize) {
     case 2:
-      pad_kernel<uint16_t><<<grid, 256, 0, s>>>(static_cast<const uint16_t*>(x),
-                                                 static_cast<uint16_t*>(y), n, h, w, pt, pl, oh, ow);
-      break;
+      return launch(pad_kernel<uint16_t>, dim3(grid), dim3(256), 0, s,
+                    static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y), n, h, w, pt, pl, oh,
+                    ow);
     case 4:
-      pad_kernel<uint32_t><<<grid, 256, 0, s>>>(static_cast<const uint32_t*>(x),
-                                                 static_cast<uint32_t*>(y), n, h, w, pt, pl, oh, ow);
-      break;
+      return launch(pad_kernel<uint32_t>, dim3(grid), dim3(256), 0, s,
+                    static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y), n, h, w, pt, pl, oh,
+                    ow);
     default: return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 cudaError_t pad2d_nhwc(size_t esize, const void* x, int64_t n, int64_t h, int64_t w, int64_t c,
@@ -146,18 +150,15 @@ cudaError_t pad2d_nhwc(size_t esize, const void* x, int64_t n, int64_t h, int64_
   const unsigned grid = grid_1d(total, 256);
   switch (esize) {
     case 2:
-      pad_nhwc_kernel<uint16_t><<<grid, 256, 0, s>>>(static_cast<const uint16_t*>(x),
-                                                      static_cast<uint16_t*>(y), total, h, w, c,
-                                                      pt, pl, oh, ow);
-      break;
+      return launch(pad_nhwc_kernel<uint16_t>, dim3(grid), dim3(256), 0, s,
+                    static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y), total, h, w, c, pt,
+                    pl, oh, ow);
     case 4:
-      pad_nhwc_kernel<uint32_t><<<grid, 256, 0, s>>>(static_cast<const uint32_t*>(x),
-                                                      static_cast<uint32_t*>(y), total, h, w, c,
-                                                      pt, pl, oh, ow);
-      break;
+      return launch(pad_nhwc_kernel<uint32_t>, dim3(grid), dim3(256), 0, s,
+                    static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y), total, h, w, c, pt,
+                    pl, oh, ow);
     default: return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 cudaError_t conv_epilogue(DType t, void* y, const void* bias, const void* term, bool per_channel,
@@ -170,16 +171,14 @@ cudaError_t conv_epilogue(DType t, void* y, const void* bias, const void* term, 
     if constexpr (sizeof(T) == 2) {
       if (channels_last && c % 8 == 0 && al % 16 == 0) {
         const int64_t packs = total / 8;
-        conv_epilogue_nhwc8_kernel<T><<<grid_1d(packs, 256), 256, 0, s>>>(
-            static_cast<T*>(y), static_cast<const T*>(bias), static_cast<const T*>(term),
-            per_channel, packs, c, hw);
-        return cudaGetLastError();
+        return launch(conv_epilogue_nhwc8_kernel<T>, dim3(grid_1d(packs, 256)), dim3(256), 0, s,
+                      static_cast<T*>(y), static_cast<const T*>(bias),
+                      static_cast<const T*>(term), per_channel, packs, c, hw);
       }
     }
-    conv_epilogue_kernel<T><<<grid_1d(total, 256), 256, 0, s>>>(
-        static_cast<T*>(y), static_cast<const T*>(bias), static_cast<const T*>(term), per_channel,
-        total, c, hw, channels_last);
-    return cudaGetLastError();
+    return launch(conv_epilogue_kernel<T>, dim3(grid_1d(total, 256)), dim3(256), 0, s,
+                  static_cast<T*>(y), static_cast<const T*>(bias), static_cast<const T*>(term),
+                  per_channel, total, c, hw, channels_last);
   });
 }
 
@@ -188,8 +187,7 @@ cudaError_t conv2d_direct(const ConvArgs& a, cudaStream_t s) {
   if (n == 0) return cudaSuccess;
   return dispatch_float(a.dtype, [&](auto tag) -> cudaError_t {
     using T = decltype(tag);
-    conv_direct_kernel<T><<<grid_1d(n, 128), 128, 0, s>>>(a, n);
-    return cudaGetLastError();
+    return launch(conv_direct_kernel<T>, dim3(grid_1d(n, 128)), dim3(128), 0, s, a, n);
   });
 }
 

@@ -18,6 +18,7 @@ namespace {
 template <typename E>
 __global__ void copy_2d_kernel(E* __restrict__ dst, int64_t dpitch, const E* __restrict__ src,
                                int64_t spitch, int64_t width, int64_t total) {
+  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t row = i / width, col = i - row * width;
@@ -29,10 +30,9 @@ template <typename E>
 cudaError_t copy_2d_as(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                        size_t rows, cudaStream_t s) {
   const int64_t w = int64_t(width / sizeof(E)), total = w * int64_t(rows);
-  copy_2d_kernel<E><<<grid_1d(total, 256), 256, 0, s>>>(
-      static_cast<E*>(dst), int64_t(dpitch / sizeof(E)), static_cast<const E*>(src),
-      int64_t(spitch / sizeof(E)), w, total);
-  return cudaGetLastError();
+  return launch(copy_2d_kernel<E>, dim3(grid_1d(total, 256)), dim3(256), 0, s,
+                static_cast<E*>(dst), int64_t(dpitch / sizeof(E)), static_cast<const E*>(src),
+                int64_t(spitch / sizeof(E)), w, total);
 }
 
 }  // namespace

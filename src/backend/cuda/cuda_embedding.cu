@@ -11,6 +11,7 @@ template <typename Id, typename W>
 __global__ void embedding_kernel(const Id* __restrict__ ids, const W* __restrict__ table,
                                  W* __restrict__ y, int64_t n_ids, int64_t row_words,
                                  int64_t vocab, int* error_flag) {
+  pdl_wait();
   const int64_t n = n_ids * row_words;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -28,6 +29,7 @@ __global__ void embedding_kernel(const Id* __restrict__ ids, const W* __restrict
 template <typename T>
 __global__ void timestep_kernel(const float* __restrict__ t, T* __restrict__ y, int64_t n, int dim,
                                 float neg_log_period, float denom, bool flip) {
+  pdl_wait();
   const int half = dim / 2;
   const int64_t total = n * dim;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
@@ -54,14 +56,14 @@ cudaError_t launch_embedding(const void* ids, int64_t n_ids, size_t row_bytes, c
   const Id* pi = static_cast<const Id*>(ids);
   if (row_bytes % 4 == 0) {
     const int64_t words = int64_t(row_bytes / 4);
-    embedding_kernel<Id, uint32_t><<<grid_1d(n_ids * words, 256), 256, 0, s>>>(
-        pi, static_cast<const uint32_t*>(table), static_cast<uint32_t*>(y), n_ids, words, vocab, flag);
-  } else {
-    const int64_t words = int64_t(row_bytes / 2);
-    embedding_kernel<Id, uint16_t><<<grid_1d(n_ids * words, 256), 256, 0, s>>>(
-        pi, static_cast<const uint16_t*>(table), static_cast<uint16_t*>(y), n_ids, words, vocab, flag);
+    return launch(embedding_kernel<Id, uint32_t>, dim3(grid_1d(n_ids * words, 256)), dim3(256), 0,
+                  s, pi, static_cast<const uint32_t*>(table), static_cast<uint32_t*>(y), n_ids,
+                  words, vocab, flag);
   }
-  return cudaGetLastError();
+  const int64_t words = int64_t(row_bytes / 2);
+  return launch(embedding_kernel<Id, uint16_t>, dim3(grid_1d(n_ids * words, 256)), dim3(256), 0, s,
+                pi, static_cast<const uint16_t*>(table), static_cast<uint16_t*>(y), n_ids, words,
+                vocab, flag);
 }
 
 }  // namespace
@@ -82,9 +84,8 @@ cudaError_t timestep_embedding(const float* t, int64_t n, int dim, float neg_log
   if (n == 0) return cudaSuccess;
   return dispatch_float(out_t, [&](auto tag) -> cudaError_t {
     using T = decltype(tag);
-    timestep_kernel<T><<<grid_1d(n * dim, 256), 256, 0, s>>>(t, static_cast<T*>(y), n, dim,
-                                                             neg_log_period, denom, flip_sin_to_cos);
-    return cudaGetLastError();
+    return launch(timestep_kernel<T>, dim3(grid_1d(n * dim, 256)), dim3(256), 0, s, t,
+                  static_cast<T*>(y), n, dim, neg_log_period, denom, flip_sin_to_cos);
   });
 }
 

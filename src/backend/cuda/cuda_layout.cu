@@ -26,6 +26,7 @@ struct PermuteIndex {
 
 template <typename E>
 __global__ void permute_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n, PermuteIndex p) {
+  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t rem = i, off = 0;
@@ -41,6 +42,7 @@ __global__ void permute_kernel(const E* __restrict__ x, E* __restrict__ y, int64
 template <typename E>
 __global__ void slice_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n, int64_t in_dim,
                              int64_t inner, int64_t start, int64_t step, int64_t out_dim) {
+  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t in_ = i % inner, r = i / inner;
@@ -52,6 +54,7 @@ __global__ void slice_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t
 template <typename E>
 __global__ void upsample_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n, int64_t h,
                                 int64_t w, int factor) {
+  pdl_wait();
   const int64_t ow = w * factor, oh = h * factor;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -65,6 +68,7 @@ __global__ void upsample_kernel(const E* __restrict__ x, E* __restrict__ y, int6
 template <typename E>
 __global__ void upsample_nhwc_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n,
                                      int64_t h, int64_t w, int64_t units, int factor) {
+  pdl_wait();
   const int64_t ow = w * factor, oh = h * factor;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -101,6 +105,7 @@ __device__ __forceinline__ D convert(S v) {
 
 template <typename D, typename S>
 __global__ void cast_kernel(const S* __restrict__ x, D* __restrict__ y, int64_t n) {
+  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] = convert<D, S>(x[i]);
@@ -138,8 +143,8 @@ cudaError_t permute(size_t esize, const void* x, const Shape& in, const int* per
   }
   return dispatch_size(esize, [&](auto tag) -> cudaError_t {
     using E = decltype(tag);
-    permute_kernel<E><<<grid_1d(n, 256), 256, 0, s>>>(static_cast<const E*>(x), static_cast<E*>(y), n, p);
-    return cudaGetLastError();
+    return launch(permute_kernel<E>, dim3(grid_1d(n, 256)), dim3(256), 0, s,
+                  static_cast<const E*>(x), static_cast<E*>(y), n, p);
   });
 }
 
@@ -150,9 +155,9 @@ cudaError_t slice_strided(size_t esize, const void* x, int64_t outer, int64_t in
   if (n == 0) return cudaSuccess;
   return dispatch_size(esize, [&](auto tag) -> cudaError_t {
     using E = decltype(tag);
-    slice_kernel<E><<<grid_1d(n, 256), 256, 0, s>>>(static_cast<const E*>(x), static_cast<E*>(y), n,
-                                                    in_dim, inner, start, step, out_dim);
-    return cudaGetLastError();
+    return launch(slice_kernel<E>, dim3(grid_1d(n, 256)), dim3(256), 0, s,
+                  static_cast<const E*>(x), static_cast<E*>(y), n, in_dim, inner, start, step,
+                  out_dim);
   });
 }
 
@@ -161,19 +166,18 @@ cudaError_t upsample_nearest_nhwc(size_t esize, const void* x, int64_t n, int64_
   const size_t row = size_t(c) * esize;
   const int64_t pixels = n * h * w * factor * factor;
   if (pixels == 0 || row == 0) return cudaSuccess;
-  auto launch = [&](auto tag) -> cudaError_t {
+  auto go = [&](auto tag) -> cudaError_t {
     using E = decltype(tag);
     const int64_t units = int64_t(row / sizeof(E)), total = pixels * units;
-    upsample_nhwc_kernel<E><<<grid_1d(total, 256), 256, 0, s>>>(
-        static_cast<const E*>(x), static_cast<E*>(y), total, h, w, units, factor);
-    return cudaGetLastError();
+    return launch(upsample_nhwc_kernel<E>, dim3(grid_1d(total, 256)), dim3(256), 0, s,
+                  static_cast<const E*>(x), static_cast<E*>(y), total, h, w, units, factor);
   };
   const uintptr_t al = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y);
-  if (row % 16 == 0 && al % 16 == 0) return launch(uint4{});
-  if (row % 8 == 0 && al % 8 == 0) return launch(uint2{});
-  if (row % 4 == 0 && al % 4 == 0) return launch(uint32_t{});
-  if (row % 2 == 0 && al % 2 == 0) return launch(uint16_t{});
-  return launch(uint8_t{});
+  if (row % 16 == 0 && al % 16 == 0) return go(uint4{});
+  if (row % 8 == 0 && al % 8 == 0) return go(uint2{});
+  if (row % 4 == 0 && al % 4 == 0) return go(uint32_t{});
+  if (row % 2 == 0 && al % 2 == 0) return go(uint16_t{});
+  return go(uint8_t{});
 }
 
 cudaError_t upsample_nearest(size_t esize, const void* x, int64_t planes, int64_t h, int64_t w,
@@ -182,9 +186,8 @@ cudaError_t upsample_nearest(size_t esize, const void* x, int64_t planes, int64_
   if (n == 0) return cudaSuccess;
   return dispatch_size(esize, [&](auto tag) -> cudaError_t {
     using E = decltype(tag);
-    upsample_kernel<E><<<grid_1d(n, 256), 256, 0, s>>>(static_cast<const E*>(x), static_cast<E*>(y),
-                                                       n, h, w, factor);
-    return cudaGetLastError();
+    return launch(upsample_kernel<E>, dim3(grid_1d(n, 256)), dim3(256), 0, s,
+                  static_cast<const E*>(x), static_cast<E*>(y), n, h, w, factor);
   });
 }
 
@@ -194,8 +197,8 @@ cudaError_t cast(DType from, const void* x, DType to, void* y, int64_t n, cudaSt
     using S = decltype(stag);
     return dispatch_compute(to, [&](auto dtag) -> cudaError_t {
       using D = decltype(dtag);
-      cast_kernel<D, S><<<grid_1d(n, 256), 256, 0, s>>>(static_cast<const S*>(x), static_cast<D*>(y), n);
-      return cudaGetLastError();
+      return launch(cast_kernel<D, S>, dim3(grid_1d(n, 256)), dim3(256), 0, s,
+                    static_cast<const S*>(x), static_cast<D*>(y), n);
     });
   });
 }

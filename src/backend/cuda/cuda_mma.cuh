@@ -76,4 +76,26 @@ __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&h);
 }
 
+// 2^x (ex2.approx.ftz: no range handling; the attention kernels fold the scale into x).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Copies `rows` rows of D elements (row pitch `ld` elements) starting at row `r0` of `src` into
+// a tile of pitch `stride`; rows at or past `nrows` become zeros.
+template <typename T, int D, int kRows, int kThreads, int kStride>
+__device__ __forceinline__ void rows_load(T* dst, const T* src, int64_t ld, int r0, int nrows) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+#pragma unroll 4
+  for (int idx = threadIdx.x; idx < kRows * kChunks; idx += kThreads) {
+    const int r = idx / kChunks, c = idx - r * kChunks;
+    const int row = r0 + r;
+    const bool ok = row < nrows;
+    const T* p = src + (ok ? int64_t(row) * ld : 0) + c * 8;
+    cp_async16(dst + r * kStride + c * 8, p, ok ? 16 : 0);
+  }
+}
+
 }  // namespace hr::cuda::mma

@@ -29,6 +29,7 @@ template <typename T, bool VEC>
 __global__ void group_norm_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                                   const T* __restrict__ beta, T* __restrict__ y, int64_t c,
                                   int64_t spatial, int groups, float eps, bool silu) {
+  pdl_wait();
   __shared__ float scratch[32];
   const int64_t cg = c / groups;
   const int64_t count = cg * spatial;
@@ -85,6 +86,7 @@ template <typename T, int R>
 __global__ void layer_norm_regs_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                                        const T* __restrict__ beta, T* __restrict__ y,
                                        int64_t rows, int64_t c, float eps) {
+  pdl_wait();
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (row >= rows) return;  // whole warps leave together
@@ -125,6 +127,7 @@ template <typename T, bool VEC>
 __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                                   const T* __restrict__ beta, T* __restrict__ y, int64_t rows,
                                   int64_t c, float eps) {
+  pdl_wait();
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (row >= rows) return;  // whole warps leave together: no shuffle is left waiting
@@ -238,6 +241,7 @@ __global__ void __launch_bounds__(kLnThreads, 8)
     layer_norm_packs_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                             const T* __restrict__ beta, T* __restrict__ y, int64_t rows, int64_t c,
                             int shift, float eps) {
+  pdl_wait();
   constexpr int V = 16 / int(sizeof(T));
   using P = Pack<T, V>;
   const int lanes = 1 << shift;
@@ -304,6 +308,7 @@ template <typename T, int V>
 __global__ void gn_partial_kernel(const T* __restrict__ x, float2* __restrict__ partial,
                                   int64_t s, int64_t c, int64_t rows_per_chunk, int64_t chunks,
                                   int64_t tile) {
+  pdl_wait();
   __shared__ float sh1[kGnThreads * V];
   __shared__ float sh2[kGnThreads * V];
   __shared__ float shift[kGnThreads * V];
@@ -382,6 +387,7 @@ template <typename I>
 __global__ void gn_finalize_kernel(const float2* __restrict__ partial, float2* __restrict__ stats,
                                    int64_t s, int64_t c, int groups, int64_t rows_per_chunk,
                                    int64_t chunks, float eps) {
+  pdl_wait();
   __shared__ Moments sh[32];
   const int64_t nb = blockIdx.x / groups, g = blockIdx.x % groups;
   const int64_t cpg = c / groups;
@@ -428,6 +434,7 @@ __global__ void gn_apply_kernel(const T* __restrict__ x, const T* __restrict__ g
                                 const T* __restrict__ beta, const float2* __restrict__ stats,
                                 T* __restrict__ y, int64_t packs, int64_t s, int64_t c, int groups,
                                 bool silu) {
+  pdl_wait();
   const int64_t cpg = c / groups;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < packs;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -459,6 +466,7 @@ __global__ void __launch_bounds__(kGnThreads, 4)
                          const T* __restrict__ beta, const float2* __restrict__ stats,
                          T* __restrict__ y, int64_t n, int64_t s, int64_t c, int groups,
                          int64_t row_step) {
+  pdl_wait();
   using P = Pack<T, V>;
   const int64_t ncols = c / V;
   const int64_t t = int64_t(blockIdx.x) * kGnThreads + threadIdx.x;
@@ -518,14 +526,17 @@ cudaError_t group_norm_nhwc_launch_v1(const GroupNormNhwcPlan& pl, const T* x, c
   auto* stats = reinterpret_cast<float2*>(static_cast<uint8_t*>(ws) + pl.partial_bytes);
   const int64_t ncols = c / V;
   const dim3 grid1(unsigned(pl.chunks), unsigned(n), unsigned((ncols + kGnThreads - 1) / kGnThreads));
-  gn_partial_kernel<T, V><<<grid1, kGnThreads, 0, st>>>(x, partial, s, c, pl.rows_per_chunk,
-                                                        pl.chunks, int64_t(kGnThreads));
-  gn_finalize_kernel<int64_t><<<unsigned(n * groups), 256, 0, st>>>(
-      partial, stats, s, c, groups, pl.rows_per_chunk, pl.chunks, eps);
+  if (cudaError_t e = launch(gn_partial_kernel<T, V>, grid1, dim3(kGnThreads), 0, st, x, partial, s,
+                            c, pl.rows_per_chunk, pl.chunks, int64_t(kGnThreads));
+      e != cudaSuccess)
+    return e;
+  if (cudaError_t e = launch(gn_finalize_kernel<int64_t>, dim3(unsigned(n * groups)), dim3(256), 0,
+                            st, partial, stats, s, c, groups, pl.rows_per_chunk, pl.chunks, eps);
+      e != cudaSuccess)
+    return e;
   const int64_t packs = n * s * c / V;
-  gn_apply_kernel<T, V><<<grid_1d(packs, 256), 256, 0, st>>>(x, gamma, beta, stats, y, packs, s, c,
-                                                            groups, silu);
-  return cudaGetLastError();
+  return launch(gn_apply_kernel<T, V>, dim3(grid_1d(packs, 256)), dim3(256), 0, st, x, gamma, beta,
+                stats, y, packs, s, c, groups, silu);
 }
 
 // Threads gn_apply_rows_kernel aims for: about one wave of an H200 (132 SMs, 1024 threads each).
@@ -542,10 +553,14 @@ cudaError_t group_norm_nhwc_launch(const GroupNormNhwcPlan& pl, const T* x, cons
   const int64_t tiles = (ncols + 127) / 128;
   const int64_t tile = (ncols + tiles - 1) / tiles;
   const dim3 grid1(unsigned(pl.chunks), unsigned(n), unsigned(tiles));
-  gn_partial_kernel<T, V><<<grid1, kGnThreads, 0, st>>>(x, partial, s, c, pl.rows_per_chunk,
-                                                        pl.chunks, tile);
-  gn_finalize_kernel<int><<<unsigned(n * groups), 512, 0, st>>>(partial, stats, s, c, groups,
-                                                                pl.rows_per_chunk, pl.chunks, eps);
+  if (cudaError_t e = launch(gn_partial_kernel<T, V>, grid1, dim3(kGnThreads), 0, st, x, partial, s,
+                            c, pl.rows_per_chunk, pl.chunks, tile);
+      e != cudaSuccess)
+    return e;
+  if (cudaError_t e = launch(gn_finalize_kernel<int>, dim3(unsigned(n * groups)), dim3(512), 0, st,
+                            partial, stats, s, c, groups, pl.rows_per_chunk, pl.chunks, eps);
+      e != cudaSuccess)
+    return e;
   // Rows per thread: a multiple of gn_apply_rows_kernel's four, at least four.
   int64_t rows_each = (n * s * ncols + kGnApplyThreads - 1) / kGnApplyThreads;
   rows_each = std::max<int64_t>(4, (rows_each + 3) / 4 * 4);
@@ -553,12 +568,10 @@ cudaError_t group_norm_nhwc_launch(const GroupNormNhwcPlan& pl, const T* x, cons
   const dim3 grid3(unsigned((ncols * row_step + kGnThreads - 1) / kGnThreads),
                    unsigned(std::min<int64_t>(n, 65535)));
   if (silu)
-    gn_apply_rows_kernel<T, V, true>
-        <<<grid3, kGnThreads, 0, st>>>(x, gamma, beta, stats, y, n, s, c, groups, row_step);
-  else
-    gn_apply_rows_kernel<T, V, false>
-        <<<grid3, kGnThreads, 0, st>>>(x, gamma, beta, stats, y, n, s, c, groups, row_step);
-  return cudaGetLastError();
+    return launch(gn_apply_rows_kernel<T, V, true>, grid3, dim3(kGnThreads), 0, st, x, gamma, beta,
+                  stats, y, n, s, c, groups, row_step);
+  return launch(gn_apply_rows_kernel<T, V, false>, grid3, dim3(kGnThreads), 0, st, x, gamma, beta,
+                stats, y, n, s, c, groups, row_step);
 }
 
 // Note [single-pass group norm]
@@ -706,6 +719,7 @@ __global__ void __launch_bounds__(gn1_max_threads(K), 1)
     gn_cluster_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                       const T* __restrict__ beta, T* __restrict__ y, int s, int c, int cpg, int tc,
                       int r, float eps) {
+  pdl_wait();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int V = 16 / int(sizeof(T));
   __shared__ float2 part[gn1_max_threads(K)];
@@ -814,18 +828,21 @@ auto gn1_kernel(int k) {
 }
 
 // The cluster launch of configuration g over [n, ., c]: grid (CS, tiles, N) in clusters of CS.
+// pdl: with the programmatic-dependent-launch attribute (Note [programmatic dependent launch]).
 struct Gn1Launch {
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
   cudaLaunchConfig_t cfg{};
-  Gn1Launch(const Gn1Config& g, int64_t n, int64_t c, cudaStream_t st) {
+  Gn1Launch(const Gn1Config& g, int64_t n, int64_t c, cudaStream_t st, bool pdl) {
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = unsigned(g.cs);
     attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.gridDim = dim3(unsigned(g.cs), unsigned(c / g.tc), unsigned(n));
     cfg.blockDim = dim3(unsigned(g.threads));
     cfg.stream = st;
     cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = pdl ? 2 : 1;
   }
   Gn1Launch(const Gn1Launch&) = delete;  // cfg points into attr
 };
@@ -833,7 +850,7 @@ struct Gn1Launch {
 template <typename T, bool SILU>
 cudaError_t gn1_launch(const Gn1Config& g, const T* x, const T* gamma, const T* beta, T* y,
                        int64_t n, int64_t s, int64_t c, int groups, float eps, cudaStream_t st) {
-  const Gn1Launch l(g, n, c, st);
+  const Gn1Launch l(g, n, c, st, pdl_enabled());
   const cudaError_t e = cudaLaunchKernelEx(&l.cfg, gn1_kernel<T, SILU>(g.k), x, gamma, beta, y,
                                            int(s), int(c), int(c / groups), g.tc, g.r, eps);
   return e != cudaSuccess ? e : cudaGetLastError();
@@ -849,7 +866,7 @@ int gn1_active_clusters(const Gn1Config& g, int64_t n, int64_t c) {
     cudaGetLastError();
     return 0;
   }
-  const Gn1Launch l(g, n, c, nullptr);
+  const Gn1Launch l(g, n, c, nullptr, false);
   int clusters = 0;
   if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &l.cfg) != cudaSuccess) {
     cudaGetLastError();
@@ -958,17 +975,16 @@ cudaError_t layer_norm_packs(const T* x, const T* gamma, const T* beta, T* y, in
   const int64_t rows_per_block = int64_t(kLnThreads) >> shift;
   const unsigned blocks = unsigned((rows + rows_per_block - 1) / rows_per_block);
   auto go = [&](auto r) {
-    layer_norm_packs_kernel<T, decltype(r)::value>
-        <<<blocks, kLnThreads, 0, s>>>(x, gamma, beta, y, rows, c, shift, eps);
+    return launch(layer_norm_packs_kernel<T, decltype(r)::value>, dim3(blocks), dim3(kLnThreads), 0,
+                  s, x, gamma, beta, y, rows, c, shift, eps);
   };
   switch (per_lane) {
-    case 1: go(std::integral_constant<int, 1>{}); break;
-    case 2: go(std::integral_constant<int, 2>{}); break;
-    case 3: go(std::integral_constant<int, 3>{}); break;
-    case 4: go(std::integral_constant<int, 4>{}); break;
-    default: go(std::integral_constant<int, 5>{}); break;
+    case 1: return go(std::integral_constant<int, 1>{});
+    case 2: return go(std::integral_constant<int, 2>{});
+    case 3: return go(std::integral_constant<int, 3>{});
+    case 4: return go(std::integral_constant<int, 4>{});
+    default: return go(std::integral_constant<int, 5>{});
   }
-  return cudaGetLastError();
 }
 
 bool aligned16(const void* a, const void* b, const void* c, const void* d) {
@@ -1109,10 +1125,10 @@ cudaError_t group_norm(DType t, const void* x, const void* gamma, const void* be
     auto pb = static_cast<const T*>(beta);
     auto py = static_cast<T*>(y);
     if (spatial % 4 == 0)
-      group_norm_kernel<T, true><<<blocks, threads, 0, s>>>(px, pg, pb, py, c, spatial, groups, eps, silu);
-    else
-      group_norm_kernel<T, false><<<blocks, threads, 0, s>>>(px, pg, pb, py, c, spatial, groups, eps, silu);
-    return cudaGetLastError();
+      return launch(group_norm_kernel<T, true>, dim3(blocks), dim3(unsigned(threads)), 0, s, px, pg,
+                    pb, py, c, spatial, groups, eps, silu);
+    return launch(group_norm_kernel<T, false>, dim3(blocks), dim3(unsigned(threads)), 0, s, px, pg,
+                  pb, py, c, spatial, groups, eps, silu);
   });
 }
 
@@ -1129,15 +1145,14 @@ cudaError_t layer_norm_v1(DType t, const void* x, const void* gamma, const void*
     auto py = static_cast<T*>(y);
     const uintptr_t al = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y) |
                          reinterpret_cast<uintptr_t>(gamma) | reinterpret_cast<uintptr_t>(beta);
+    const dim3 grid(blocks), block(kWarps * 32);
     if (c % 4 == 0 && al % (4 * sizeof(T)) == 0 && c <= 128 * 3)
-      layer_norm_regs_kernel<T, 3><<<blocks, kWarps * 32, 0, s>>>(px, pg, pb, py, rows, c, eps);
-    else if (c % 4 == 0 && al % (4 * sizeof(T)) == 0 && c <= 128 * 10)
-      layer_norm_regs_kernel<T, 10><<<blocks, kWarps * 32, 0, s>>>(px, pg, pb, py, rows, c, eps);
-    else if (c % 4 == 0)
-      layer_norm_kernel<T, true><<<blocks, kWarps * 32, 0, s>>>(px, pg, pb, py, rows, c, eps);
-    else
-      layer_norm_kernel<T, false><<<blocks, kWarps * 32, 0, s>>>(px, pg, pb, py, rows, c, eps);
-    return cudaGetLastError();
+      return launch(layer_norm_regs_kernel<T, 3>, grid, block, 0, s, px, pg, pb, py, rows, c, eps);
+    if (c % 4 == 0 && al % (4 * sizeof(T)) == 0 && c <= 128 * 10)
+      return launch(layer_norm_regs_kernel<T, 10>, grid, block, 0, s, px, pg, pb, py, rows, c, eps);
+    if (c % 4 == 0)
+      return launch(layer_norm_kernel<T, true>, grid, block, 0, s, px, pg, pb, py, rows, c, eps);
+    return launch(layer_norm_kernel<T, false>, grid, block, 0, s, px, pg, pb, py, rows, c, eps);
   });
 }
 

@@ -7,6 +7,7 @@ namespace {
 
 template <typename T>
 __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, float scale) {
+  pdl_wait();
   __shared__ float scratch[32];
   const T* row = x + int64_t(blockIdx.x) * n;
   T* out = y + int64_t(blockIdx.x) * n;
@@ -30,9 +31,8 @@ cudaError_t softmax(DType t, const void* x, void* y, int64_t rows, int64_t n, fl
   return dispatch_float(t, [&](auto tag) -> cudaError_t {
     using T = decltype(tag);
     // One block per row: rows beyond the 2^31-1 grid limit do not occur (checked by the caller).
-    softmax_kernel<T><<<unsigned(rows), block, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y),
-                                                       n, scale);
-    return cudaGetLastError();
+    return launch(softmax_kernel<T>, dim3(unsigned(rows)), dim3(unsigned(block)), 0, s,
+                  static_cast<const T*>(x), static_cast<T*>(y), n, scale);
   });
 }
 

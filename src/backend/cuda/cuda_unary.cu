@@ -24,6 +24,7 @@ __device__ __forceinline__ float apply(float x, float alpha, float beta) {
 template <typename T, UnaryOp OP>
 __global__ void unary_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, float alpha,
                              float beta) {
+  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] = from_f32<T>(apply<OP>(to_f32(x[i]), alpha, beta));
@@ -31,6 +32,7 @@ __global__ void unary_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t
 
 template <typename T>
 __global__ void geglu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t n) {
+  pdl_wait();
   const int64_t total = rows * n;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -49,6 +51,7 @@ __global__ void geglu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t
 template <typename T>
 __global__ void geglu_vec_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
                                  int64_t n) {
+  pdl_wait();
   constexpr int kVec = 16 / int(sizeof(T));
   const int64_t nv = n / kVec, total = rows * nv;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
@@ -69,9 +72,8 @@ __global__ void geglu_vec_kernel(const T* __restrict__ x, T* __restrict__ y, int
 
 template <typename T, UnaryOp OP>
 cudaError_t launch_unary(const void* x, void* y, int64_t n, float alpha, float beta, cudaStream_t s) {
-  unary_kernel<T, OP><<<grid_1d(n, 256), 256, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y),
-                                                       n, alpha, beta);
-  return cudaGetLastError();
+  return launch(unary_kernel<T, OP>, dim3(grid_1d(n, 256)), dim3(256), 0, s,
+                static_cast<const T*>(x), static_cast<T*>(y), n, alpha, beta);
 }
 
 }  // namespace
@@ -98,14 +100,11 @@ cudaError_t geglu(DType t, const void* x, void* y, int64_t rows, int64_t n, cuda
     using T = decltype(tag);
     constexpr int kVec = 16 / int(sizeof(T));
     const bool aligned = (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16 == 0;
-    if (aligned && n % kVec == 0) {  // Note [vectorised GEGLU]
-      geglu_vec_kernel<T><<<grid_1d(rows * (n / kVec), 256), 256, 0, s>>>(
-          static_cast<const T*>(x), static_cast<T*>(y), rows, n);
-    } else {
-      geglu_kernel<T><<<grid_1d(rows * n, 256), 256, 0, s>>>(static_cast<const T*>(x),
-                                                             static_cast<T*>(y), rows, n);
-    }
-    return cudaGetLastError();
+    if (aligned && n % kVec == 0)  // Note [vectorised GEGLU]
+      return launch(geglu_vec_kernel<T>, dim3(grid_1d(rows * (n / kVec), 256)), dim3(256), 0, s,
+                    static_cast<const T*>(x), static_cast<T*>(y), rows, n);
+    return launch(geglu_kernel<T>, dim3(grid_1d(rows * n, 256)), dim3(256), 0, s,
+                  static_cast<const T*>(x), static_cast<T*>(y), rows, n);
   });
 }
 
