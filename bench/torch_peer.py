@@ -28,6 +28,7 @@ Environment:
                   compile, slower to run; the JSON says which) or off
   COMPILE_MODELS  which UNets to compile (default sd15,sdxl)
   GO_FILE         wait for this file between the phases
+  READY_FILE      created when phase 1 is done (device-compare.sh's SERIAL=2 waits for it)
   ITERS           timed UNet steps per measurement (default 10); VAE decodes take 3
 Absolute times move from run to run (the compiled SDXL step measured 44.9 ms one day and 35.1 ms
 the next on the same kind of GPU): compare only figures taken in the same run.
@@ -175,6 +176,9 @@ def main():
                 result["errors"].append(f"{kind} {dt} build/compile: {e!r:.300}")
                 log(result["errors"][-1])
     save()
+    ready_file = os.environ.get("READY_FILE", "")
+    if ready_file:
+        open(ready_file, "w").close()
 
     if go_file:
         log(f"waiting for {go_file}")

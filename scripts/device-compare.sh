@@ -19,6 +19,13 @@
 # default since 2026-12-01) runs the two strictly one after the other: in the overlapped mode
 # (SERIAL=0, ~3 min shorter) PyTorch's figures came out noisy (eager SD1.5 45.1 ms against 25.1
 # in a serial run the same hour; torch.compile 9.18 against 8.75).
+# SERIAL=1 with TESTS=1 and an EXTRA_CMD does not fit one 10-minute call on a fresh machine: on
+# 2026-12-01 (third session) the peer was killed while compiling SDXL, 600 s in (build ~4 min,
+# tests ~1.5, extra ~2, bench_models ~2.5, then the peer's ~4-5 min of compiling). Either run the
+# table with TESTS=0 and no EXTRA_CMD, or SERIAL=2: the peer starts right after the build and
+# compiles while the tests and EXTRA_CMD run (untimed work), and bench_models waits for the
+# peer's phase 1 to end (compile and its GPU warm-up, at most PEER_READY_WAIT=420 s), so neither
+# side's timing overlaps the other's GPU work. SERIAL=2 has not yet run on the device.
 #   DTYPES=f16,bf16 (headroom and PyTorch eager)  COMPILE_DTYPES=f16  COMPILE=full|regional|off
 #   STEPS=20 (headroom timed runs)  ITERS=10 (PyTorch timed steps)  TESTS=1|0  STREAMING=0|1
 #   EXTRA_TARGETS="bench_norms hr_tests_models" EXTRA_CMD='...': more targets to build and a
@@ -41,6 +48,7 @@ COMPILE_DTYPES=${COMPILE_DTYPES:-f16}
 COMPILE=${COMPILE:-full}
 STEPS=${STEPS:-20}
 SERIAL=${SERIAL:-1}
+PEER_READY_WAIT=${PEER_READY_WAIT:-420}  # SERIAL=2: longest wait (s) for the peer's phase 1
 TESTS=${TESTS:-1}
 STREAMING=${STREAMING:-0}  # 1: also bench_streaming (issue 15) while the peer compiles
 TEST_FILTER=${TEST_FILTER:-*Cuda*}  # which CUDA op tests TESTS=1 runs (all by default)
@@ -48,7 +56,8 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 source scripts/device-env.sh
 GO="/tmp/hr_peer_go.$$"  # not under $OUT: at most 8 files come back from there
-rm -f "$GO" "$OUT/peer_torch.json" "$OUT/bench_models.json"
+READY="/tmp/hr_peer_ready.$$"
+rm -f "$GO" "$READY" "$OUT/peer_torch.json" "$OUT/bench_models.json"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -2
 
 peer_start() {
@@ -58,17 +67,17 @@ peer_start() {
     return
   fi
   OUT="$OUT" DTYPES="$DTYPES" COMPILE_DTYPES="$COMPILE_DTYPES" COMPILE="$COMPILE" GO_FILE="$GO" \
-    PYTHONPATH="$PWD/$PEER_SRC${PYTHONPATH:+:$PYTHONPATH}" \
+    READY_FILE="$READY" PYTHONPATH="$PWD/$PEER_SRC${PYTHONPATH:+:$PYTHONPATH}" \
     PYTHONUNBUFFERED=1 nice -n 10 python3 bench/torch_peer.py > "$OUT/peer_torch.log" 2>&1 &
   peer=$!
 }
 peer=""
 peer_stop() {  # on any exit (e.g. a failed configure) while the peer still runs
   [ -n "$peer" ] && { disown "$peer"; kill "$peer"; } 2> /dev/null
-  rm -f "$GO"
+  rm -f "$GO" "$READY"
 }
 trap peer_stop EXIT
-if [ "$SERIAL" != 1 ]; then peer_start; fi
+if [ "$SERIAL" = 0 ]; then peer_start; fi
 
 device_configure
 ninja -C build-dev -j"$(nproc)" bench_models $([ "$TESTS" = 1 ] && echo hr_tests_backend) \
@@ -76,6 +85,9 @@ ninja -C build-dev -j"$(nproc)" bench_models $([ "$TESTS" = 1 ] && echo hr_tests
   > "$OUT/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 echo "build ok"
+# SERIAL=2: the peer builds and compiles its models while headroom's tests run (they are not
+# timed), and headroom's benchmark waits until the peer's phase 1 (compile and GPU warm-up) is done.
+if [ "$SERIAL" = 2 ]; then peer_start; fi
 
 tests_rc=0
 if [ "$TESTS" = 1 ]; then
@@ -127,6 +139,14 @@ machine_state() {
   echo "machine before $1: $(nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
     --format=csv,noheader 2>&1 | head -1); load $(cut -d' ' -f1-3 /proc/loadavg)"
 }
+if [ "$SERIAL" = 2 ] && [ -n "$peer" ]; then
+  waited=0
+  while [ ! -f "$READY" ] && kill -0 "$peer" 2> /dev/null && [ "$waited" -lt "$PEER_READY_WAIT" ]; do
+    sleep 2
+    waited=$((waited + 2))
+  done
+  echo "waited ${waited} s for the peer's compile ($([ -f "$READY" ] && echo done || echo NOT done))"
+fi
 machine_state headroom
 ./build-dev/bench/bench_models --device cuda --dtype "$DTYPES" --steps "$STEPS" \
   --json "$OUT/bench_models.json" > "$OUT/bench_models.log" 2>&1
