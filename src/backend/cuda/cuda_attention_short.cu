@@ -116,21 +116,7 @@ __global__ void __launch_bounds__(W * 32) attention_short_kernel(AttentionArgs a
     }
     // S = Q K^T over all 80 key rows.
     float s[kSTiles][4];
-#pragma unroll
-    for (int n = 0; n < kSTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-    {
-      const int key = (mi / 2) * 8 + lane % 8, col = (mi % 2) * 8;
-#pragma unroll
-      for (int n = 0; n < kSTiles; n += 2) {
-#pragma unroll
-        for (int kk = 0; kk < kKSteps; ++kk) {
-          uint32_t bf[4];
-          ldmatrix_x4(bf, kt + (n * 8 + key) * kStride + kk * 16 + col);
-          mma16816<T>(s[n], qf[kk], bf[0], bf[1]);
-          mma16816<T>(s[n + 1], qf[kk], bf[2], bf[3]);
-        }
-      }
-    }
+    scores_16rows<T>(s, qf, kt, kStride, lane);
     if (a.nk < kBK) {
       const int kbase = 2 * (lane % 4);
 #pragma unroll

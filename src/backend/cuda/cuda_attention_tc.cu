@@ -120,22 +120,7 @@ __global__ void __launch_bounds__(kThreads) attention_tc_kernel(AttentionArgs a)
 
     // S = Q K^T for this warp's 16 rows and the tile's 64 keys.
     float s[kBlockK / 8][4];
-#pragma unroll
-    for (int n = 0; n < kBlockK / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-    {
-      const int mi = lane / 8;
-      const int key = (mi / 2) * 8 + lane % 8, col = (mi % 2) * 8;
-#pragma unroll
-      for (int n = 0; n < kBlockK / 8; n += 2) {
-#pragma unroll
-        for (int kk = 0; kk < kKSteps; ++kk) {
-          uint32_t bf[4];
-          ldmatrix_x4(bf, kt + (n * 8 + key) * kStride + kk * 16 + col);
-          mma16816<T>(s[n], qf[kk], bf[0], bf[1]);
-          mma16816<T>(s[n + 1], qf[kk], bf[2], bf[3]);
-        }
-      }
-    }
+    scores_16rows<T>(s, qf, kt, kStride, lane);
 
     // Online softmax over rows lane/4 (i = 0) and lane/4 + 8 (i = 1).
     const int kbase = t * kBlockK + 2 * (lane % 4);

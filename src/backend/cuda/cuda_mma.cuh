@@ -98,4 +98,27 @@ __device__ __forceinline__ void rows_load(T* dst, const T* src, int64_t ld, int 
   }
 }
 
+// s = Q K^T for one warp's 16 query rows against NT * 8 keys: qf holds the rows' A fragments
+// (KS k-steps of 16), kt the keys' rows in shared memory with pitch `stride` (the m16n8 layout
+// of Note [tensor-core attention layout]).
+template <typename T, int NT, int KS>
+__device__ __forceinline__ void scores_16rows(float (&s)[NT][4], const uint32_t (&qf)[KS][4],
+                                              const T* kt, int stride, int lane) {
+  static_assert(NT % 2 == 0, "key tiles come in pairs (one ldmatrix_x4 each)");
+#pragma unroll
+  for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+  const int mi = lane / 8;
+  const int key = (mi / 2) * 8 + lane % 8, col = (mi % 2) * 8;
+#pragma unroll
+  for (int n = 0; n < NT; n += 2) {
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+      uint32_t bf[4];
+      ldmatrix_x4(bf, kt + (n * 8 + key) * stride + kk * 16 + col);
+      mma16816<T>(s[n], qf[kk], bf[0], bf[1]);
+      mma16816<T>(s[n + 1], qf[kk], bf[2], bf[3]);
+    }
+  }
+}
+
 }  // namespace hr::cuda::mma
