@@ -11,12 +11,19 @@
 #                            context projections])
 #   HEADROOM_GN_CLUSTER=0    single-pass group norm off (Note [single-pass group norm])
 #   HEADROOM_CUDNN_ATTENTION=0  cuDNN's fused attention off (Note [cuDNN attention])
+#   HEADROOM_STACK_QKV=0     stacked self-attention Q/K/V projections off
+# and the opt-in ones, measured once and left off (PERF_NOTES v10), or not yet timed:
+#   HEADROOM_ATTN_SHORT=1    the short-key attention kernel (Note [short-key attention])
+#   HEADROOM_PDL=1           programmatic dependent launch (Note [programmatic dependent launch])
+#   HEADROOM_GEMM_CANDIDATES=32  autotuning times 32 of cuBLASLt's candidates, not 8 (untimed)
 # and prints one table (ms per step and the difference against the defaults). bench_models
 # builds its random-weight workloads each time (SD1.5 and SDXL: ~100-120 s per run with
 # autotuning; a 45 s limit was too short), hence the 150 s per run. Noise between runs of one
-# call: ~0.1-0.2 ms on SDXL, so a switch needs the same sign in two calls before it counts. Logs go to $OUT (five files:
-# build.log, attrib_runs.log, attrib.txt, attrib.md, bench_norms.log); carry .debs
-# (scripts/device-env.sh).
+# call: ~0.1-0.2 ms on SDXL, so a switch needs the same sign in two calls before it counts;
+# between calls the same defaults moved by up to 0.8 ms (29.94-30.75 ms, 2026-12-01). ONLY=sdxl
+# runs take ~70-80 s (a call with the build, the CUDA op tests, bench_attention and four SDXL runs
+# took 516 s). Logs go to $OUT (five files: build.log, attrib_runs.log, attrib.txt, attrib.md,
+# bench_norms.log); carry .debs (scripts/device-env.sh).
 #   FLIPS="HEADROOM_GEMM_SPLITK=0 HEADROOM_CONV_FUSE=0" picks a subset; ONLY=sdxl one model.
 set -uo pipefail
 cd "$(dirname "$0")/.."

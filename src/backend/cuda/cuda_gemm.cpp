@@ -147,6 +147,19 @@ void splitk_variants(CudaContext& ctx, const GemmCall& g, const LtDescs& d, size
   }
 }
 
+// How many of cuBLASLt's heuristic candidates autotuning times (before split-K variants): 8, or
+// HEADROOM_GEMM_CANDIDATES (1-64). Untimed lead (2026-12-01): SDXL's 2048 x 1280 outputs fill
+// 1.2 waves of 128 x 128 tiles, and a tile shape further down the heuristic's list may fit the
+// 132 SMs better; `FLIPS="HEADROOM_GEMM_CANDIDATES=32" scripts/device-attrib.sh` says.
+int heuristic_candidates() {
+  static const int n = [] {
+    const char* e = std::getenv("HEADROOM_GEMM_CANDIDATES");
+    const int v = e ? std::atoi(e) : 0;
+    return v >= 1 && v <= 64 ? v : 8;
+  }();
+  return n;
+}
+
 // Note [autotuning]: times each candidate (one warm-up and three launches between events) and
 // returns the index of the fastest; 0 when none could be timed.
 size_t fastest(CudaContext& ctx, const GemmCall& g, const LtDescs& d,
@@ -215,12 +228,11 @@ Status gemm_run(CudaContext& ctx, const char* opn, const GemmCall& g, void* ws, 
       if (fuse && !g.bias) continue;
       LtDescs d;
       HR_TRY(make_descs(opn, g, fuse, ws_bytes, d));
-      constexpr int kCandidates = 8;
-      cublasLtMatmulHeuristicResult_t res[kCandidates]{};
-      int count = 0;
       const bool tune = autotune_allowed(s);
+      std::vector<cublasLtMatmulHeuristicResult_t> res(size_t(tune ? heuristic_candidates() : 1));
+      int count = 0;
       cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, d.op, d.a, d.b, d.c, d.c, d.pref,
-                                                         tune ? kCandidates : 1, res, &count);
+                                                         int(res.size()), res.data(), &count);
       if (st == CUBLAS_STATUS_SUCCESS && count > 0) {
         std::vector<cublasLtMatmulAlgo_t> cands;
         for (int i = 0; i < count; ++i)
