@@ -22,10 +22,11 @@
 # SERIAL=1 with TESTS=1 and an EXTRA_CMD does not fit one 10-minute call on a fresh machine: on
 # 2026-12-01 (third session) the peer was killed while compiling SDXL, 600 s in (build ~4 min,
 # tests ~1.5, extra ~2, bench_models ~2.5, then the peer's ~4-5 min of compiling). Either run the
-# table with TESTS=0 and no EXTRA_CMD, or SERIAL=2: the peer starts right after the build and
-# compiles while the tests and EXTRA_CMD run (untimed work), and bench_models waits for the
-# peer's phase 1 to end (compile and its GPU warm-up, at most PEER_READY_WAIT=420 s), so neither
-# side's timing overlaps the other's GPU work. SERIAL=2 has not yet run on the device.
+# table with TESTS=0 and no EXTRA_CMD, or SERIAL=2: the peer starts before the build, as with
+# SERIAL=0, and compiles while headroom builds and tests (untimed work), but bench_models waits
+# for the peer's phase 1 to end (compile and its GPU warm-up, at most PEER_READY_WAIT=420 s), so
+# neither side's timing overlaps the other's GPU work. Expected ~9 min on a fresh machine with
+# TESTS=1; SERIAL=2 has not yet run on the device.
 #   DTYPES=f16,bf16 (headroom and PyTorch eager)  COMPILE_DTYPES=f16  COMPILE=full|regional|off
 #   STEPS=20 (headroom timed runs)  ITERS=10 (PyTorch timed steps)  TESTS=1|0  STREAMING=0|1
 #   EXTRA_TARGETS="bench_norms hr_tests_models" EXTRA_CMD='...': more targets to build and a
@@ -77,7 +78,9 @@ peer_stop() {  # on any exit (e.g. a failed configure) while the peer still runs
   rm -f "$GO" "$READY"
 }
 trap peer_stop EXIT
-if [ "$SERIAL" = 0 ]; then peer_start; fi
+# SERIAL=0 and 2: the peer builds and compiles its models while headroom builds (and tests); with
+# 2, headroom's benchmark also waits until the peer's phase 1 (compile and GPU warm-up) is done.
+if [ "$SERIAL" != 1 ]; then peer_start; fi
 
 device_configure
 ninja -C build-dev -j"$(nproc)" bench_models $([ "$TESTS" = 1 ] && echo hr_tests_backend) \
@@ -85,9 +88,6 @@ ninja -C build-dev -j"$(nproc)" bench_models $([ "$TESTS" = 1 ] && echo hr_tests
   > "$OUT/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 echo "build ok"
-# SERIAL=2: the peer builds and compiles its models while headroom's tests run (they are not
-# timed), and headroom's benchmark waits until the peer's phase 1 (compile and GPU warm-up) is done.
-if [ "$SERIAL" = 2 ]; then peer_start; fi
 
 tests_rc=0
 if [ "$TESTS" = 1 ]; then
