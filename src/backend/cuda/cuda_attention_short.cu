@@ -34,7 +34,8 @@ using namespace mma;
 // 1024x77 10.4 us against 10.7 for the v2 kernel, 4096x77 16.7 against 17.9; SD1.5's d80/d160
 // layers slower (7.8 against 7.3 us for 1024x77 d80). But the SDXL step (bench_models, captured,
 // its K/V windows of the stacked context projections) took 30.67 ms with it and 29.94 ms without
-// (uncaptured 32.64 against 31.49) in one call; not yet explained (a profile of both is next).
+// (uncaptured 32.64 against 31.49) in one call, 31.06 against 30.75 in another; not yet explained
+// (next: FLIP=HEADROOM_ATTN_SHORT=1 scripts/device-profile-flip.sh).
 template <int D, int W>
 struct ShortShape {
   static constexpr int kBK = 80;                  // key rows: every key of Nk <= 80
@@ -47,6 +48,92 @@ struct ShortShape {
   static constexpr int kRows = 2 * kBlockQ + 4 * kBK;  // shared rows: 2 Q, 2 K and 2 V stages
   static constexpr size_t kSmemBytes = size_t(kRows) * kStride * 2;
 };
+
+// The tile's scores s (rows lane/4: e = 0, 1, and lane/4 + 8: e = 2, 3) become exp2(s c - max c)
+// with keys at or past nk masked out; l gets this lane's part of each row's sum.
+template <int NT>
+__device__ __forceinline__ void softmax_16rows(float (&s)[NT][4], float (&l)[2], int nk, float c,
+                                               int lane) {
+  if (nk < NT * 8) {
+    const int kbase = 2 * (lane % 4);
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (kbase + n * 8 + (e & 1) >= nk) s[n][e] = -INFINITY;
+  }
+  float mc[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    mc[0] = fmaxf(mc[0], fmaxf(s[n][0], s[n][1]));
+    mc[1] = fmaxf(mc[1], fmaxf(s[n][2], s[n][3]));
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    mc[i] = fmaxf(mc[i], __shfl_xor_sync(0xffffffffu, mc[i], 1));
+    mc[i] = fmaxf(mc[i], __shfl_xor_sync(0xffffffffu, mc[i], 2));
+    mc[i] *= c;
+  }
+  l[0] = l[1] = 0.0f;
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float p = fast_exp2(fmaf(s[n][e], c, -mc[e / 2]));
+      s[n][e] = p;
+      l[e / 2] += p;
+    }
+}
+
+// o = P V for one warp's 16 rows: P (the probabilities s, NT * 8 keys) in its accumulator layout,
+// which is the A-fragment layout of the next MMA; V's rows in shared memory with pitch `stride`.
+template <typename T, int NT, int NO>
+__device__ __forceinline__ void pv_16rows(float (&o)[NO][4], const float (&s)[NT][4], const T* vt,
+                                          int stride, int lane) {
+#pragma unroll
+  for (int n = 0; n < NO; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  const int mi = lane / 8;
+  const int key = (mi % 2) * 8 + lane % 8, col = (mi / 2) * 8;
+#pragma unroll
+  for (int kk = 0; kk < NT / 2; ++kk) {
+    const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                            pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                            pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+    const T* vrow = vt + (kk * 16 + key) * stride;
+#pragma unroll
+    for (int n = 0; n + 1 < NO; n += 2) {
+      uint32_t bf[4];
+      ldmatrix_x4_trans(bf, vrow + col + n * 8);
+      mma16816<T>(o[n], pa, bf[0], bf[1]);
+      mma16816<T>(o[n + 1], pa, bf[2], bf[3]);
+    }
+    if constexpr (NO % 2 == 1) {
+      // Lanes 16..31 pass addresses the x2 form ignores; keep them inside the tile.
+      uint32_t bf[2];
+      ldmatrix_x2_trans(bf, vrow + (NO - 1) * 8);
+      mma16816<T>(o[NO - 1], pa, bf[0], bf[1]);
+    }
+  }
+}
+
+// Rows row0 + lane/4 (+ 8) of o / l into out (row pitch ld), skipping rows at or past nq.
+template <typename T, int NO>
+__device__ __forceinline__ void store_16rows(T* out, int64_t ld, int row0, int nq,
+                                             const float (&o)[NO][4], const float (&l)[2], int lane) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float li = l[i];
+    li += __shfl_xor_sync(0xffffffffu, li, 1);
+    li += __shfl_xor_sync(0xffffffffu, li, 2);
+    const int row = row0 + lane / 4 + i * 8;
+    if (row >= nq) continue;
+    const float inv = 1.0f / li;
+    T* orow = out + int64_t(row) * ld + 2 * (lane % 4);
+#pragma unroll
+    for (int n = 0; n < NO; ++n)
+      *reinterpret_cast<uint32_t*>(orow + n * 8) = pack2<T>(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+  }
+}
 
 template <typename T, int D, int W>
 __global__ void __launch_bounds__(W * 32) attention_short_kernel(AttentionArgs a, int q_tiles) {
@@ -114,87 +201,14 @@ __global__ void __launch_bounds__(W * 32) attention_short_kernel(AttentionArgs a
 #pragma unroll
       for (int kk = 0; kk < kKSteps; ++kk) ldmatrix_x4(qf[kk], qt + row * kStride + kk * 16 + col);
     }
-    // S = Q K^T over all 80 key rows.
-    float s[kSTiles][4];
+    // S = Q K^T over all 80 key rows, its softmax, O = P V, normalised and stored (dense).
+    float s[kSTiles][4], l[2], o[kNTiles][4];
     scores_16rows<T>(s, qf, kt, kStride, lane);
-    if (a.nk < kBK) {
-      const int kbase = 2 * (lane % 4);
-#pragma unroll
-      for (int n = 0; n < kSTiles; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (kbase + n * 8 + (e & 1) >= a.nk) s[n][e] = -INFINITY;
-    }
-    // Softmax over the tile's keys: rows lane/4 (e = 0, 1) and lane/4 + 8 (e = 2, 3).
-    float mc[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int n = 0; n < kSTiles; ++n) {
-      mc[0] = fmaxf(mc[0], fmaxf(s[n][0], s[n][1]));
-      mc[1] = fmaxf(mc[1], fmaxf(s[n][2], s[n][3]));
-    }
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      mc[i] = fmaxf(mc[i], __shfl_xor_sync(0xffffffffu, mc[i], 1));
-      mc[i] = fmaxf(mc[i], __shfl_xor_sync(0xffffffffu, mc[i], 2));
-      mc[i] *= c;
-    }
-#pragma unroll
-    for (int n = 0; n < kSTiles; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float p = fast_exp2(fmaf(s[n][e], c, -mc[e / 2]));
-        s[n][e] = p;
-        l[e / 2] += p;
-      }
-    // O = P V: P's accumulator layout is the A-fragment layout of the next MMA.
-    float o[kNTiles][4];
-#pragma unroll
-    for (int n = 0; n < kNTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    {
-      const int key = (mi % 2) * 8 + lane % 8, col = (mi / 2) * 8;
-#pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk) {
-        const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]),
-                                pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                                pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-        const T* vrow = vt + (kk * 16 + key) * kStride;
-#pragma unroll
-        for (int n = 0; n + 1 < kNTiles; n += 2) {
-          uint32_t bf[4];
-          ldmatrix_x4_trans(bf, vrow + col + n * 8);
-          mma16816<T>(o[n], pa, bf[0], bf[1]);
-          mma16816<T>(o[n + 1], pa, bf[2], bf[3]);
-        }
-        if constexpr (kNTiles % 2 == 1) {
-          // Lanes 16..31 pass addresses the x2 form ignores; keep them inside the tile.
-          uint32_t bf[2];
-          ldmatrix_x2_trans(bf, vrow + (kNTiles - 1) * 8);
-          mma16816<T>(o[kNTiles - 1], pa, bf[0], bf[1]);
-        }
-      }
-    }
-    // Normalise and store rows qt * 16 W + 16 warp + lane/4 (+ 8); the output is dense.
-    {
-      const int64_t bh = t / q_tiles;
-      const int q0 = int(t - bh * q_tiles) * S::kBlockQ;
-      const int64_t b = bh / a.heads, h = bh - b * a.heads;
-      T* op = static_cast<T*>(a.o) + b * a.nq * ld + h * D;
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        float li = l[i];
-        li += __shfl_xor_sync(0xffffffffu, li, 1);
-        li += __shfl_xor_sync(0xffffffffu, li, 2);
-        const int row = q0 + warp * 16 + lane / 4 + i * 8;
-        if (row >= a.nq) continue;
-        const float inv = 1.0f / li;
-        T* orow = op + int64_t(row) * ld + 2 * (lane % 4);
-#pragma unroll
-        for (int n = 0; n < kNTiles; ++n)
-          *reinterpret_cast<uint32_t*>(orow + n * 8) =
-              pack2<T>(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
-      }
-    }
+    softmax_16rows(s, l, a.nk, c, lane);
+    pv_16rows<T>(o, s, vt, kStride, lane);
+    const int64_t bh = t / q_tiles, b = bh / a.heads, h = bh - b * a.heads;
+    const int q0 = int(t - bh * q_tiles) * S::kBlockQ;
+    store_16rows(static_cast<T*>(a.o) + b * a.nq * ld + h * D, ld, q0 + warp * 16, a.nq, o, l, lane);
     __syncthreads();  // this tile's stages are read; the next iteration's loads may refill them
     if (new_head) kvs ^= 1;
   }
