@@ -836,8 +836,7 @@ struct Gn1Launch {
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = unsigned(g.cs);
     attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    attr[1] = pdl_attribute();
     cfg.gridDim = dim3(unsigned(g.cs), unsigned(c / g.tc), unsigned(n));
     cfg.blockDim = dim3(unsigned(g.threads));
     cfg.stream = st;
