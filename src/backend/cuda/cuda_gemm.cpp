@@ -1,6 +1,7 @@
 // LINEAR and MATMUL through cuBLASLt: f32/f16/bf16 storage, f32 compute (no TF32), the linear
 // bias fused through CUBLASLT_EPILOGUE_BIAS, broadcast batches as strided batches.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -147,6 +148,132 @@ void splitk_variants(CudaContext& ctx, const GemmCall& g, const LtDescs& d, size
   }
 }
 
+// Note [GEMM tile variants]
+// cuBLASLt's heuristic ranks kernels without regard to how their output tiles fill the SMs.
+// SDXL's 2048 x 1280 outputs (k = 1280: the attention output projections, with and without the
+// residual, and the cross-attention Q) are 160 tiles of 128 x 128 for 132 SMs: a second wave of
+// 28 tiles, so the step runs them at ~60 % of the rate of the large GEMMs (bench_profile,
+// 2026-12-01: 14-18 us each, 210 of them, ~3.5 ms). When the output has fewer than four waves of
+// 128 x 128 tiles, autotuning also times the first heuristic candidates with other tile shapes
+// that the kernel supports (CUBLASLT_ALGO_CAP_TILE_IDS) and that fill the last wave better, e.g.
+// 160 x 128 (cuBLASLt's m is our n: 8 x 16 = 128 tiles, one wave). cublasLtMatmulAlgoCheck
+// accepts or rejects each; the timing picks. HEADROOM_GEMM_TILES=0 leaves them out.
+struct TileDims {
+  uint32_t id;
+  int64_t rows, cols;  // cuBLASLt's m (our n) by its n (our m)
+};
+constexpr TileDims kLargeTiles[] = {
+    {CUBLASLT_MATMUL_TILE_64x128, 64, 128},   {CUBLASLT_MATMUL_TILE_128x64, 128, 64},
+    {CUBLASLT_MATMUL_TILE_64x256, 64, 256},   {CUBLASLT_MATMUL_TILE_128x128, 128, 128},
+    {CUBLASLT_MATMUL_TILE_256x64, 256, 64},   {CUBLASLT_MATMUL_TILE_128x256, 128, 256},
+    {CUBLASLT_MATMUL_TILE_256x128, 256, 128}, {CUBLASLT_MATMUL_TILE_96x128, 96, 128},
+    {CUBLASLT_MATMUL_TILE_128x160, 128, 160}, {CUBLASLT_MATMUL_TILE_160x128, 160, 128},
+    {CUBLASLT_MATMUL_TILE_192x128, 192, 128}, {CUBLASLT_MATMUL_TILE_128x192, 128, 192},
+    {CUBLASLT_MATMUL_TILE_128x96, 128, 96},   {CUBLASLT_MATMUL_TILE_64x96, 64, 96},
+    {CUBLASLT_MATMUL_TILE_96x64, 96, 64},
+};
+
+// Fraction of the launched waves' SM slots that a tile shape's output tiles fill (one CTA per SM).
+double wave_fill(const GemmCall& g, int64_t rows, int64_t cols) {
+  const int64_t tiles = (g.n + rows - 1) / rows * ((g.m + cols - 1) / cols) * g.batch;
+  const int64_t sms = sm_count();
+  return double(tiles) / double((tiles + sms - 1) / sms * sms);
+}
+
+const TileDims* tile_dims(uint32_t id) {
+  for (const TileDims& t : kLargeTiles)
+    if (t.id == id) return &t;
+  return nullptr;
+}
+
+void tile_variants(CudaContext& ctx, const GemmCall& g, const LtDescs& d, size_t ws_bytes,
+                   std::vector<cublasLtMatmulAlgo_t>& cands) {
+  static const bool enabled = [] {
+    const char* e = std::getenv("HEADROOM_GEMM_TILES");
+    return !(e && std::string(e) == "0");
+  }();
+  const int64_t tiles = (g.m + 127) / 128 * ((g.n + 127) / 128) * g.batch;
+  if (!enabled || tiles >= 4 * int64_t(sm_count())) return;
+  const size_t base = std::min<size_t>(cands.size(), 2);
+  size_t added = 0;
+  for (size_t i = 0; i < base && added < 8; ++i) {
+    uint32_t cur = 0;
+    size_t written = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(&cands[i], CUBLASLT_ALGO_CONFIG_TILE_ID, &cur,
+                                         sizeof(cur), &written);
+    const TileDims* cd = tile_dims(cur);
+    const double cur_fill = cd ? wave_fill(g, cd->rows, cd->cols) : 0.0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&cands[i], CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0,
+                                          &written) != CUBLAS_STATUS_SUCCESS ||
+        written == 0)
+      continue;
+    std::vector<uint32_t> ids(written / sizeof(uint32_t));
+    if (cublasLtMatmulAlgoCapGetAttribute(&cands[i], CUBLASLT_ALGO_CAP_TILE_IDS, ids.data(),
+                                          ids.size() * sizeof(uint32_t), &written) !=
+        CUBLAS_STATUS_SUCCESS)
+      continue;
+    for (uint32_t id : ids) {
+      const TileDims* td = tile_dims(id);
+      if (!td || id == cur || wave_fill(g, td->rows, td->cols) < cur_fill + 0.1) continue;
+      // As the candidate is, then with the stages and the cluster shape left to cuBLASLt.
+      for (int relax = 0; relax < 2; ++relax) {
+        cublasLtMatmulAlgo_t a = cands[i];
+        const uint32_t stages = CUBLASLT_MATMUL_STAGES_UNDEFINED;
+        const uint16_t cluster = CUBLASLT_CLUSTER_SHAPE_AUTO;
+        cublasLtMatmulHeuristicResult_t check{};
+        if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &id,
+                                                 sizeof(id)) != CUBLAS_STATUS_SUCCESS)
+          break;
+        if (relax) {
+          cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
+                                               sizeof(stages));
+          cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
+                                               sizeof(cluster));
+        }
+        if (cublasLtMatmulAlgoCheck(ctx.lt, d.op, d.a, d.b, d.c, d.c, &a, &check) ==
+                CUBLAS_STATUS_SUCCESS &&
+            check.workspaceSize <= ws_bytes) {
+          cands.push_back(a);
+          ++added;
+          break;
+        }
+      }
+      if (added >= 8) break;
+    }
+  }
+}
+
+// One line per tuned GEMM shape with HEADROOM_GEMM_LOG=1 (stderr): what autotuning chose and
+// what it gained over the heuristic's first candidate.
+void log_choice(const GemmCall& g, const cublasLtMatmulAlgo_t& a, size_t n, float first_ms,
+                float best_ms) {
+  static const bool on = [] {
+    const char* e = std::getenv("HEADROOM_GEMM_LOG");
+    return e && std::string(e) == "1";
+  }();
+  if (!on) return;
+  uint32_t tile = 0, stages = 0;
+  int32_t id = 0, splits = 1;
+  uint16_t cluster = 0;
+  size_t w = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
+                                       sizeof(stages), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                       sizeof(splits), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
+                                       sizeof(cluster), &w);
+  const TileDims* td = tile_dims(tile);
+  std::fprintf(stderr,
+               "gemm m=%lld n=%lld k=%lld batch=%lld%s%s: %zu candidates, first %.2f us, chosen "
+               "%.2f us (algo %d, tile %s%lldx%lld, stages %u, split-k %d, cluster %u)\n",
+               (long long)g.m, (long long)g.n, (long long)g.k, (long long)g.batch,
+               g.bias ? " bias" : "", g.addend ? " addend" : "", n, first_ms * 1e3 / 3,
+               best_ms * 1e3 / 3, id, td ? "" : "id ", td ? (long long)td->rows : (long long)tile,
+               td ? (long long)td->cols : 0LL, stages, splits, unsigned(cluster));
+}
+
 // How many of cuBLASLt's heuristic candidates autotuning times (before split-K variants): 8, or
 // HEADROOM_GEMM_CANDIDATES (1-64). Untimed lead (2026-12-01): SDXL's 2048 x 1280 outputs fill
 // 1.2 waves of 128 x 128 tiles, and a tile shape further down the heuristic's list may fit the
@@ -172,7 +299,7 @@ size_t fastest(CudaContext& ctx, const GemmCall& g, const LtDescs& d,
     cudaGetLastError();
     return 0;
   }
-  float best_ms = 1e30f;
+  float best_ms = 1e30f, first_ms = 0.0f;
   size_t best = 0;
   for (size_t i = 0; i < cands.size(); ++i) {
     auto launch = [&] {
@@ -187,6 +314,7 @@ size_t fastest(CudaContext& ctx, const GemmCall& g, const LtDescs& d,
     float ms = 0;
     if (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
       ok = false;
+    if (ok && i == 0) first_ms = ms;
     if (ok && ms < best_ms) {
       best_ms = ms;
       best = i;
@@ -194,6 +322,7 @@ size_t fastest(CudaContext& ctx, const GemmCall& g, const LtDescs& d,
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
+  log_choice(g, cands[best], cands.size(), first_ms, best_ms);
   return best;
 }
 
@@ -238,7 +367,10 @@ Status gemm_run(CudaContext& ctx, const char* opn, const GemmCall& g, void* ws, 
         for (int i = 0; i < count; ++i)
           if (res[i].state == CUBLAS_STATUS_SUCCESS) cands.push_back(res[i].algo);
         if (cands.empty()) cands.push_back(res[0].algo);
-        if (tune) splitk_variants(ctx, g, d, ws_bytes, cands);
+        if (tune) {
+          tile_variants(ctx, g, d, ws_bytes, cands);
+          splitk_variants(ctx, g, d, ws_bytes, cands);
+        }
         const size_t best =
             tune && cands.size() > 1 ? fastest(ctx, g, d, cands, cin, beta, ws, ws_bytes, s) : 0;
         HR_CUDA_CHECK(opn, cudaGetLastError());
