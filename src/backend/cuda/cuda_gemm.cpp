@@ -149,15 +149,18 @@ void splitk_variants(CudaContext& ctx, const GemmCall& g, const LtDescs& d, size
 }
 
 // Note [GEMM tile variants]
-// cuBLASLt's heuristic ranks kernels without regard to how their output tiles fill the SMs.
-// SDXL's 2048 x 1280 outputs (k = 1280: the attention output projections, with and without the
-// residual, and the cross-attention Q) are 160 tiles of 128 x 128 for 132 SMs: a second wave of
-// 28 tiles, so the step runs them at ~60 % of the rate of the large GEMMs (bench_profile,
-// 2026-12-01: 14-18 us each, 210 of them, ~3.5 ms). When the output has fewer than four waves of
-// 128 x 128 tiles, autotuning also times the first heuristic candidates with other tile shapes
-// that the kernel supports (CUBLASLT_ALGO_CAP_TILE_IDS) and that fill the last wave better, e.g.
-// 160 x 128 (cuBLASLt's m is our n: 8 x 16 = 128 tiles, one wave). cublasLtMatmulAlgoCheck
-// accepts or rejects each; the timing picks. HEADROOM_GEMM_TILES=0 leaves them out.
+// cuBLASLt's heuristic ranks kernels without regard to how their output tiles fill the SMs. When
+// the output has fewer than four waves of 128 x 128 tiles, autotuning also times the first two
+// heuristic candidates with the other tile shapes their kernel supports
+// (CUBLASLT_ALGO_CAP_TILE_IDS) that fill the last wave at least 10 points better, at most eight;
+// cublasLtMatmulAlgoCheck accepts or rejects each and the timing picks. Written for SDXL's
+// 2048 x 1280 outputs (k = 1280), assumed to run as 160 tiles of 128 x 128 on 132 SMs. Measured
+// (2026-12-01, HEADROOM_GEMM_LOG=1): the heuristic already gives them 128 x 160 tiles (cuBLASLt's
+// m is our n: 10 x 13 = 130 tiles, one wave), 12.3 us (~545 TFLOP/s) with or without variants;
+// the variants won only where the difference is within timing noise (the time embedding's m = 2
+// GEMMs, the 8192 x 640 residual projection). SDXL step 30.46 ms with them, 30.78 without, one
+// call (noise ~0.2 ms). Kept for shapes with a part-filled wave the heuristic handles worse (batch
+// 1, other resolutions); HEADROOM_GEMM_TILES=0 leaves them out.
 struct TileDims {
   uint32_t id;
   int64_t rows, cols;  // cuBLASLt's m (our n) by its n (our m)
