@@ -15,7 +15,9 @@
 # and the opt-in ones, measured once and left off (PERF_NOTES v10), or not yet timed:
 #   HEADROOM_ATTN_SHORT=1    the short-key attention kernel (Note [short-key attention])
 #   HEADROOM_PDL=1           programmatic dependent launch (Note [programmatic dependent launch])
-#   HEADROOM_GEMM_CANDIDATES=32  autotuning times 32 of cuBLASLt's candidates, not 8 (untimed)
+#   HEADROOM_GEMM_CANDIDATES=32  autotuning times 32 of cuBLASLt's candidates, not 8
+#   HEADROOM_GEMM_TILES=1    autotuning adds tile-shape variants (Note [GEMM tile variants])
+# (set HEADROOM_GEMM_LOG=1 around the call to get each tuned GEMM's choice in attrib_runs.log)
 # and prints one table (ms per step and the difference against the defaults). bench_models
 # builds its random-weight workloads each time (SD1.5 and SDXL: ~100-120 s per run with
 # autotuning; a 45 s limit was too short), hence the 150 s per run. Noise between runs of one

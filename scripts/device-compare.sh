@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Same-run comparison with PyTorch (issue 21) in one device call (~7 min on a fresh H200):
+# Same-run comparison with PyTorch (issue 21) in one device call (5-7 min on a fresh H200):
 # builds bench_models, times headroom's SD1.5 512^2 and SDXL 1024^2 UNet steps (batch 2) and SD
 # VAE decodes in f16 and bf16, times PyTorch eager and torch.compile on the same work
 # (bench/torch_peer.py) and prints one markdown table of both with their ratios. With TESTS=1
@@ -11,22 +11,20 @@
 # from ../shared/peers/diffusers into the git-ignored bench/peers/; the call carries
 # bench/peers and .debs (scripts/device-env.sh).
 #
-# Timeline: the peer builds and compiles its models (torch.compile of SDXL takes minutes, on the
+# Timeline with SERIAL=0: the peer builds and compiles its models (torch.compile of SDXL takes minutes, on the
 # CPU) while headroom builds, tests and benchmarks; the peer's compile runs at a lower CPU
 # priority and its timing waits until bench_models has finished, so each side times with the GPU
 # to itself. Only the peer's few warm-up calls may overlap headroom's timed runs (medians of 20);
-# the driver-level memory in bench_models.log counts the peer's process too. SERIAL=1 (the
-# default since 2026-12-01) runs the two strictly one after the other: in the overlapped mode
-# (SERIAL=0, ~3 min shorter) PyTorch's figures came out noisy (eager SD1.5 45.1 ms against 25.1
-# in a serial run the same hour; torch.compile 9.18 against 8.75).
-# SERIAL=1 with TESTS=1 and an EXTRA_CMD does not fit one 10-minute call on a fresh machine: on
-# 2026-12-01 (third session) the peer was killed while compiling SDXL, 600 s in (build ~4 min,
-# tests ~1.5, extra ~2, bench_models ~2.5, then the peer's ~4-5 min of compiling). Either run the
-# table with TESTS=0 and no EXTRA_CMD, or SERIAL=2: the peer starts before the build, as with
-# SERIAL=0, and compiles while headroom builds and tests (untimed work), but bench_models waits
-# for the peer's phase 1 to end (compile and its GPU warm-up, at most PEER_READY_WAIT=420 s), so
-# neither side's timing overlaps the other's GPU work. Expected ~9 min on a fresh machine with
-# TESTS=1; SERIAL=2 has not yet run on the device.
+# the driver-level memory in bench_models.log counts the peer's process too.
+# SERIAL=2 (the default since 2026-12-01, fourth session): the peer starts before the build and
+# compiles while headroom builds and tests (untimed work), but bench_models waits for the peer's
+# phase 1 to end (compile and its GPU warm-up, at most PEER_READY_WAIT=420 s), and the peer times
+# only after bench_models, so neither side's timing overlaps the other's GPU work. Measured on a
+# fresh H200 with DTYPES=f16: 297 s with TESTS=0 (bench_models waited 136 s for the peer), 427 s
+# with TESTS=1 (waited 142 s). SERIAL=1 runs the two strictly one after the other and does not fit
+# one 10-minute call with TESTS=1 and an EXTRA_CMD (the peer was killed while compiling SDXL, 600 s
+# in, on 2026-12-01). SERIAL=0 overlaps the peer's compile with headroom's timing (PyTorch's
+# figures came out noisy that way: eager SD1.5 45.1 ms against 25.1 in a serial run).
 #   DTYPES=f16,bf16 (headroom and PyTorch eager)  COMPILE_DTYPES=f16  COMPILE=full|regional|off
 #   STEPS=20 (headroom timed runs)  ITERS=10 (PyTorch timed steps)  TESTS=1|0  STREAMING=0|1
 #   EXTRA_TARGETS="bench_norms hr_tests_models" EXTRA_CMD='...': more targets to build and a
@@ -48,7 +46,7 @@ DTYPES=${DTYPES:-f16,bf16}
 COMPILE_DTYPES=${COMPILE_DTYPES:-f16}
 COMPILE=${COMPILE:-full}
 STEPS=${STEPS:-20}
-SERIAL=${SERIAL:-1}
+SERIAL=${SERIAL:-2}
 PEER_READY_WAIT=${PEER_READY_WAIT:-420}  # SERIAL=2: longest wait (s) for the peer's phase 1
 TESTS=${TESTS:-1}
 STREAMING=${STREAMING:-0}  # 1: also bench_streaming (issue 15) while the peer compiles

@@ -34,8 +34,10 @@ using namespace mma;
 // 1024x77 10.4 us against 10.7 for the v2 kernel, 4096x77 16.7 against 17.9; SD1.5's d80/d160
 // layers slower (7.8 against 7.3 us for 1024x77 d80). But the SDXL step (bench_models, captured,
 // its K/V windows of the stacked context projections) took 30.67 ms with it and 29.94 ms without
-// (uncaptured 32.64 against 31.49) in one call, 31.06 against 30.75 in another; not yet explained
-// (next: FLIP=HEADROOM_ATTN_SHORT=1 scripts/device-profile-flip.sh).
+// (uncaptured 32.64 against 31.49) in one call, 31.06 against 30.75 in another. A per-node
+// profile with and without it (scripts/device-profile-flip.sh, a later call) then gave 30.37
+// against 30.42 ms, the cross-attention nodes 1.131 against 1.159 ms in all, every other role
+// ~1 % faster too: in the step it is worth ~0.03 ms, below the noise between runs (up to 0.8 ms).
 template <int D, int W>
 struct ShortShape {
   static constexpr int kBK = 80;                  // key rows: every key of Nk <= 80

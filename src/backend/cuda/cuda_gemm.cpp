@@ -159,8 +159,10 @@ void splitk_variants(CudaContext& ctx, const GemmCall& g, const LtDescs& d, size
 // m is our n: 10 x 13 = 130 tiles, one wave), 12.3 us (~545 TFLOP/s) with or without variants;
 // the variants won only where the difference is within timing noise (the time embedding's m = 2
 // GEMMs, the 8192 x 640 residual projection). SDXL step 30.46 ms with them, 30.78 without, one
-// call (noise ~0.2 ms). Kept for shapes with a part-filled wave the heuristic handles worse (batch
-// 1, other resolutions); HEADROOM_GEMM_TILES=0 leaves them out.
+// call (noise ~0.2 ms), and 30.91 with them against 30.59 without across two same-run tables of
+// that day. No sign twice, so they are opt-in (HEADROOM_GEMM_TILES=1), for shapes with a part-filled
+// wave that the heuristic may handle worse (batch 1, other resolutions); 612 CUDA op tests passed
+// with them on.
 struct TileDims {
   uint32_t id;
   int64_t rows, cols;  // cuBLASLt's m (our n) by its n (our m)
@@ -193,7 +195,7 @@ void tile_variants(CudaContext& ctx, const GemmCall& g, const LtDescs& d, size_t
                    std::vector<cublasLtMatmulAlgo_t>& cands) {
   static const bool enabled = [] {
     const char* e = std::getenv("HEADROOM_GEMM_TILES");
-    return !(e && std::string(e) == "0");
+    return e && std::string(e) == "1";
   }();
   const int64_t tiles = (g.m + 127) / 128 * ((g.n + 127) / 128) * g.batch;
   if (!enabled || tiles >= 4 * int64_t(sm_count())) return;
@@ -278,9 +280,8 @@ void log_choice(const GemmCall& g, const cublasLtMatmulAlgo_t& a, size_t n, floa
 }
 
 // How many of cuBLASLt's heuristic candidates autotuning times (before split-K variants): 8, or
-// HEADROOM_GEMM_CANDIDATES (1-64). Untimed lead (2026-12-01): SDXL's 2048 x 1280 outputs fill
-// 1.2 waves of 128 x 128 tiles, and a tile shape further down the heuristic's list may fit the
-// 132 SMs better; `FLIPS="HEADROOM_GEMM_CANDIDATES=32" scripts/device-attrib.sh` says.
+// HEADROOM_GEMM_CANDIDATES (1-64). 32 measured once (2026-12-01): SDXL 30.29 ms against 30.46,
+// within noise; the GEMM log showed the same kernels chosen for every large shape.
 int heuristic_candidates() {
   static const int n = [] {
     const char* e = std::getenv("HEADROOM_GEMM_CANDIDATES");
