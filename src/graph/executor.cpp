@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/env.h"
 #include "graph/passes.h"
 #include "core/bytes.h"
 #include "graph/planner.h"
@@ -22,10 +23,8 @@ namespace hr {
 
 Executor::Executor(Backend& backend, Allocator& allocator)
     : backend_(backend), allocator_(allocator) {
-  const char* env = std::getenv("HEADROOM_CUDA_GRAPHS");
-  capture_enabled_ = backend_.capture_supported() && !(env && std::string(env) == "0");
-  const char* passes = std::getenv("HEADROOM_GRAPH_PASSES");
-  passes_ = !(passes && std::string(passes) == "0");
+  capture_enabled_ = backend_.capture_supported() && env_switch("HEADROOM_CUDA_GRAPHS", true);
+  passes_ = env_switch("HEADROOM_GRAPH_PASSES", true);
   allocator_.reclaimable_add(this);
   residency_options_ = residency_options_for(backend_.host_visible());
   // The copy stream and its fixed events exist before they are needed: the moment a run first
@@ -376,10 +375,7 @@ int debug_marks_mode() {
 // HEADROOM_DEBUG_TIMED_WARMUP=0: a timed run does not queue three captured replays before its
 // own work (so the host issues the timed step while the GPU is idle, as in a plain run).
 bool debug_no_timed_warmup() {
-  static const bool off = [] {
-    const char* e = std::getenv("HEADROOM_DEBUG_TIMED_WARMUP");
-    return e && std::string(e) == "0";
-  }();
+  static const bool off = !env_switch("HEADROOM_DEBUG_TIMED_WARMUP", true);
   return off;
 }
 // HEADROOM_DEBUG_TIMING_EVENTS=marks: the debug marks are timing events (as a timed run's);
@@ -721,10 +717,7 @@ Status Executor::timeline_collect(RunState& r) {
 
 // HEADROOM_DEBUG_CAPTURE=1 traces capture decisions on stderr (for reports of replay crashes).
 void Executor::capture_trace(const char* what, const RunState& r) const {
-  static const bool on = [] {
-    const char* e = std::getenv("HEADROOM_DEBUG_CAPTURE");
-    return e && std::string(e) == "1";
-  }();
+  static const bool on = env_switch("HEADROOM_DEBUG_CAPTURE", false);
   if (!on) return;
   size_t streamed = 0;
   for (const void* h : r.host) streamed += h != nullptr;

@@ -1,6 +1,7 @@
 // Graph passes (Note [graph passes] in passes.h): channels-last layout and op fusion.
 #include "graph/passes.h"
 
+#include "core/env.h"
 #include "graph/pass_util.h"
 
 #include <cstdlib>
@@ -59,10 +60,8 @@ PassOptions pass_options(const Graph& g, const Backend& backend) {
         backend.prefers_channels_last(g.desc(n.inputs[0]).dtype))
       o.channels_last = true;
   // Note [stacked context projections] in pass_stack.cpp
-  const char* env = std::getenv("HEADROOM_STACK_PROJECTIONS");
-  o.stack = !backend.host_visible() && !(env && std::string(env) == "0");
-  const char* qkv = std::getenv("HEADROOM_STACK_QKV");
-  o.stack_qkv = o.stack && !(qkv && std::string(qkv) == "0");
+  o.stack = !backend.host_visible() && env_switch("HEADROOM_STACK_PROJECTIONS", true);
+  o.stack_qkv = o.stack && env_switch("HEADROOM_STACK_QKV", true);
   return o;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
+#include "core/env.h"
 
 // The handle attributes of operation graphs and execution plans are marked deprecated in newer
 // cuDNN 9 headers (a device-less build path replaces them) but remain the way to bind a plan to a
@@ -302,10 +303,7 @@ Status plan_build(cudnnHandle_t h, const DnnAttentionKey& k, DnnAttentionPlan& o
 }  // namespace
 
 bool attention_dnn_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("HEADROOM_CUDNN_ATTENTION");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool on = env_switch("HEADROOM_CUDNN_ATTENTION", true);
   return on;
 }
 

@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_mma.cuh"
+#include "core/env.h"
 
 namespace hr::cuda {
 namespace {
@@ -265,10 +266,7 @@ cudaError_t launch_short_for_dim(const AttentionArgs& a, cudaStream_t s) {
 }  // namespace
 
 bool attention_short_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("HEADROOM_ATTN_SHORT");
-    return e && e[0] == '1' && e[1] == '\0';
-  }();
+  static const bool on = env_switch("HEADROOM_ATTN_SHORT", false);
   return on;
 }
 

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "backend/cuda/cuda_ops.h"
+#include "core/env.h"
 
 namespace hr {
 namespace cuda {
@@ -41,8 +42,7 @@ Status cudnn_status(cudnnStatus_t e, const char* op, const char* call) {
 
 bool pdl_enabled() {
   static const bool on = [] {
-    const char* e = std::getenv("HEADROOM_PDL");
-    if (!e || std::string_view(e) != "1") return false;
+    if (!env_switch("HEADROOM_PDL", false)) return false;
     int dev = 0, major = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {

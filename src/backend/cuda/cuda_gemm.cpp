@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
+#include "core/env.h"
 
 namespace hr::cuda {
 namespace {
@@ -116,10 +117,7 @@ Status make_descs(const char* opn, const GemmCall& g, bool fuse_bias, size_t ws_
 // pass). HEADROOM_GEMM_SPLITK=0 leaves them out (for same-run comparisons).
 void splitk_variants(CudaContext& ctx, const GemmCall& g, const LtDescs& d, size_t ws_bytes,
                      std::vector<cublasLtMatmulAlgo_t>& cands) {
-  static const bool enabled = [] {
-    const char* e = std::getenv("HEADROOM_GEMM_SPLITK");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool enabled = env_switch("HEADROOM_GEMM_SPLITK", true);
   const int64_t tiles = (g.m + 127) / 128 * ((g.n + 127) / 128) * g.batch;
   if (!enabled || g.k < 1024 || tiles >= 2 * int64_t(sm_count())) return;
   const size_t base = std::min<size_t>(cands.size(), 4);
@@ -193,10 +191,7 @@ const TileDims* tile_dims(uint32_t id) {
 
 void tile_variants(CudaContext& ctx, const GemmCall& g, const LtDescs& d, size_t ws_bytes,
                    std::vector<cublasLtMatmulAlgo_t>& cands) {
-  static const bool enabled = [] {
-    const char* e = std::getenv("HEADROOM_GEMM_TILES");
-    return e && std::string(e) == "1";
-  }();
+  static const bool enabled = env_switch("HEADROOM_GEMM_TILES", false);
   const int64_t tiles = (g.m + 127) / 128 * ((g.n + 127) / 128) * g.batch;
   if (!enabled || tiles >= 4 * int64_t(sm_count())) return;
   const size_t base = std::min<size_t>(cands.size(), 2);
@@ -252,10 +247,7 @@ void tile_variants(CudaContext& ctx, const GemmCall& g, const LtDescs& d, size_t
 // what it gained over the heuristic's first candidate.
 void log_choice(const GemmCall& g, const cublasLtMatmulAlgo_t& a, size_t n, float first_ms,
                 float best_ms) {
-  static const bool on = [] {
-    const char* e = std::getenv("HEADROOM_GEMM_LOG");
-    return e && std::string(e) == "1";
-  }();
+  static const bool on = env_switch("HEADROOM_GEMM_LOG", false);
   if (!on) return;
   uint32_t tile = 0, stages = 0;
   int32_t id = 0, splits = 1;
@@ -407,10 +399,7 @@ Status gemm_run(CudaContext& ctx, const char* opn, const GemmCall& g, void* ws, 
 }  // namespace
 
 bool autotune_allowed(cudaStream_t s) {
-  static const bool enabled = [] {
-    const char* e = std::getenv("HEADROOM_AUTOTUNE");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool enabled = env_switch("HEADROOM_AUTOTUNE", true);
   if (!enabled) return false;
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   return cudaStreamIsCapturing(s, &st) == cudaSuccess && st == cudaStreamCaptureStatusNone;

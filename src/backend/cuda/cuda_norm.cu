@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_norm.h"
+#include "core/env.h"
 
 namespace hr::cuda {
 namespace {
@@ -927,10 +928,7 @@ Gn1Config gn1_choose(int64_t n, int64_t s, int64_t c, int groups, int vec, int e
 
 // HEADROOM_GN_CLUSTER=0 keeps channels-last group norm on the three kernels (read once).
 bool gn1_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("HEADROOM_GN_CLUSTER");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool on = env_switch("HEADROOM_GN_CLUSTER", true);
   return on;
 }
 
