@@ -261,14 +261,15 @@ void log_choice(const GemmCall& g, const cublasLtMatmulAlgo_t& a, size_t n, floa
                                        sizeof(splits), &w);
   cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
                                        sizeof(cluster), &w);
-  const TileDims* td = tile_dims(tile);
+  const TileDims* td = tile_dims(tile);  // other tiles by their cublasLtMatmulTile_t number
+  const std::string tile_name = td ? std::to_string(td->rows) + "x" + std::to_string(td->cols)
+                                   : "id " + std::to_string(tile);
   std::fprintf(stderr,
                "gemm m=%lld n=%lld k=%lld batch=%lld%s%s: %zu candidates, first %.2f us, chosen "
-               "%.2f us (algo %d, tile %s%lldx%lld, stages %u, split-k %d, cluster %u)\n",
+               "%.2f us (algo %d, tile %s, stages %u, split-k %d, cluster %u)\n",
                (long long)g.m, (long long)g.n, (long long)g.k, (long long)g.batch,
                g.bias ? " bias" : "", g.addend ? " addend" : "", n, first_ms * 1e3 / 3,
-               best_ms * 1e3 / 3, id, td ? "" : "id ", td ? (long long)td->rows : (long long)tile,
-               td ? (long long)td->cols : 0LL, stages, splits, unsigned(cluster));
+               best_ms * 1e3 / 3, id, tile_name.c_str(), stages, splits, unsigned(cluster));
 }
 
 // How many of cuBLASLt's heuristic candidates autotuning times (before split-K variants): 8, or
