@@ -103,6 +103,11 @@ Status make_descs(const char* opn, const GemmCall& g, bool fuse_bias, size_t ws_
   return Status();
 }
 
+// Output tiles of `rows` x `cols` (cuBLASLt's m, our n, by its n, our m) over every batch entry.
+int64_t output_tiles(const GemmCall& g, int64_t rows = 128, int64_t cols = 128) {
+  return (g.n + rows - 1) / rows * ((g.m + cols - 1) / cols) * g.batch;
+}
+
 // Note [split-K for small GEMMs]
 // cuBLASLt's heuristic candidates for SDXL's cross-attention K and V projections (the 77-token
 // context, m = 154 rows of k = 2048 against n = 1280 or 640 features: 10-20 output tiles of
@@ -118,8 +123,7 @@ Status make_descs(const char* opn, const GemmCall& g, bool fuse_bias, size_t ws_
 void splitk_variants(CudaContext& ctx, const GemmCall& g, const LtDescs& d, size_t ws_bytes,
                      std::vector<cublasLtMatmulAlgo_t>& cands) {
   static const bool enabled = env_switch("HEADROOM_GEMM_SPLITK", true);
-  const int64_t tiles = (g.m + 127) / 128 * ((g.n + 127) / 128) * g.batch;
-  if (!enabled || g.k < 1024 || tiles >= 2 * int64_t(sm_count())) return;
+  if (!enabled || g.k < 1024 || output_tiles(g) >= 2 * int64_t(sm_count())) return;
   const size_t base = std::min<size_t>(cands.size(), 4);
   for (size_t i = 0; i < base; ++i) {
     int32_t splitk_ok = 0;
@@ -178,7 +182,7 @@ constexpr TileDims kLargeTiles[] = {
 
 // Fraction of the launched waves' SM slots that a tile shape's output tiles fill (one CTA per SM).
 double wave_fill(const GemmCall& g, int64_t rows, int64_t cols) {
-  const int64_t tiles = (g.n + rows - 1) / rows * ((g.m + cols - 1) / cols) * g.batch;
+  const int64_t tiles = output_tiles(g, rows, cols);
   const int64_t sms = sm_count();
   return double(tiles) / double((tiles + sms - 1) / sms * sms);
 }
@@ -192,8 +196,7 @@ const TileDims* tile_dims(uint32_t id) {
 void tile_variants(CudaContext& ctx, const GemmCall& g, const LtDescs& d, size_t ws_bytes,
                    std::vector<cublasLtMatmulAlgo_t>& cands) {
   static const bool enabled = env_switch("HEADROOM_GEMM_TILES", false);
-  const int64_t tiles = (g.m + 127) / 128 * ((g.n + 127) / 128) * g.batch;
-  if (!enabled || tiles >= 4 * int64_t(sm_count())) return;
+  if (!enabled || output_tiles(g) >= 4 * int64_t(sm_count())) return;
   const size_t base = std::min<size_t>(cands.size(), 2);
   size_t added = 0;
   for (size_t i = 0; i < base && added < 8; ++i) {
