@@ -1,8 +1,11 @@
 // HostTensor storage.
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+
+#include "core/zero_pages.h"
 
 namespace hr {
 
@@ -17,6 +20,22 @@ HostTensor HostTensor::view(TensorDesc desc, const void* data, std::shared_ptr<c
   t.desc_ = desc;
   t.data_ = std::unique_ptr<void, Free>(const_cast<void*>(data), Free{true});
   t.keeper_ = keeper ? std::move(keeper) : std::make_shared<int>(0);
+  return t;
+}
+
+// Note [placeholder tensors]
+// A memory plan runs the nodes' own code without computing anything (Note [plan run] in
+// workflow/workflow_plan.cpp), and that code asks for weights by name and shape as a real run
+// does. A checkpoint opened for planning hands out placeholders instead of its tensors: the
+// right descriptor over shared zero pages, so loading reads nothing and a model of any size
+// costs address space only. Code that moves weight bytes (rearranged layouts, page-locked
+// copies) makes placeholders of placeholders instead of copying zeros around; the bytes it
+// would hold are counted all the same, because the accounting reads descriptors.
+HostTensor HostTensor::placeholder(TensorDesc desc) {
+  std::shared_ptr<const void> zeros = zero_pages(std::max<size_t>(desc.bytes(), 1));
+  const void* p = zeros.get();
+  HostTensor t = view(desc, p, std::move(zeros));
+  t.placeholder_ = true;
   return t;
 }
 

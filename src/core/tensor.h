@@ -45,6 +45,9 @@ class HostTensor {
   // page-locked memory holding several weights): nothing is copied or freed by the tensor, and
   // the memory is read-only unless its maker says otherwise (a mapped checkpoint is).
   static HostTensor view(TensorDesc desc, const void* data, std::shared_ptr<const void> keeper);
+  // Note [placeholder tensors]: a tensor with a shape and no data of its own, read-only over
+  // zero pages (core/zero_pages.h).
+  static HostTensor placeholder(TensorDesc desc);
   HostTensor(HostTensor&&) noexcept = default;
   HostTensor& operator=(HostTensor&&) noexcept = default;
   HostTensor(const HostTensor&) = delete;
@@ -69,6 +72,7 @@ class HostTensor {
   TensorRef ref() const { return TensorRef{desc_, const_cast<void*>(data())}; }
   bool empty() const { return !data_; }
   bool is_view() const { return keeper_ != nullptr; }
+  bool is_placeholder() const { return placeholder_; }
 
  private:
   struct Free {
@@ -78,6 +82,7 @@ class HostTensor {
   TensorDesc desc_;
   std::unique_ptr<void, Free> data_;
   std::shared_ptr<const void> keeper_;  // views only
+  bool placeholder_ = false;
 };
 
 }  // namespace hr

@@ -892,6 +892,17 @@ Result<std::vector<HostTensor>> Executor::run_recover(
 
 Result<std::vector<HostTensor>> Executor::run(const Graph& graph, const HostInputs& inputs,
                                               WeightSource& weights) {
+  RunRecord record;
+  Result<std::vector<HostTensor>> out = run_locked(graph, inputs, weights, record);
+  if (out.ok() && run_observer_) {
+    record.resident_bytes = weights.resident_bytes();  // after run_end's trim
+    run_observer_(record);
+  }
+  return out;
+}
+
+Result<std::vector<HostTensor>> Executor::run_locked(const Graph& graph, const HostInputs& inputs,
+                                                     WeightSource& weights, RunRecord& record) {
   std::lock_guard<std::mutex> run_lock(run_mu_);
   running_ = true;
   weights.run_begin();
@@ -907,8 +918,19 @@ Result<std::vector<HostTensor>> Executor::run(const Graph& graph, const HostInpu
   HR_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledGraph> compiled, compile(graph));
   HR_ASSIGN_OR_RETURN(std::vector<const HostTensor*> bound, inputs_bind(compiled->graph, inputs));
   Result<std::vector<HostTensor>> out = run_attempt(compiled, bound, weights);
-  if (out.ok() || out.status().code() != ErrorCode::OUT_OF_MEMORY) return out;
-  return run_recover(compiled, bound, weights, out.status());
+  if (!out.ok() && out.status().code() == ErrorCode::OUT_OF_MEMORY)
+    out = run_recover(compiled, bound, weights, out.status());
+  if (!out.ok()) return out;
+  record.weights = &weights;
+  record.weight_bytes = compiled->weight_bytes;
+  record.arena_bytes = compiled->plan->arena_bytes;
+  record.workspace_bytes = compiled->plan->workspace_peak;
+  if (residency_.streams()) {
+    record.streamed_bytes = residency_.streamed_bytes;
+    record.ring_bytes = residency_.ring_bytes;
+    record.residency = last_residency_text();
+  }
+  return out;
 }
 
 }  // namespace hr

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -73,6 +74,19 @@ class WeightSource {
 };
 
 using HostInputs = std::vector<std::pair<std::string, const HostTensor*>>;
+
+// What one successful Executor::run held, as a memory plan reports it per node (Note [plan run]
+// in workflow/workflow_plan.cpp).
+struct RunRecord {
+  const WeightSource* weights = nullptr;  // whose weights
+  uint64_t weight_bytes = 0;    // the compiled graph's weights
+  uint64_t resident_bytes = 0;  // the source's device copies after the run
+  uint64_t streamed_bytes = 0;  // weights streamed through the ring
+  uint64_t ring_bytes = 0;
+  std::string residency;        // residency_describe() when it streamed, else empty
+  uint64_t arena_bytes = 0;
+  uint64_t workspace_bytes = 0;  // the largest single op workspace
+};
 
 // Its activation arena is Reclaimable (Note [reclaim] in backend/allocator.cpp): while no run
 // is in progress the allocator may free it for another allocation; the next run allocates again.
@@ -159,6 +173,10 @@ class Executor final : public Reclaimable {
   // budget less the arena and what others hold and cannot give back, capped by the allocator's
   // weights cap (--lowvram, --novram).
   uint64_t weights_room(const CompiledGraph& c, const WeightSource& w);
+  // Called after every successful run() with what it held (null: no observer).
+  void set_run_observer(std::function<void(const RunRecord&)> observer) {
+    run_observer_ = std::move(observer);
+  }
   // Runs that recovered from a failed allocation by planning again (Note [OOM recovery]).
   uint64_t recoveries() const { return recoveries_.load(); }
   // Bytes streamed into the ring since construction.
@@ -182,6 +200,10 @@ class Executor final : public Reclaimable {
  private:
   Backend& backend_;
   Allocator& allocator_;
+  std::function<void(const RunRecord&)> run_observer_;
+  // run() with its lock held and its weights bracketed; fills `record` on success.
+  Result<std::vector<HostTensor>> run_locked(const Graph& g, const HostInputs& inputs,
+                                             WeightSource& weights, RunRecord& record);
   mutable std::mutex plans_mu_;
   std::unordered_map<std::string, std::shared_ptr<const CompiledGraph>> plans_;
   bool passes_ = true;

@@ -80,6 +80,9 @@ Result<HostTensor> weight_stack(const std::vector<const HostTensor*>& parts) {
   std::vector<TensorDesc> descs;
   for (const HostTensor* p : parts) descs.push_back(p->desc());
   HR_ASSIGN_OR_RETURN(TensorDesc d, weight_stack_desc(descs));
+  // Note [placeholder tensors]: parts without data stack into a stack without data.
+  if (std::all_of(parts.begin(), parts.end(), [](const HostTensor* p) { return p->is_placeholder(); }))
+    return HostTensor::placeholder(d);
   HostTensor out(d);
   char* dst = static_cast<char*>(out.data());
   for (const HostTensor* p : parts) {
@@ -104,6 +107,7 @@ Result<TensorDesc> weight_layout_desc(const TensorDesc& stored, WeightLayout lay
 
 Result<HostTensor> weight_relayout(const HostTensor& stored, WeightLayout layout) {
   HR_ASSIGN_OR_RETURN(TensorDesc d, weight_layout_desc(stored.desc(), layout));
+  if (stored.is_placeholder()) return HostTensor::placeholder(d);  // Note [placeholder tensors]
   HostTensor out(d);
   if (layout == WeightLayout::STORED) {
     if (out.bytes()) std::memcpy(out.data(), stored.data(), out.bytes());

@@ -216,7 +216,8 @@ Status write_all(int fd, const void* data, size_t n, const std::string& path) {
 
 }  // namespace
 
-Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
+Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path,
+                                                               TensorData data) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int err = errno;
@@ -248,6 +249,7 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
 
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
+  f->data_mode_ = data;
   f->map_ = static_cast<const std::byte*>(m);
   f->map_size_ = size;
 
@@ -299,6 +301,7 @@ Result<HostTensor> SafetensorsFile::load(std::string_view name, std::optional<DT
     return make_error(ErrorCode::INVALID_ARGUMENT,
                       "{}: tensor '{}' cannot be loaded as {} (not a compute dtype)", path_, name,
                       dtype_name(target));
+  if (data_mode_ == TensorData::PLACEHOLDERS) return HostTensor::placeholder({target, e->shape});
   HostTensor t(TensorDesc{target, e->shape});
   std::span<const std::byte> src = raw(*e);
   size_t n = size_t(e->shape.numel());
@@ -406,6 +409,7 @@ std::optional<HostTensor> SafetensorsFile::view(const std::shared_ptr<const Safe
   if (e.dtype != dtype || elem == 0 || uintptr_t(p) % elem != 0) return std::nullopt;
   TensorDesc d{dtype, e.shape};
   if (d.bytes() != e.end - e.begin || d.bytes() == 0) return std::nullopt;
+  if (self->data_mode_ == TensorData::PLACEHOLDERS) return HostTensor::placeholder(d);
   return HostTensor::view(d, p, self);
 }
 

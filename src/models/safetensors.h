@@ -26,11 +26,16 @@ struct SafetensorsEntry {
   uint64_t end = 0;
 };
 
+// What load() and view() hand out: the tensors' bytes, or placeholders of their descriptors
+// for a memory plan (Note [placeholder tensors] in core/tensor.h).
+enum class TensorData : uint8_t { READ, PLACEHOLDERS };
+
 class SafetensorsFile {
  public:
   // Maps the file and validates the header (JSON, dtypes, shapes vs sizes, offsets in range
   // and non-overlapping).
-  static Result<std::unique_ptr<SafetensorsFile>> open(const std::string& path);
+  static Result<std::unique_ptr<SafetensorsFile>> open(const std::string& path,
+                                                       TensorData data = TensorData::READ);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -67,6 +72,7 @@ class SafetensorsFile {
   size_t data_size_ = 0;
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;
+  TensorData data_mode_ = TensorData::READ;
 };
 
 // Drops the whole pages inside [p, p + n) of a read-only file mapping from this process's

@@ -327,7 +327,7 @@ bool WeightSet::pinned_make(const std::vector<const WeightRequest*>& requests, s
     Result<const HostTensor*> t = host_source(q->name, q->desc, q->layout, &key);
     if (!t.ok()) continue;  // checked by the caller already
     char* dst = static_cast<char*>(p) + at;
-    std::memcpy(dst, (*t)->data(), (*t)->bytes());
+    if (!(*t)->is_placeholder()) std::memcpy(dst, (*t)->data(), (*t)->bytes());
     pinned_[key] = Pinned{dst, (*t)->bytes(), block};
     host_source_done(q->name, key);
     at += padded(q->desc.bytes());

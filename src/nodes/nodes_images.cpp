@@ -64,6 +64,7 @@ Status save_images(ExecContext& ctx, const HostTensor& images, const std::string
   namespace fs = std::filesystem;
   if (prefix.find("..") != std::string::npos)
     return make_error(ErrorCode::INVALID_ARGUMENT, "filename_prefix '{}' must not contain '..'", prefix);
+  if (ctx.opts.plan_run) return Status();  // Note [plan run]: no files
   std::error_code ec;
   fs::create_directories((fs::path(dir) / prefix).parent_path(), ec);
   if (ec) return make_error(ErrorCode::IO, "cannot create output folder {}: {}", dir, ec.message());

@@ -15,8 +15,11 @@ LoadOptions load_options(DType dtype) {
   return o;
 }
 
-Result<std::shared_ptr<const SafetensorsFile>> open_file(const std::string& path) {
-  HR_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> f, SafetensorsFile::open(path));
+// A plan run's loaders read headers only (Note [placeholder tensors] in core/tensor.h).
+Result<std::shared_ptr<const SafetensorsFile>> open_file(const ExecContext& ctx,
+                                                        const std::string& path) {
+  const TensorData data = ctx.opts.plan_run ? TensorData::PLACEHOLDERS : TensorData::READ;
+  HR_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> f, SafetensorsFile::open(path, data));
   return std::shared_ptr<const SafetensorsFile>(std::move(f));
 }
 
@@ -69,7 +72,7 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
   ckpt.outputs = {{IoType::MODEL, "MODEL"}, {IoType::CLIP, "CLIP"}, {IoType::VAE, "VAE"}};
   ckpt.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
     HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kCkptFolder, in.get_string("ckpt_name")));
-    HR_ASSIGN_OR_RETURN(auto file, open_file(path));
+    HR_ASSIGN_OR_RETURN(auto file, open_file(ctx, path));
     HR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m,
                         model_load(file, load_options(ctx.opts.compute_dtype)));
     if (!m->has_unet || !m->has_vae)
@@ -101,7 +104,7 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
   unet.outputs = {{IoType::MODEL, "MODEL"}};
   unet.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
     HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kUNetFolder, in.get_string("unet_name")));
-    HR_ASSIGN_OR_RETURN(auto file, open_file(path));
+    HR_ASSIGN_OR_RETURN(auto file, open_file(ctx, path));
     LoadOptions o = load_options(ctx.opts.compute_dtype);
     o.load_vae = false;
     HR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m, model_load(file, o));
@@ -119,7 +122,7 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
   vae.outputs = {{IoType::VAE, "VAE"}};
   vae.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
     HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kVAEFolder, in.get_string("vae_name")));
-    HR_ASSIGN_OR_RETURN(auto file, open_file(path));
+    HR_ASSIGN_OR_RETURN(auto file, open_file(ctx, path));
     LoadOptions o = load_options(ctx.opts.compute_dtype);
     o.load_unet = false;
     HR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m, model_load(file, o));
@@ -138,7 +141,7 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
   clip.outputs = {{IoType::CLIP, "CLIP"}};
   clip.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
     HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kCLIPFolder, in.get_string("clip_name")));
-    HR_ASSIGN_OR_RETURN(auto file, open_file(path));
+    HR_ASSIGN_OR_RETURN(auto file, open_file(ctx, path));
     HR_ASSIGN_OR_RETURN(CheckpointInfo info, checkpoint_inspect(*file));
     HR_ASSIGN_OR_RETURN(CLIPValue c, clip_from_file(file, info, ctx.opts.compute_dtype));
     HR_ASSIGN_OR_RETURN(c.tokenizer, tokenizer_for_checkpoint(file->metadata(), ctx.opts.models_dir));

@@ -52,6 +52,9 @@ struct ExecOptions {
   std::function<void(const ExecEvent&)> on_event;
   // Samplers send a PREVIEW event per step when true (ComfyUI's --preview-method latent2rgb).
   bool preview = false;
+  // Note [plan run] in workflow/workflow_plan.cpp: the prompt runs on a planning backend to
+  // measure its memory; loaders hand out placeholder weights and nodes write no files.
+  bool plan_run = false;
   const std::atomic<bool>* interrupt = nullptr;
   // Shared state that outlives one prompt (loaded models), keyed by the nodes that own it.
   std::map<std::string, std::shared_ptr<void>>* resources = nullptr;

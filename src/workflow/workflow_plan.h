@@ -1,7 +1,7 @@
-// The memory plan of a whole workflow without running it (`headroom plan WORKFLOW.json`): model
-// configs from checkpoint headers (no weights read), every model call's graph planned by an
-// Executor, and the allocator-level bytes the run would hold after each node, so that the server
-// can admit a job the same way later (Note [workflow plan] in workflow_plan.cpp).
+// The memory plan of a whole workflow without computing it (`headroom plan WORKFLOW.json`): the
+// prompt run by its own nodes on a planning backend, with checkpoint headers only (no weights
+// read), so that the allocator-level bytes it would hold in each node are those of the run, and
+// the server can admit a job the same way later (Note [plan run] in workflow_plan.cpp).
 #pragma once
 
 #include <cstdint>
@@ -22,8 +22,12 @@ struct WorkflowPlanOptions {
   Backend* backend = nullptr;        // whose op workspaces and weight placement to plan for
   DType compute_dtype = DType::F32;  // as ExecOptions::compute_dtype
   uint64_t budget = UINT64_MAX;      // allocator-level budget (UINT64_MAX: none)
+  uint64_t weights_cap = UINT64_MAX;  // as Allocator::set_weights_cap (--lowvram, --novram)
+  // The folders a run reads, as ExecOptions has them (LoadImage reads its image for the shape).
   std::string models_dir = "models";
   std::shared_ptr<const ModelPaths> model_paths;  // null: ComfyUI's layout under models_dir
+  std::string input_dir = "input";
+  std::string tokenizer_dir;
 };
 
 // One executed node.
@@ -42,6 +46,7 @@ struct NodePlan {
   uint64_t total_after = 0;      // allocator-level bytes held after the node
   uint64_t peak = 0;             // allocator-level peak while it runs
   bool fits = true;              // false: the node cannot run within the budget
+  bool reached = true;           // false: an earlier node did not fit, so it was not planned
 };
 
 struct WorkflowPlan {
@@ -56,8 +61,9 @@ struct WorkflowPlan {
   bool weights_counted = false;      // device weights count against the budget (not host-visible)
 };
 
-// Plans `prompt` (validated). INVALID_ARGUMENT naming the node for a class it cannot plan;
-// a file that cannot be read is an error too. Not fitting is not an error: see fits.
+// Plans `prompt` (validated): every node that can run can be planned. A node's error other than
+// running out of memory (a file that cannot be read, a bad input) is returned with the node
+// named, as the run would report it. Not fitting is not an error: see fits.
 Result<WorkflowPlan> workflow_plan(const Prompt& prompt, const WorkflowPlanOptions& options);
 
 // The plan as JSON ({"fits", "peak", "smallest_budget", "nodes": [...]}) and as a table.
