@@ -19,6 +19,31 @@ void clip_size(CLIPTextConfig& c, int width, int layers, int heads, int mlp) {
   c.mlp = mlp;
 }
 
+// Note [refiner layout]
+// The SDXL refiner (ComfyUI's SDXLRefiner): OpenCLIP bigG is its only text encoder, stored at
+// conditioner.embedders.0; its UNet has 384 model channels over four levels, transformers of
+// depth 4 in the middle two levels and the middle block, a bigG context (1280) and an adm input
+// of the pooled output plus five size embeddings (2560 = 1280 + 5 * 256). The tiny one keeps
+// the tiny SDXL's shapes with five embeddings of 8 (adm 32 + 40).
+void refiner_shape(MakeModelConfig& c, bool tiny) {
+  c.has_clip1 = false;
+  c.has_clip2 = true;
+  if (tiny) {
+    c.unet.context_dim = c.clip2.width;
+    c.unet.adm_in_channels = int(c.clip2.projection_dim) + 5 * 8;
+    return;
+  }
+  c.unet.model_channels = 384;
+  c.unet.time_embed_dim = 4 * 384;
+  c.unet.channel_mult = {1, 2, 4, 4};
+  c.unet.num_res_blocks = {2, 2, 2, 2};
+  c.unet.transformer_depth = {0, 0, 4, 4, 4, 4, 0, 0};
+  c.unet.transformer_depth_middle = 4;
+  c.unet.transformer_depth_output = {0, 0, 0, 4, 4, 4, 4, 4, 4, 0, 0, 0};
+  c.unet.context_dim = 1280;
+  c.unet.adm_in_channels = 2560;
+}
+
 }  // namespace
 
 Result<MakeModelConfig> make_model_config(const MakeModelSpec& spec) {
@@ -54,7 +79,7 @@ Result<MakeModelConfig> make_model_config(const MakeModelSpec& spec) {
       clip_size(c.clip, 64, 3, 4, 128);
       c.clip.projection_dim = 64;
     }
-  } else if (spec.arch == "sdxl") {
+  } else if (spec.arch == "sdxl" || spec.arch == "sdxl-refiner") {
     c.unet = unet_config_sdxl();
     c.vae = vae_config_sd();
     c.clip = CLIPTextConfig{};
@@ -81,8 +106,9 @@ Result<MakeModelConfig> make_model_config(const MakeModelSpec& spec) {
       clip_size(c.clip2, 32, 3, 4, 128);
       c.clip2.projection_dim = 32;
     }
+    if (spec.arch == "sdxl-refiner") refiner_shape(c, tiny);
   } else {
-    return make_error(ErrorCode::INVALID_ARGUMENT, "make-model: unknown arch '{}' (sd1, sd2, sdxl)",
+    return make_error(ErrorCode::INVALID_ARGUMENT, "make-model: unknown arch '{}' (sd1, sd2, sdxl, sdxl-refiner)",
                       spec.arch);
   }
   if (tiny) {
@@ -95,6 +121,10 @@ Result<MakeModelConfig> make_model_config(const MakeModelSpec& spec) {
 }
 
 namespace {
+
+Result<uint64_t> make_model_file_write(const MakeModelSpec& spec, const MakeModelConfig& c,
+                                       const std::map<std::string, Shape>& shapes,
+                                       const std::string& path, const std::string& clip_prefix);
 
 void collect(const Graph& g, const std::string& prefix, std::map<std::string, Shape>& out) {
   for (const Value& v : g.values())
@@ -133,6 +163,18 @@ void make_model_random_weights(const Graph& g, uint64_t seed, WeightSet& out) {
   }
 }
 
+namespace {
+
+// The SDXL refiner's text side as a checkpoint key layout: OpenCLIP bigG alone, at
+// conditioner.embedders.0 (Note [refiner layout]).
+void refiner_clip_collect(const MakeModelConfig& c, const CLIPTextGraph& g,
+                          std::map<std::string, Shape>& shapes) {
+  collect(g.graph, "conditioner.embedders.0.model.", shapes);
+  shapes["conditioner.embedders.0.model.text_projection"] = Shape{c.clip2.width, c.clip2.projection_dim};
+}
+
+}  // namespace
+
 Result<uint64_t> make_model_write(const MakeModelSpec& spec, const std::string& path) {
   HR_ASSIGN_OR_RETURN(MakeModelConfig c, make_model_config(spec));
   std::map<std::string, Shape> shapes;
@@ -145,6 +187,11 @@ Result<uint64_t> make_model_write(const MakeModelSpec& spec, const std::string& 
   collect(enc, "first_stage_model.", shapes);
   CLIPTextGraphOptions co;
   co.last_hidden_state = true;
+  if (!c.has_clip1) {
+    HR_ASSIGN_OR_RETURN(CLIPTextGraph clip2, clip_text_graph(c.clip2, co));
+    refiner_clip_collect(c, clip2, shapes);
+    return make_model_file_write(spec, c, shapes, path, "");
+  }
   HR_ASSIGN_OR_RETURN(CLIPTextGraph clip, clip_text_graph(c.clip, co));
   std::string clip_prefix = c.has_clip2 ? "conditioner.embedders.0.transformer."
                             : c.clip.layout == CLIPLayout::HF ? "cond_stage_model.transformer."
@@ -157,7 +204,16 @@ Result<uint64_t> make_model_write(const MakeModelSpec& spec, const std::string& 
     collect(clip2.graph, "conditioner.embedders.1.model.", shapes);
     shapes["conditioner.embedders.1.model.text_projection"] = Shape{c.clip2.width, c.clip2.projection_dim};
   }
+  return make_model_file_write(spec, c, shapes, path, clip_prefix);
+}
 
+namespace {
+
+// Random weights for `shapes` written to `path` with headroom's metadata; clip_prefix is the
+// first encoder's (empty when it has none).
+Result<uint64_t> make_model_file_write(const MakeModelSpec& spec, const MakeModelConfig& c,
+                                       const std::map<std::string, Shape>& shapes,
+                                       const std::string& path, const std::string& clip_prefix) {
   // Note [random init]: the golden recipe: matrices, kernels and embeddings N(0, 1/fan_in)
   // (fan_in = elements of one output row), norm scales 1 + 0.1 N(0, 1), biases 0.1 N(0, 1).
   std::mt19937_64 rng(spec.seed);
@@ -175,7 +231,7 @@ Result<uint64_t> make_model_write(const MakeModelSpec& spec, const std::string& 
   size_t i = 0;
   for (const auto& [name, shape] : shapes) list.emplace_back(name, &tensors[i++]);
   HostTensor pos_ids(DType::I64, Shape{1, c.clip.positions});
-  if (c.clip.layout == CLIPLayout::HF) {
+  if (c.has_clip1 && c.clip.layout == CLIPLayout::HF) {
     for (int64_t k = 0; k < c.clip.positions; ++k) static_cast<int64_t*>(pos_ids.data())[k] = k;
     list.emplace_back(clip_prefix + "text_model.embeddings.position_ids", &pos_ids);
   }
@@ -183,13 +239,16 @@ Result<uint64_t> make_model_write(const MakeModelSpec& spec, const std::string& 
       {kCheckpointTokenizerKey, "byte"},
       {"headroom.arch", spec.arch + (spec.size == ModelSize::TINY ? "-tiny" : "-full")},
       {"headroom.seed", std::to_string(spec.seed)},
-      {"headroom.clip.heads",
-       c.has_clip2 ? fmt::format("{},{}", c.clip.heads, c.clip2.heads) : fmt::format("{}", c.clip.heads)},
+      {"headroom.clip.heads", !c.has_clip1 ? fmt::format("{}", c.clip2.heads)
+                              : c.has_clip2 ? fmt::format("{},{}", c.clip.heads, c.clip2.heads)
+                                            : fmt::format("{}", c.clip.heads)},
   };
   if (c.unet.num_heads > 0) meta["headroom.unet.num_heads"] = std::to_string(c.unet.num_heads);
   else meta["headroom.unet.num_head_channels"] = std::to_string(c.unet.num_head_channels);
   HR_TRY(safetensors_write(path, list, meta));
   return params;
 }
+
+}  // namespace
 
 }  // namespace hr

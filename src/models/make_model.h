@@ -27,6 +27,7 @@ struct MakeModelConfig {
   UNetConfig unet;
   VAEConfig vae;
   CLIPTextConfig clip;   // SD1: CLIP-L; SD2: OpenCLIP-H; SDXL: CLIP-L
+  bool has_clip1 = true;   // false: the SDXL refiner, whose only encoder is clip2
   bool has_clip2 = false;  // SDXL: OpenCLIP bigG
   CLIPTextConfig clip2;
 };

@@ -181,6 +181,7 @@ Result<WorkflowPlan> workflow_plan(const Prompt& prompt, const WorkflowPlanOptio
   HR_ASSIGN_OR_RETURN(WorkflowPlan plan, plan_run(prompt, options, options.budget));
   plan.device = options.backend->info().name;
   plan.compute_dtype = options.compute_dtype;
+  if (!options.find_smallest_budget) return plan;
   Result<WorkflowPlan> free_run =
       options.budget == UINT64_MAX ? Result<WorkflowPlan>(plan)
                                    : plan_run(prompt, options, UINT64_MAX);
@@ -234,7 +235,9 @@ std::string workflow_plan_format(const WorkflowPlan& p) {
                      bytes_format(n.streamed_bytes), bytes_format(n.arena_bytes),
                      bytes_format(n.workspace_bytes), n.graph_runs, bytes_format(n.total_after),
                      bytes_format(n.peak), n.fits || !n.reached ? "" : "DOES NOT FIT: ",
-                     n.residency.empty() ? n.decision : n.decision + "; " + n.residency);
+                     n.residency.empty() || n.decision.find(n.residency) != std::string::npos
+                         ? n.decision
+                         : n.decision + "; " + n.residency);
   s += fmt::format("\npredicted peak {} ({} bytes); {}; smallest budget that fits: {} ({} bytes)\n",
                    bytes_format(p.peak), p.peak, p.fits ? "fits" : "does not fit: " + p.why_not,
                    bytes_format(p.smallest_budget), p.smallest_budget);

@@ -23,6 +23,8 @@ struct WorkflowPlanOptions {
   DType compute_dtype = DType::F32;  // as ExecOptions::compute_dtype
   uint64_t budget = UINT64_MAX;      // allocator-level budget (UINT64_MAX: none)
   uint64_t weights_cap = UINT64_MAX;  // as Allocator::set_weights_cap (--lowvram, --novram)
+  // Find WorkflowPlan::smallest_budget (a bisection of about log2(peak / 256) plan runs).
+  bool find_smallest_budget = true;
   // The folders a run reads, as ExecOptions has them (LoadImage reads its image for the shape).
   std::string models_dir = "models";
   std::shared_ptr<const ModelPaths> model_paths;  // null: ComfyUI's layout under models_dir

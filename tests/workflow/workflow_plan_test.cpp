@@ -163,12 +163,15 @@ TEST_F(WorkflowPlanTest, TooSmallABudgetGivesTheSmallestThatRuns) {
   expect_within_2pct(at->peak, r.peak);
 }
 
-TEST_F(WorkflowPlanTest, UnplannableClassIsAClearError) {
+// A node's own error (here a checkpoint that is not there) is the plan's error, naming the node.
+TEST_F(WorkflowPlanTest, ANodesErrorNamesTheNode) {
+  wf_["4"]["inputs"]["ckpt_name"] = "headroom-tiny-sd1.safetensors";
   Prompt p = validated(wf_);
-  p.nodes.at("5").class_type = "MysteryLatent";
+  fs::rename(dir_ / "models/checkpoints/headroom-tiny-sd1.safetensors", dir_ / "moved.safetensors");
   auto pl = plan(p, UINT64_MAX);
+  fs::rename(dir_ / "moved.safetensors", dir_ / "models/checkpoints/headroom-tiny-sd1.safetensors");
   ASSERT_FALSE(pl.ok());
-  EXPECT_NE(pl.status().str().find("cannot plan node 5 (class MysteryLatent)"), std::string::npos)
+  EXPECT_NE(pl.status().str().find("node 4 (CheckpointLoaderSimple)"), std::string::npos)
       << pl.status().str();
 }
 
