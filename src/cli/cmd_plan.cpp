@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "backend/backend.h"
+#include "backend/backend_open.h"
 #include "cli/commands.h"
 #include "diagnose/plan_explain.h"
 #include "graph/passes.h"
@@ -82,27 +83,26 @@ int plan_workflow(const PlanArgs& a) {
   if (!paths.ok()) return fail(paths.status().message());
   auto model_paths = std::make_shared<const ModelPaths>(std::move(paths).value());
   NodeRegistry registry;
-  nodes_register(registry, NodeEnv{a.models_dir, "input", model_paths});
+  nodes_register(registry, NodeEnv{a.models_dir, a.input_dir, model_paths});
   PromptValidation v = prompt_validate_text(text.str(), registry);
   if (!v.ok) return fail("invalid workflow:\n" + v.summary());
-  std::unique_ptr<Backend> backend;
-  if (a.device == "cuda") {
-    auto c = cuda_backend_create(0);
-    if (!c.ok()) return fail(c.status().message());
-    backend = std::move(c).value();
-  } else {
-    backend = cpu_backend_create(1);
-  }
-  const DType dtype = a.dtype == "auto" ? (backend->host_visible() ? DType::F32 : DType::F16)
-                                        : *dtype_from_name(a.dtype);
+  // As run opens it (backend/backend_open.h): the same device, threads and dtype.
+  Result<std::unique_ptr<Backend>> opened = backend_open(a.device, a.threads);
+  if (!opened.ok()) return fail(opened.status().message());
+  std::unique_ptr<Backend> backend = std::move(opened).value();
+  Result<DType> dtype = compute_dtype_pick(a.dtype, *backend);
+  if (!dtype.ok()) return fail(dtype.status().message());
   Result<MemoryPolicy> policy = memory_policy_resolve(a.memory, backend->info());
   if (!policy.ok()) return fail(policy.status().message());
   WorkflowPlanOptions o;
   o.backend = backend.get();
-  o.compute_dtype = dtype;
+  o.compute_dtype = *dtype;
   o.budget = policy->budget;
+  o.weights_cap = policy->weights_cap;
   o.models_dir = a.models_dir;
   o.model_paths = model_paths;
+  o.input_dir = a.input_dir;
+  o.tokenizer_dir = a.clip_tokenizer;
   Result<WorkflowPlan> plan = workflow_plan(v.prompt, o);
   if (!plan.ok()) return fail(plan.status().str());
   if (a.explain) {
@@ -119,17 +119,12 @@ int plan_workflow(const PlanArgs& a) {
 
 int cmd_plan(const PlanArgs& a) {
   if (!a.workflow.empty()) return plan_workflow(a);
-  std::unique_ptr<Backend> backend;
-  if (a.device == "cuda") {
-    auto c = cuda_backend_create(0);
-    if (!c.ok()) {
-      std::fprintf(stderr, "headroom plan: %s\n", c.status().message().c_str());
-      return 1;
-    }
-    backend = std::move(c).value();
-  } else {
-    backend = cpu_backend_create(1);
+  Result<std::unique_ptr<Backend>> opened = backend_open(a.device, a.threads);
+  if (!opened.ok()) {
+    std::fprintf(stderr, "headroom plan: %s\n", opened.status().message().c_str());
+    return 1;
   }
+  std::unique_ptr<Backend> backend = std::move(opened).value();
   DType dt = *dtype_from_name(a.dtype == "auto" ? "f16" : a.dtype);
   if (a.width % 8 || a.height % 8 || a.width < 64 || a.height < 64 || a.batch < 1) {
     std::fprintf(stderr, "headroom plan: width/height must be multiples of 8 and >= 64, batch >= 1\n");

@@ -83,7 +83,13 @@ struct PlanArgs {
   std::string size = "full";  // full, tiny (sd1/sd2)
   int width = 512, height = 512, batch = 1;
   std::string dtype = "auto";  // workflow: as run (f16 on cuda, f32 on cpu); --arch: f16
-  std::string device = "cpu";  // whose op workspaces to plan for
+  std::string device = "auto";  // as run: auto, cpu, cuda (whose op workspaces to plan for)
+  int threads = 0;
+  // The folders a run reads, as run takes them (LoadImage's image gives its node's shapes).
+  std::string input_dir = "input";
+  std::string output_dir = "output";
+  std::string temp_dir = "temp";
+  std::string clip_tokenizer;
   bool verbose = false;
   bool explain = false;  // per node: the three segments, the dominant one and its remedy
 };

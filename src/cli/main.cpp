@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
 
   hr::MakeModelArgs mm;
   CLI::App* mm_cmd = app.add_subcommand("make-model", "write a random-weight checkpoint");
-  mm_cmd->add_option("--arch", mm.arch, "sd1, sd2 or sdxl")->check(CLI::IsMember({"sd1", "sd2", "sdxl"}));
+  mm_cmd->add_option("--arch", mm.arch, "sd1, sd2, sdxl or sdxl-refiner")
+      ->check(CLI::IsMember({"sd1", "sd2", "sdxl", "sdxl-refiner"}));
   mm_cmd->add_option("--size", mm.size, "tiny or full")->check(CLI::IsMember({"tiny", "full"}));
   mm_cmd->add_option("--seed", mm.seed, "random seed");
   mm_cmd->add_option("--dtype", mm.dtype, "storage dtype: f16, bf16, f32")
@@ -89,7 +90,14 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--batch", plan.batch, "images per batch (the UNet runs 2x for cfg)");
   plan_cmd->add_option("--dtype", plan.dtype, "auto (workflow: as run; --arch: f16), f16, bf16 or f32")
       ->check(CLI::IsMember({"auto", "f16", "bf16", "f32"}));
-  plan_cmd->add_option("--device", plan.device, "cpu or cuda (op workspaces)")->check(CLI::IsMember({"cpu", "cuda"}));
+  plan_cmd->add_option("--device", plan.device, "auto, cpu or cuda, as run (op workspaces)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  plan_cmd->add_option("--threads", plan.threads, "CPU threads (0: all)");
+  plan_cmd->add_option("--input-dir", plan.input_dir, "where LoadImage reads (as run)");
+  plan_cmd->add_option("--output-dir", plan.output_dir, "where SaveImage would write (nothing is written)");
+  plan_cmd->add_option("--temp-dir", plan.temp_dir, "where PreviewImage would write (nothing is written)");
+  plan_cmd->add_option("--clip-tokenizer", plan.clip_tokenizer,
+                       "folder with the CLIP vocab.json and merges.txt");
   plan_cmd->add_flag("--verbose", plan.verbose, "print every node");
   plan_cmd->add_flag("--explain", plan.explain,
                      "per node: context and overhead, resident weights and activations, the one "

@@ -22,9 +22,12 @@ struct Admission {
   uint64_t planned_peak = 0;  // allocator-level peak of the whole workflow (0: unplanned)
 };
 
-// Note [admission without a plan]: workflow_plan refuses node classes it cannot plan. Such a
-// job still runs (the allocator's budget and OOM recovery still protect the process); only a
-// plan that exists and does not fit rejects a job.
+// Note [admission without a plan]: a plan is the prompt run on the planning backend (Note [plan
+// run] in workflow/workflow_plan.cpp), so it fails only where a node's own code fails (a file
+// gone, an input the node refuses), which the run would then report in that node. Such a job
+// still runs, and says so: a kept headroom_memory message with level "unplanned" (in the job's
+// status and its history entry) and /metrics' unplanned count. Only a plan that exists and does
+// not fit rejects a job.
 Admission admission_decide(const Result<WorkflowPlan>& plan);
 
 }  // namespace hr

@@ -76,10 +76,19 @@ bool JobExecution::validate(Prompt& prompt) {
 
 bool JobExecution::admit(const Prompt& prompt) {
   WorkflowPlanOptions po = rt_.plan;
-  if (rt_.exec.allocator) po.budget = rt_.exec.allocator->budget();
+  if (rt_.exec.allocator) {
+    po.budget = rt_.exec.allocator->budget();
+    po.weights_cap = rt_.exec.allocator->weights_cap();
+  }
   Result<WorkflowPlan> plan = plan_of(prompt, po);
   Admission a = admission_decide(plan);
-  if (!a.unplanned.empty()) stats_.unplanned_add();
+  if (!a.unplanned.empty()) {  // Note [admission without a plan]: said, never silent
+    stats_.unplanned_add();
+    emit("headroom_memory",
+         {{"prompt_id", job_.prompt_id}, {"node", nullptr}, {"level", "unplanned"},
+          {"message", "admitted without a memory plan: " + a.unplanned}},
+         true);
+  }
   if (plan.ok()) {
     for (const NodePlan& n : plan->nodes) planned_peaks_[n.node_id] = n.peak;
     planned_peak_ = plan->peak;

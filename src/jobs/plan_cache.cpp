@@ -10,8 +10,8 @@ bool input_unplanned(const std::string& name) {
   return name == "seed" || name == "noise_seed" || name == "filename_prefix";
 }
 
-std::string plan_key(const Prompt& prompt, uint64_t budget) {
-  std::string key = std::to_string(budget);
+std::string plan_key(const Prompt& prompt, const WorkflowPlanOptions& o) {
+  std::string key = std::to_string(o.budget) + " " + std::to_string(o.weights_cap);
   for (const auto& [id, n] : prompt.nodes) {
     key += "\n" + id + " " + n.class_type;
     for (const auto& [name, value] : n.inputs.items())
@@ -24,7 +24,7 @@ std::string plan_key(const Prompt& prompt, uint64_t budget) {
 }  // namespace
 
 Result<WorkflowPlan> PlanCache::plan(const Prompt& prompt, const WorkflowPlanOptions& options) {
-  std::string key = plan_key(prompt, options.budget);
+  std::string key = plan_key(prompt, options);
   auto it = plans_.find(key);
   if (it != plans_.end()) {
     ++hits_;

@@ -143,7 +143,7 @@ ModelFn entries_fn(ExecContext& ctx, LoadedModel& m, const Conditioning& c) {
 // Batching cond and uncond (Note [batched cfg]) doubles the UNet's activations. When that call
 // cannot run within the room the budget leaves even with every weight streamed (its arena plus
 // the smallest staging room, Executor::min_device_bytes) but one entry's call can, the two run
-// one after the other. Returns why, or "" to keep them batched. workflow_plan decides the same.
+// one after the other. Returns why, or "" to keep them batched. A plan runs this same code (Note [plan run]).
 Result<std::string> cfg_split_reason(ExecContext& ctx, LoadedModel& m, const Shape& latent,
                                      const Conditioning& pos, const Conditioning& neg) {
   Executor& ex = *ctx.opts.executor;

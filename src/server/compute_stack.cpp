@@ -58,6 +58,7 @@ JobRuntime compute_runtime(ComputeStack& s, const NodeRegistry& registry,
   rt.plan.backend = s.backend.get();
   rt.plan.compute_dtype = s.dtype;
   rt.plan.models_dir = folders.models_dir;
+  rt.plan.input_dir = folders.input_dir;
   rt.plan.model_paths = std::move(model_paths);
   rt.telemetry = s.telemetry.get();
   rt.levels = &s.levels;

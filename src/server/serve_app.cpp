@@ -91,6 +91,7 @@ WorkflowPlanOptions plan_options(const ServeApp::Parts& p) {
   plan.compute_dtype = p.dtype;
   plan.models_dir = p.opt.models_dir;
   plan.model_paths = p.model_paths;
+  plan.input_dir = p.opt.server.input_dir;
   return plan;
 }
 
