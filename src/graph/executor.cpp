@@ -112,6 +112,53 @@ void Executor::clear_plans() {
   plans_.clear();
 }
 
+// Note [bounded caches]
+// A server that sees many resolutions compiles a graph per shape, and on the GPU records a
+// capture per compiled graph with page-locked staging for its inputs; kept forever, a
+// long-running process grew with every new size. Both caches are LRU with a bound: a plan past
+// the bound is dropped from the map (a capture that still holds it keeps it alive until the
+// capture goes too), and a capture past its bound frees its staging (giving the bytes back to
+// the pinned account) and its recorded work. A shape that comes back compiles and captures
+// again, which costs a few milliseconds against a step's tens.
+void Executor::set_cache_limits(const CacheLimits& limits) {
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  cache_limits_ = limits;
+  plans_trim();
+}
+
+size_t Executor::plans_held() const {
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  return plans_.size();
+}
+
+size_t Executor::captures_held() const { return captures_.size(); }
+
+void Executor::plans_trim() {
+  while (plans_.size() > std::max<size_t>(cache_limits_.plans, 1)) {
+    auto oldest = plans_.begin();
+    for (auto it = plans_.begin(); it != plans_.end(); ++it)
+      if (it->second.used < oldest->second.used) oldest = it;
+    plans_.erase(oldest);
+  }
+}
+
+Executor::Capture& Executor::capture_entry(const std::shared_ptr<const CompiledGraph>& c) {
+  auto it = captures_.find(c.get());
+  if (it == captures_.end()) {
+    while (!captures_.empty() && captures_.size() >= std::max<size_t>(cache_limits_.captures, 1)) {
+      auto oldest = captures_.begin();
+      for (auto k = captures_.begin(); k != captures_.end(); ++k)
+        if (k->second.used < oldest->second.used) oldest = k;
+      staging_free(oldest->second.staging);
+      captures_.erase(oldest);
+    }
+    it = captures_.emplace(c.get(), Capture{}).first;
+    it->second.plan = c;
+  }
+  it->second.used = ++capture_tick_;
+  return it->second;
+}
+
 void Executor::release_arena() {
   std::lock_guard<std::mutex> lock(run_mu_);
   arena_.reset();
@@ -146,7 +193,8 @@ Result<std::shared_ptr<const CompiledGraph>> Executor::compile(const Graph& g) {
     auto it = plans_.find(key);
     if (it != plans_.end()) {
       ++plans_cached_;
-      return it->second;
+      it->second.used = ++plan_tick_;
+      return it->second.compiled;
     }
     passes = passes_;
     forced = pass_options_;
@@ -165,12 +213,15 @@ Result<std::shared_ptr<const CompiledGraph>> Executor::compile(const Graph& g) {
   c->weights = weight_uses(c->graph, *c->plan, residency_options_.clock);
   for (const WeightUse& u : c->weights) c->weight_bytes += u.bytes;
   std::lock_guard<std::mutex> lock(plans_mu_);
-  auto [it, inserted] = plans_.emplace(key, std::shared_ptr<const CompiledGraph>(std::move(c)));
+  auto [it, inserted] = plans_.emplace(key, PlanEntry{std::move(c), 0});
   if (inserted)
     ++plans_computed_;
   else
     ++plans_cached_;
-  return it->second;
+  it->second.used = ++plan_tick_;
+  std::shared_ptr<const CompiledGraph> out = it->second.compiled;
+  plans_trim();
+  return out;
 }
 
 namespace {
@@ -743,8 +794,7 @@ bool Executor::capture_current(const Capture& cap, const RunState& r,
 
 // Replay or record (Note [captured steps]); UNSUPPORTED sends the caller to a plain run.
 Result<std::vector<HostTensor>> Executor::run_captured(RunState& r) {
-  Capture& cap = captures_[r.compiled.get()];
-  cap.plan = r.compiled;
+  Capture& cap = capture_entry(r.compiled);
   if (cap.failed || cap.runs++ < 1) return Status(ErrorCode::UNSUPPORTED, "not captured yet");
   const std::vector<Value>& vals = r.g.values();
   std::vector<const void*> sig = r.signature();

@@ -185,6 +185,15 @@ class Executor final : public Reclaimable {
   size_t plans_computed() const;
   size_t plans_cached() const;
   void clear_plans();
+  // Note [bounded caches]: the most compiled graphs and captured runs kept; the least recently
+  // used go first beyond them.
+  struct CacheLimits {
+    size_t plans = 48;
+    size_t captures = 12;
+  };
+  void set_cache_limits(const CacheLimits& limits);
+  size_t plans_held() const;     // compiled graphs in the cache now
+  size_t captures_held() const;  // captured runs kept now (their page-locked input staging too)
 
   Backend& backend() { return backend_; }
   Allocator& allocator() { return allocator_; }
@@ -205,7 +214,15 @@ class Executor final : public Reclaimable {
   Result<std::vector<HostTensor>> run_locked(const Graph& g, const HostInputs& inputs,
                                              WeightSource& weights, RunRecord& record);
   mutable std::mutex plans_mu_;
-  std::unordered_map<std::string, std::shared_ptr<const CompiledGraph>> plans_;
+  struct PlanEntry {
+    std::shared_ptr<const CompiledGraph> compiled;
+    uint64_t used = 0;  // plan_tick_ at its last use
+  };
+  std::unordered_map<std::string, PlanEntry> plans_;
+  uint64_t plan_tick_ = 0;
+  CacheLimits cache_limits_;
+  // Drops least recently used plans beyond the limit; called with plans_mu_ held.
+  void plans_trim();
   bool passes_ = true;
   std::optional<PassOptions> pass_options_;
   bool timing_ = false;
@@ -285,8 +302,12 @@ class Executor final : public Reclaimable {
     uint64_t pinned_frees = 0;
     std::vector<std::pair<void*, size_t>> staging;  // per INPUT value (pinned host), by ValueId
     std::unique_ptr<CapturedWork> work;
+    uint64_t used = 0;  // plan_tick_-like counter of runs (capture_tick_)
   };
   std::unordered_map<const CompiledGraph*, Capture> captures_;
+  uint64_t capture_tick_ = 0;
+  // The capture entry of `c`, made room for (Note [bounded caches]); called with run_mu_ held.
+  Capture& capture_entry(const std::shared_ptr<const CompiledGraph>& c);
   uint64_t buffers_gen_ = 0;  // +1 whenever the arena or the ring is allocated
   bool capture_enabled_ = true;
   void captures_clear();
