@@ -7,7 +7,7 @@
 #include "cli/commands.h"
 #include "models/checkpoint.h"
 #include "models/clip_text.h"
-#include "nodes/model_paths.h"
+#include "models/model_paths.h"
 
 namespace hr {
 namespace {

@@ -16,7 +16,7 @@
 #include "models/make_model.h"
 #include "models/unet.h"
 #include "models/vae.h"
-#include "nodes/model_paths.h"
+#include "models/model_paths.h"
 #include "nodes/nodes.h"
 #include "workflow/workflow_plan.h"
 

@@ -6,7 +6,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "nodes/model_paths.h"
+#include "models/model_paths.h"
 #include "nodes/nodes.h"
 
 namespace hr {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "nodes/model_paths.h"
+#include "models/model_paths.h"
 #include "workflow/node_def.h"
 
 namespace hr {

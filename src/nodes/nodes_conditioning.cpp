@@ -1,6 +1,6 @@
 // Text conditioning nodes: CLIPTextEncode, CLIPSetLastLayer, ConditioningCombine.
 #include "models/prompt_weights.h"
-#include "nodes/encoder_settings.h"
+#include "models/encoder_settings.h"
 #include "nodes/nodes.h"
 #include "nodes/values.h"
 #include "workflow/execute.h"

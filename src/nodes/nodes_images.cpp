@@ -7,7 +7,7 @@
 
 #include "models/vae_tiled.h"
 #include "nodes/nodes.h"
-#include "nodes/png_io.h"
+#include "core/png_io.h"
 #include "nodes/resample.h"
 #include "nodes/values.h"
 #include "workflow/execute.h"

@@ -5,7 +5,7 @@
 
 #include "backend/backend.h"
 #include "core/bytes.h"
-#include "nodes/latent_preview.h"
+#include "sampling/latent_preview.h"
 #include "nodes/nodes.h"
 #include "models/sdxl_adm.h"
 #include "nodes/values.h"

@@ -6,7 +6,7 @@
 
 #include "backend/backend_open.h"
 #include "memory/driver_lens.h"
-#include "nodes/model_paths.h"
+#include "models/model_paths.h"
 #include "nodes/nodes.h"
 
 namespace hr {

@@ -14,7 +14,7 @@
 #include "memory/budget.h"
 #include "jobs/memory_levels.h"
 #include "memory/telemetry.h"
-#include "nodes/latent_preview.h"
+#include "sampling/latent_preview.h"
 
 namespace hr {
 

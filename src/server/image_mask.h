@@ -2,7 +2,7 @@
 #pragma once
 
 #include "core/status.h"
-#include "nodes/png_io.h"
+#include "core/png_io.h"
 
 namespace hr {
 

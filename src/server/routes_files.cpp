@@ -5,7 +5,7 @@
 #include <atomic>
 #include <filesystem>
 
-#include "nodes/png_io.h"
+#include "core/png_io.h"
 #include "server/image_mask.h"
 
 #include "server/atomic_file.h"

@@ -4,7 +4,7 @@
 
 #include "jobs/job_service.h"
 #include "memory/telemetry.h"
-#include "nodes/model_paths.h"
+#include "models/model_paths.h"
 #include "server/device_stats.h"
 #include "server/routes.h"
 #include "workflow/node_def.h"

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "nodes/png_io.h"
+#include "core/png_io.h"
 
 #ifdef HEADROOM_HAVE_WEBP
 #include <webp/encode.h>

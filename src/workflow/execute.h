@@ -39,7 +39,7 @@ struct ExecEvent {
 
 struct ExecOptions {
   std::string models_dir = "models";  // also where the CLIP tokenizer search looks
-  // Where loaders find model files (nodes/model_paths.h); null: ComfyUI's layout under models_dir.
+  // Where loaders find model files (models/model_paths.h); null: ComfyUI's layout under models_dir.
   std::shared_ptr<const ModelPaths> model_paths;
   std::string output_dir = "output";
   std::string input_dir = "input";

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nodes/png_io.h"
+#include "core/png_io.h"
 #include "run_cmd.h"
 #include "test_paths.h"
 

@@ -18,7 +18,7 @@
 #include "backend/backend.h"
 #include "graph/executor.h"
 #include "nodes/nodes.h"
-#include "nodes/png_io.h"
+#include "core/png_io.h"
 #include "test_gpu.h"
 #include "test_paths.h"
 #include "workflow/execute.h"

@@ -3,7 +3,7 @@
 // that leave their folder refused. Also image_alpha_apply on its own.
 #include <gtest/gtest.h>
 
-#include "nodes/png_io.h"
+#include "core/png_io.h"
 #include "server/atomic_file.h"
 #include "server/image_mask.h"
 #include "server_fixture.h"

@@ -3,7 +3,7 @@
 
 #include <fstream>
 
-#include "nodes/png_io.h"
+#include "core/png_io.h"
 #include "server/view_transform.h"
 #include "server_fixture.h"
 

@@ -16,7 +16,7 @@
 #include "backend/backend.h"
 #include "graph/executor.h"
 #include "nodes/nodes.h"
-#include "nodes/png_io.h"
+#include "core/png_io.h"
 #include "nodes/values.h"
 #include "sampling/schedulers.h"
 #include "sampling/torch_rng.h"

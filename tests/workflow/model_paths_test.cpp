@@ -1,6 +1,6 @@
-// Model folders (nodes/model_paths.h): listing and lookup under symlink names, ComfyUI's
+// Model folders (models/model_paths.h): listing and lookup under symlink names, ComfyUI's
 // folder aliases, extra_model_paths.yaml, and a workflow naming a symlinked checkpoint.
-#include "nodes/model_paths.h"
+#include "models/model_paths.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

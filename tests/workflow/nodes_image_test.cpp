@@ -9,7 +9,7 @@
 
 #include "models/checkpoint.h"
 #include "node_harness.h"
-#include "nodes/png_io.h"
+#include "core/png_io.h"
 #include "test_compare.h"
 
 namespace hr {

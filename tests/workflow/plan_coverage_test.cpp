@@ -19,7 +19,7 @@
 #include "graph/executor.h"
 #include "models/make_model.h"
 #include "nodes/nodes.h"
-#include "nodes/png_io.h"
+#include "core/png_io.h"
 #include "workflow/execute.h"
 #include "workflow/prompt.h"
 #include "workflow/workflow_plan.h"

@@ -1,6 +1,6 @@
 // Model folders (ComfyUI's folder_paths): the default layout, extra_model_paths.yaml, listing
 // under link names and lookup by name.
-#include "nodes/model_paths.h"
+#include "models/model_paths.h"
 
 #include <yaml-cpp/yaml.h>
 

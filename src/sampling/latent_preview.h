@@ -8,7 +8,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "models/checkpoint.h"
-#include "nodes/png_io.h"
+#include "core/png_io.h"
 
 namespace hr {
 

@@ -1,4 +1,4 @@
-#include "nodes/latent_preview.h"
+#include "sampling/latent_preview.h"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-// PNG reading and writing for image nodes: 8-bit RGB/RGBA, tEXt chunks (ComfyUI stores the
+// PNG reading and writing for image nodes and the server: 8-bit RGB/RGBA, tEXt chunks (ComfyUI stores the
 // API prompt under "prompt"), atomic writes (temporary name, then rename).
 #pragma once
 

@@ -1,5 +1,5 @@
 // ComfyUI's per-family text-encoder settings (comfy/sd1_clip.py, sd2_clip.py, sdxl_clip.py),
-// shared by CLIPTextEncode and the workflow planner.
+// which CLIPTextEncode and the SDXL encoders apply.
 #pragma once
 
 #include "models/checkpoint.h"

@@ -1,5 +1,5 @@
 // libpng-based PNG I/O.
-#include "nodes/png_io.h"
+#include "core/png_io.h"
 
 #include <png.h>
 #include <unistd.h>

@@ -1,12 +1,12 @@
 // Sampler previews: latent2rgb against hand-computed pixels, PNG bytes in memory that read back.
-#include "nodes/latent_preview.h"
+#include "sampling/latent_preview.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "nodes/png_io.h"
+#include "core/png_io.h"
 
 namespace hr {
 namespace {
