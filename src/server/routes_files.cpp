@@ -5,6 +5,7 @@
 #include <atomic>
 #include <filesystem>
 
+#include "core/json_parse.h"
 #include "nodes/png_io.h"
 #include "server/image_mask.h"
 
@@ -145,7 +146,9 @@ HttpResponse post_upload(const ServerContext& ctx, const HttpRequest& req) {
 // The image original_ref names ({filename, subfolder, type}; ComfyUI's "name [type]" filename
 // annotation too), confined to its folder. The type defaults to output, as in ComfyUI.
 Result<fs::path> mask_original(const ServerContext& ctx, const std::string& ref_text) {
-  Json ref = Json::parse(ref_text, nullptr, false);
+  Result<Json> parsed = json_parse(ref_text);
+  if (!parsed.ok()) return Status(ErrorCode::CORRUPT, "original_ref: " + parsed.status().message());
+  Json& ref = *parsed;
   if (!ref.is_object() || !ref.contains("filename") || !ref["filename"].is_string())
     return make_error(ErrorCode::CORRUPT, "original_ref must be a JSON object with a filename");
   std::string name = ref["filename"];
