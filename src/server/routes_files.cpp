@@ -1,18 +1,18 @@
 // ComfyUI's file routes: GET /view (output, input and temp images), POST /upload/image and
-// /upload/mask, with every client path confined to its folder (server/safe_path.h).
+// /upload/mask, with every client path confined to its folder (core/path_confine.h).
 #include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
 
 #include "core/json_parse.h"
+#include "core/path_confine.h"
 #include "nodes/png_io.h"
 #include "server/image_mask.h"
 
 #include "server/atomic_file.h"
 #include "server/multipart.h"
 #include "server/routes.h"
-#include "server/safe_path.h"
 #include "server/view_transform.h"
 
 namespace hr {
