@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/signal_stack.h"
 #include "server/ws_hub.h"
 #include "server/ws_session.h"
 
@@ -191,7 +192,10 @@ Status HttpListener::start() {
   impl_->port = a.local_endpoint().port();
   impl_->accept();
   for (int i = 0; i < std::max(1, c.io_threads); ++i)
-    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+    impl_->threads.emplace_back([this] {
+      signal_stack_install();  // Note [alternate signal stacks]
+      impl_->ioc.run();
+    });
   return Status();
 }
 

@@ -1,4 +1,5 @@
-#include "cli/crash_report.h"
+// The fatal-signal handler: a backtrace with write(2) only, then the default action.
+#include "core/crash_report.h"
 
 #include <execinfo.h>
 #include <signal.h>
@@ -7,16 +8,17 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "core/signal_stack.h"
+
 namespace hr {
 
 namespace {
 
-// Note [crash report]: the handler runs on its own stack (a segfault may be a stack overflow),
-// writes with write(2) and backtrace_symbols_fd only (no malloc, no stdio), then restores the
-// default action and raises the signal again, so the exit status and any core dump are those of
-// the original crash. Function names need the executable's symbols exported (-rdynamic).
-char g_alt_stack[64 * 1024];
-
+// Note [crash report]: the handler runs on the thread's alternate stack (SA_ONSTACK; a segfault
+// may be a stack overflow, Note [alternate signal stacks]), writes with write(2) and
+// backtrace_symbols_fd only (no malloc, no stdio), then restores the default action and raises
+// the signal again, so the exit status and any core dump are those of the original crash.
+// Function names need the executable's symbols exported (-rdynamic).
 void say(const char* s) { (void)!write(STDERR_FILENO, s, std::strlen(s)); }
 
 void on_fatal(int sig) {
@@ -33,10 +35,7 @@ void on_fatal(int sig) {
 }  // namespace
 
 void crash_report_install() {
-  stack_t ss{};
-  ss.ss_sp = g_alt_stack;
-  ss.ss_size = sizeof(g_alt_stack);
-  sigaltstack(&ss, nullptr);
+  signal_stack_install();
   void* warm[1];
   backtrace(warm, 1);  // loads libgcc now, not inside the handler
   struct sigaction sa {};
