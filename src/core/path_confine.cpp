@@ -76,23 +76,26 @@ std::pair<std::string, std::string> prefix_split(const std::string& prefix) {
 Result<OutputTarget> output_target_resolve(const std::string& root, const std::string& prefix) {
   HR_TRY(relative_check(prefix, "filename_prefix"));
   auto [folder, base] = prefix_split(prefix);
-  HR_ASSIGN_OR_RETURN(fs::path resolved, path_confine(root, folder));
+  Result<fs::path> resolved = path_confine(root, folder);
+  if (!resolved.ok() && resolved.status().code() == ErrorCode::INVALID_ARGUMENT)
+    return make_error(ErrorCode::INVALID_ARGUMENT,
+                      "filename_prefix '{}' leads outside its folder through a symlink", prefix);
+  if (!resolved.ok()) return resolved.status();
   HR_ASSIGN_OR_RETURN(const fs::path root_c, root_resolve(root));
-  const fs::path sub = resolved.lexically_relative(root_c);
-  return OutputTarget{resolved, base, sub == "." ? std::string() : sub.generic_string()};
+  const fs::path sub = resolved->lexically_relative(root_c);
+  return OutputTarget{*resolved, base, sub == "." ? std::string() : sub.generic_string()};
 }
 
-Status outside_error(const std::string& prefix, const Status& why) {
-  return make_error(ErrorCode::INVALID_ARGUMENT, "{} filename_prefix '{}': {}",
-                    kOutsideOutputFolder, prefix, why.message());
+// ComfyUI's text, then why (which names the prefix).
+Status outside_error(const Status& why) {
+  return make_error(ErrorCode::INVALID_ARGUMENT, "{} {}", kOutsideOutputFolder, why.message());
 }
 
 }  // namespace
 
 Result<OutputTarget> output_target_make(const std::string& root, const std::string& prefix) {
   Result<OutputTarget> t = output_target_resolve(root, prefix);
-  if (!t.ok() && t.status().code() == ErrorCode::INVALID_ARGUMENT)
-    return outside_error(prefix, t.status());
+  if (!t.ok() && t.status().code() == ErrorCode::INVALID_ARGUMENT) return outside_error(t.status());
   if (!t.ok()) return t;
   std::error_code ec;
   fs::create_directories(t->folder, ec);
@@ -101,7 +104,8 @@ Result<OutputTarget> output_target_make(const std::string& root, const std::stri
                       ec.message());
   Result<OutputTarget> again = output_target_resolve(root, prefix);  // Note [confined paths]
   if (!again.ok() || again->folder != t->folder)
-    return outside_error(prefix, Status(ErrorCode::INVALID_ARGUMENT, "its folder became a link"));
+    return outside_error(make_error(ErrorCode::INVALID_ARGUMENT,
+                                    "filename_prefix '{}': its folder became a link", prefix));
   return t;
 }
 
