@@ -62,14 +62,20 @@ void expect_overflow_reported(const ChildEnd& end) {
   size_t frames = 0;
   for (size_t at = 0; (at = end.err.find(")[0x", at)) != std::string::npos; ++at) ++frames;
   EXPECT_GE(frames, 3u) << end.err;
+  // ~2,000 frames of stack_eat: the innermost and outermost 32 with the count between.
+  EXPECT_EQ(frames, 64u) << end.err;
+  EXPECT_NE(end.err.find(" frames more (a deep recursion?) ..."), std::string::npos) << end.err;
 }
 
 TEST(CrashReport, StackOverflowOnTheMainThreadIsReported) {
-  expect_overflow_reported(child_run([] {
+  const ChildEnd end = child_run([] {
     const rlimit eight_mib{8 << 20, 8 << 20};  // the main stack may be unlimited here
     setrlimit(RLIMIT_STACK, &eight_mib);
     stack_eat(0);
-  }));
+  });
+  expect_overflow_reported(end);
+  // The outermost frames reach the process's start: who began the runaway recursion is shown.
+  EXPECT_NE(end.err.find("__libc_start"), std::string::npos) << end.err;
 }
 
 TEST(CrashReport, StackOverflowOnAThreadWithItsSignalStackIsReported) {
