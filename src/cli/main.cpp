@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "cli/crash_report.h"
+#include "core/crash_report.h"
 
 // Both `run` and `models` read ComfyUI's extra_model_paths.yaml; the option repeats.
 constexpr const char* kExtraPathsHelp =

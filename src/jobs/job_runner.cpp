@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "backend/allocator.h"
+#include "core/signal_stack.h"
 
 namespace hr {
 namespace {
@@ -22,7 +23,10 @@ JobRunner::~JobRunner() { stop(); }
 void JobRunner::start() {
   if (thread_.joinable()) return;
   stop_ = false;
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    signal_stack_install();
+    loop();
+  });
 }
 
 void JobRunner::stop() {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "core/json_parse.h"
 #include "jobs/redis_client.h"
 #include "jobs/redis_keys.h"
 #include "jobs/redis_queue_state.h"
@@ -170,7 +171,8 @@ Result<std::optional<Job>> RedisJobSource::start(const Delivery& d) {
     return std::optional<Job>();
   }
   const std::string& id = job->prompt_id;
-  const std::string rec = Json{{"job", Json::parse(d.fields_job)}, {"worker", opt_.worker_id},
+  HR_ASSIGN_OR_RETURN(Json fields, json_parse(d.fields_job, kJsonStoredMaxDepth));
+  const std::string rec = Json{{"job", std::move(fields)}, {"worker", opt_.worker_id},
                                {"stream", d.stream}, {"entry", d.entry}, {"started", ms_now()}}
                               .dump();
   HR_ASSIGN_OR_RETURN(RedisReply r, redis_->transaction({{"HDEL", redis_keys::kPending, id},

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/json_parse.h"
 #include "jobs/redis_client.h"
 #include "jobs/redis_keys.h"
 #include "jobs/redis_wire.h"
@@ -15,10 +16,10 @@ namespace {
 std::vector<Job> jobs_of(const RedisReply& values, const char* what) {
   std::vector<Job> out;
   for (const RedisReply& v : values.elements) {
-    Json j = Json::parse(v.str, nullptr, false);
+    Result<Json> j = json_parse(v.str, kJsonStoredMaxDepth);
     // running records wrap the job: {"job": {...}, "worker": ...}
-    if (j.is_object() && j.contains("job")) j = j["job"];
-    Result<Job> job = job_decode(j.is_discarded() ? v.str : j.dump());
+    if (j.ok() && j->is_object() && j->contains("job")) j = (*j)["job"];
+    Result<Job> job = job_decode(j.ok() ? j->dump() : v.str);
     if (job.ok())
       out.push_back(std::move(job).value());
     else
@@ -68,17 +69,17 @@ Result<Json> history_json(RedisClient& redis, std::optional<size_t> max_items,
   for (const RedisReply& id : ids.elements) get.push_back(id.str);
   HR_ASSIGN_OR_RETURN(RedisReply entries, redis.command(get));
   for (size_t i = 0; i < ids.elements.size(); ++i) {
-    Json e = Json::parse(entries.at(i).str, nullptr, false);
-    if (!e.is_discarded() && e.is_object()) out[ids.elements[i].str] = std::move(e);
+    Result<Json> e = json_parse(entries.at(i).str, kJsonStoredMaxDepth);
+    if (e.ok() && e->is_object()) out[ids.elements[i].str] = std::move(e).value();
   }
   return out;
 }
 
 Result<Json> history_get(RedisClient& redis, const std::string& prompt_id) {
   HR_ASSIGN_OR_RETURN(RedisReply r, redis.command({"HGET", redis_keys::kHistory, prompt_id}));
-  Json e = Json::parse(r.str, nullptr, false);
-  if (r.nil() || e.is_discarded() || !e.is_object()) return Json::object();
-  return Json{{prompt_id, std::move(e)}};
+  Result<Json> e = json_parse(r.str, kJsonStoredMaxDepth);
+  if (r.nil() || !e.ok() || !e->is_object()) return Json::object();
+  return Json{{prompt_id, std::move(e).value()}};
 }
 
 Status history_trim(RedisClient& redis, size_t max_history) {
@@ -105,11 +106,11 @@ Result<Json> workers_list(RedisClient& redis) {
   HR_ASSIGN_OR_RETURN(RedisReply recs, redis.command(get));
   RedisArgs gone = {"SREM", redis_keys::kWorkers};
   for (size_t i = 0; i < ids.elements.size(); ++i) {
-    Json w = Json::parse(recs.at(i).str, nullptr, false);
-    if (recs.at(i).nil() || w.is_discarded() || !w.is_object())
+    Result<Json> w = json_parse(recs.at(i).str, kJsonStoredMaxDepth);
+    if (recs.at(i).nil() || !w.ok() || !w->is_object())
       gone.push_back(ids.elements[i].str);
     else
-      out.push_back(std::move(w));
+      out.push_back(std::move(w).value());
   }
   if (gone.size() > 2) (void)redis.command(gone);
   std::sort(out.begin(), out.end(),

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "core/signal_stack.h"
 #include "jobs/redis_client.h"
 
 namespace hr {
@@ -23,7 +24,10 @@ RedisSubscriber::~RedisSubscriber() { stop(); }
 void RedisSubscriber::start() {
   if (thread_.joinable()) return;
   stop_ = false;
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    signal_stack_install();
+    loop();
+  });
 }
 
 void RedisSubscriber::stop() {

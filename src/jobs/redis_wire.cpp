@@ -1,12 +1,17 @@
 // JSON encodings of jobs, events and control messages, with checked decoding.
 #include "jobs/redis_wire.h"
 
+#include "core/json_parse.h"
+
 namespace hr {
 namespace {
 
 Result<Json> object_parse(const std::string& text, const char* what) {
-  Json j = Json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
+  Result<Json> j = json_parse(text, kJsonStoredMaxDepth);
+  if (!j.ok())
+    return make_error(ErrorCode::CORRUPT, "malformed {} ({}): {:.80}", what, j.status().message(),
+                      text);
+  if (!j->is_object())
     return make_error(ErrorCode::CORRUPT, "malformed {} (not a JSON object): {:.80}", what, text);
   return j;
 }

@@ -6,6 +6,8 @@
 
 #include <mutex>
 
+#include "core/json_parse.h"
+
 namespace hr {
 namespace {
 
@@ -81,15 +83,15 @@ class SqliteJobStore final : public JobStore {
       j.prompt_id = column_text(s.get(), 0);
       j.number = sqlite3_column_int64(s.get(), 1);
       j.seq = uint64_t(sqlite3_column_int64(s.get(), 2));
-      Json prompt = Json::parse(column_text(s.get(), 3), nullptr, false);
-      Json extra = Json::parse(column_text(s.get(), 4), nullptr, false);
-      Json outputs = Json::parse(column_text(s.get(), 5), nullptr, false);
-      if (prompt.is_discarded() || extra.is_discarded() || !outputs.is_array())
+      Result<Json> prompt = json_parse(column_text(s.get(), 3), kJsonStoredMaxDepth);
+      Result<Json> extra = json_parse(column_text(s.get(), 4), kJsonStoredMaxDepth);
+      Result<Json> outputs = json_parse(column_text(s.get(), 5), kJsonStoredMaxDepth);
+      if (!prompt.ok() || !extra.ok() || !outputs.ok() || !outputs->is_array())
         return make_error(ErrorCode::CORRUPT, "{}: pending job {} is not valid JSON", path_,
                           j.prompt_id);
-      j.prompt = std::move(prompt);
-      j.extra_data = std::move(extra);
-      for (const Json& o : outputs)
+      j.prompt = std::move(prompt).value();
+      j.extra_data = std::move(extra).value();
+      for (const Json& o : *outputs)
         if (o.is_string()) j.outputs.push_back(o.get<std::string>());
       jobs.push_back(std::move(j));
     }
@@ -106,10 +108,11 @@ class SqliteJobStore final : public JobStore {
     while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
       JobRecord r;
       r.prompt_id = column_text(s.get(), 0);
-      r.entry = Json::parse(column_text(s.get(), 1), nullptr, false);
-      if (r.entry.is_discarded())
-        return make_error(ErrorCode::CORRUPT, "{}: history entry {} is not valid JSON", path_,
-                          r.prompt_id);
+      Result<Json> entry = json_parse(column_text(s.get(), 1), kJsonStoredMaxDepth);
+      if (!entry.ok())
+        return make_error(ErrorCode::CORRUPT, "{}: history entry {}: {}", path_, r.prompt_id,
+                          entry.status().message());
+      r.entry = std::move(entry).value();
       records.push_back(std::move(r));
     }
     if (rc != SQLITE_DONE) return error("history_load");

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/bytes.h"
+#include "core/signal_stack.h"
 
 namespace hr {
 
@@ -173,7 +174,10 @@ void Telemetry::start() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_requested_ = false;
   }
-  thread_ = std::thread([this] { sampler_loop(); });
+  thread_ = std::thread([this] {
+    signal_stack_install();
+    sampler_loop();
+  });
 }
 
 void Telemetry::stop() {

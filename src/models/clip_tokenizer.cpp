@@ -14,6 +14,8 @@
 #include <span>
 #include <sstream>
 
+#include "core/json_parse.h"
+
 namespace hr {
 
 // Note [CLIP tokenization rule]
@@ -278,7 +280,8 @@ Result<std::unique_ptr<CLIPTokenizer>> CLIPTokenizer::load_text(std::string_view
                                                                 const std::string& vocab_name,
                                                                 const std::string& merges_name) {
   std::unique_ptr<CLIPTokenizer> t(new CLIPTokenizer());
-  nlohmann::json vocab = nlohmann::json::parse(vocab_text, nullptr, /*allow_exceptions=*/false);
+  Result<nlohmann::json> parsed = json_parse(vocab_text);
+  const nlohmann::json vocab = parsed.ok() ? std::move(parsed).value() : nlohmann::json();
   if (!vocab.is_object())
     return make_error(ErrorCode::CORRUPT, "'{}' is not a JSON object of token ids", vocab_name);
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "core/json_parse.h"
+
 namespace hr {
 namespace {
 
@@ -265,12 +267,9 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
                                      header_len, size));
 
   const char* hb = reinterpret_cast<const char*>(f->map_ + 8);
-  Json header;
-  try {
-    header = Json::parse(hb, hb + header_len);
-  } catch (const Json::exception& e) {
-    return corrupt(path, fmt::format("header is not valid JSON: {}", e.what()));
-  }
+  Result<Json> parsed = json_parse(std::string_view(hb, size_t(header_len)));
+  if (!parsed.ok()) return corrupt(path, "header: " + parsed.status().message());
+  const Json& header = *parsed;
   f->data_ = f->map_ + 8 + header_len;
   f->data_size_ = size - 8 - size_t(header_len);
   HR_TRY(header_parse(path, header, f->data_size_, f->entries_, f->metadata_));

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <random>
 
+#include "core/path_confine.h"
 #include "models/vae_tiled.h"
 #include "nodes/nodes.h"
 #include "core/png_io.h"
@@ -58,16 +59,14 @@ std::vector<std::any> latent_out(HostTensor samples, const Latent& like) {
   return {std::make_shared<const Latent>(std::move(l))};
 }
 
-// Writes every image of the batch as PNG with the prompt in a tEXt chunk; fills ctx.ui.
+// Writes every image of the batch as PNG with the prompt in a tEXt chunk, under `prefix`
+// confined to `dir` (ComfyUI's refusal otherwise, core/path_confine.h); fills ctx.ui.
 Status save_images(ExecContext& ctx, const HostTensor& images, const std::string& dir,
                    const std::string& prefix, const std::string& type, int compress_level) {
   namespace fs = std::filesystem;
-  if (prefix.find("..") != std::string::npos)
-    return make_error(ErrorCode::INVALID_ARGUMENT, "filename_prefix '{}' must not contain '..'", prefix);
-  if (ctx.opts.plan_run) return Status();  // Note [plan run]: no files
-  std::error_code ec;
-  fs::create_directories((fs::path(dir) / prefix).parent_path(), ec);
-  if (ec) return make_error(ErrorCode::IO, "cannot create output folder {}: {}", dir, ec.message());
+  if (ctx.opts.plan_run)  // Note [plan run]: refused as the run would be, nothing created
+    return output_target_check(dir, prefix);
+  HR_ASSIGN_OR_RETURN(OutputTarget target, output_target_make(dir, prefix));
   const Shape& s = images.shape();
   Json list = Json::array();
   for (int64_t b = 0; b < s[0]; ++b) {
@@ -84,10 +83,9 @@ Status save_images(ExecContext& ctx, const HostTensor& images, const std::string
       }
     img.text.emplace_back("prompt", ctx.prompt.source.dump());
     img.compress_level = compress_level;
-    HR_ASSIGN_OR_RETURN(std::string path, png_write_next(dir, prefix, img));
-    fs::path rel = fs::relative(fs::path(path), fs::path(dir), ec);
-    list.push_back({{"filename", rel.filename().string()},
-                    {"subfolder", rel.parent_path().generic_string()},
+    HR_ASSIGN_OR_RETURN(std::string path, png_write_next(target.folder.string(), target.base, img));
+    list.push_back({{"filename", fs::path(path).filename().string()},
+                    {"subfolder", target.subfolder},
                     {"type", type}});
   }
   ctx.ui = Json{{"images", list}};
@@ -220,10 +218,9 @@ void nodes_register_images(NodeRegistry& r, const NodeEnv& env) {
   load.inputs = {image};
   load.outputs = {{IoType::IMAGE, "IMAGE"}, {IoType::MASK, "MASK"}};
   load.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
-    std::string name = in.get_string("image");
-    if (name.find("..") != std::string::npos)
-      return make_error(ErrorCode::INVALID_ARGUMENT, "image name '{}' must not contain '..'", name);
-    HR_ASSIGN_OR_RETURN(Image8 img, png_read((std::filesystem::path(ctx.opts.input_dir) / name).string()));
+    HR_ASSIGN_OR_RETURN(std::filesystem::path file,
+                        path_confine(ctx.opts.input_dir, in.get_string("image")));
+    HR_ASSIGN_OR_RETURN(Image8 img, png_read(file.string()));
     HostTensor px(DType::F32, Shape{1, img.height, img.width, 3});
     // ComfyUI's mask is 1 - alpha (0 where opaque); without alpha, torch.zeros((64, 64)).
     bool alpha = img.channels == 4;

@@ -1,17 +1,18 @@
 // ComfyUI's file routes: GET /view (output, input and temp images), POST /upload/image and
-// /upload/mask, with every client path confined to its folder (server/safe_path.h).
+// /upload/mask, with every client path confined to its folder (core/path_confine.h).
 #include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
 
+#include "core/json_parse.h"
+#include "core/path_confine.h"
 #include "core/png_io.h"
 #include "server/image_mask.h"
 
 #include "server/atomic_file.h"
 #include "server/multipart.h"
 #include "server/routes.h"
-#include "server/safe_path.h"
 #include "server/view_transform.h"
 
 namespace hr {
@@ -145,7 +146,9 @@ HttpResponse post_upload(const ServerContext& ctx, const HttpRequest& req) {
 // The image original_ref names ({filename, subfolder, type}; ComfyUI's "name [type]" filename
 // annotation too), confined to its folder. The type defaults to output, as in ComfyUI.
 Result<fs::path> mask_original(const ServerContext& ctx, const std::string& ref_text) {
-  Json ref = Json::parse(ref_text, nullptr, false);
+  Result<Json> parsed = json_parse(ref_text);
+  if (!parsed.ok()) return Status(ErrorCode::CORRUPT, "original_ref: " + parsed.status().message());
+  Json& ref = *parsed;
   if (!ref.is_object() || !ref.contains("filename") || !ref["filename"].is_string())
     return make_error(ErrorCode::CORRUPT, "original_ref must be a JSON object with a filename");
   std::string name = ref["filename"];

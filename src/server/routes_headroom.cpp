@@ -40,7 +40,8 @@ HttpResponse post_levels(ServerContext& ctx, const HttpRequest& req) {
     return HttpResponse::error(409, "the warning and danger levels are set per worker "
                                     "(headroom worker --vram-warning/--vram-danger)");
   Result<Json> body = request_json(req);
-  if (!body.ok() || !body->is_object())
+  if (!body.ok()) return HttpResponse::error(400, body.status().message());
+  if (!body->is_object())
     return HttpResponse::error(400, "expected a JSON object {\"warning\": 0.8, \"danger\": 0.9}");
   double w = ctx.levels.warning(), d = ctx.levels.danger();
   for (auto [key, value] : {std::pair{"warning", &w}, std::pair{"danger", &d}}) {
@@ -93,7 +94,9 @@ Result<uint64_t> plan_budget(const ServerContext& ctx, const Json& body) {
 // "budget", or the bare workflow), without queueing it.
 HttpResponse post_plan(ServerContext& ctx, const HttpRequest& req) {
   Result<Json> body = request_json(req);
-  if (!body.ok() || !body->is_object())
+  if (!body.ok())
+    return prompt_error("invalid_prompt", "Invalid prompt: " + body.status().message());
+  if (!body->is_object())
     return prompt_error("invalid_prompt", "Invalid prompt: the body is not a JSON object");
   const bool wrapped = body->contains("prompt");
   const Json& wf = wrapped ? (*body)["prompt"] : *body;

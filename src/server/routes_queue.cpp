@@ -1,6 +1,7 @@
 // ComfyUI's queue routes: /prompt, /queue, /history, /interrupt, /free.
 #include <optional>
 
+#include "core/json_parse.h"
 #include "jobs/job_service.h"
 #include "server/routes.h"
 #include "workflow/prompt.h"
@@ -9,9 +10,8 @@ namespace hr {
 
 Result<Json> request_json(const HttpRequest& req, std::optional<Json> empty_as) {
   if (req.body.empty() && empty_as) return *empty_as;
-  Json j = Json::parse(req.body, nullptr, false);
-  if (j.is_discarded())
-    return make_error(ErrorCode::INVALID_ARGUMENT, "the request body is not valid JSON");
+  Result<Json> j = json_parse(req.body);
+  if (!j.ok()) return j.status().with_context("the request body");
   return j;
 }
 
@@ -48,7 +48,9 @@ std::vector<std::string> string_list(const Json& j) {
 // ComfyUI's POST /prompt: validate, then queue with number / front / client_id / extra_data.
 HttpResponse post_prompt(ServerContext& ctx, const HttpRequest& req) {
   Result<Json> body = request_json(req);
-  if (!body.ok() || !body->is_object())
+  if (!body.ok())
+    return prompt_error("invalid_prompt", "Invalid prompt: " + body.status().message());
+  if (!body->is_object())
     return prompt_error("invalid_prompt", "Invalid prompt: the body is not a JSON object");
   if (!body->contains("prompt"))
     return prompt_error("no_prompt", "No prompt provided", "No prompt provided");
@@ -82,7 +84,8 @@ HttpResponse post_prompt(ServerContext& ctx, const HttpRequest& req) {
 HttpResponse post_clear_delete(const HttpRequest& req, const std::function<Status()>& clear,
                                const std::function<Status(const std::vector<std::string>&)>& del) {
   Result<Json> body = request_json(req, Json::object());
-  if (!body.ok() || !body->is_object()) return HttpResponse::error(400, "expected a JSON object");
+  if (!body.ok()) return HttpResponse::error(400, body.status().message());
+  if (!body->is_object()) return HttpResponse::error(400, "expected a JSON object");
   Status st;
   if (body->value("clear", false) == true) st = clear();
   if (st.ok() && body->contains("delete")) st = del(string_list((*body)["delete"]));
@@ -137,16 +140,17 @@ void routes_add_queue(Router& r, ServerContext& ctx) {
   });
   r.add("POST", "/interrupt", [&ctx](const HttpRequest& req, auto&) {
     Result<Json> body = request_json(req, Json::object());
+    if (!body.ok()) return HttpResponse::error(400, body.status().message());
     std::string id;
-    if (body.ok() && body->is_object() && body->contains("prompt_id") &&
-        (*body)["prompt_id"].is_string())
+    if (body->is_object() && body->contains("prompt_id") && (*body)["prompt_id"].is_string())
       id = (*body)["prompt_id"];
     Status st = ctx.jobs.interrupt(id);
     return st.ok() ? HttpResponse::text(200, "") : unavailable(st);
   });
   r.add("POST", "/free", [&ctx](const HttpRequest& req, auto&) {
     Result<Json> body = request_json(req, Json::object());
-    if (!body.ok() || !body->is_object()) return HttpResponse::error(400, "expected a JSON object");
+    if (!body.ok()) return HttpResponse::error(400, body.status().message());
+    if (!body->is_object()) return HttpResponse::error(400, "expected a JSON object");
     Status st = ctx.jobs.request_free(body->value("unload_models", false) == true,
                                       body->value("free_memory", false) == true);
     return st.ok() ? HttpResponse::text(200, "") : unavailable(st);

@@ -3,9 +3,9 @@
 #include <cctype>
 #include <filesystem>
 
+#include "core/path_confine.h"
 #include "server/atomic_file.h"
 #include "server/routes.h"
-#include "server/safe_path.h"
 #include "server/web_root.h"
 
 namespace hr {

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "core/signal_stack.h"
+
 namespace hr {
 namespace {
 
@@ -59,7 +61,10 @@ VramFeed::~VramFeed() { stop(); }
 void VramFeed::start() {
   if (thread_.joinable()) return;
   stop_ = false;
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    signal_stack_install();
+    loop();
+  });
 }
 
 void VramFeed::stop() {

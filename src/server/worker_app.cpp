@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "backend/backend_open.h"
 #include "core/bytes.h"
+#include "core/signal_stack.h"
 #include "graph/executor.h"
 #include "jobs/job_runner.h"
 #include "jobs/redis_client.h"
@@ -166,7 +167,10 @@ Result<std::unique_ptr<WorkerApp>> WorkerApp::start(const WorkerOptions& options
   p->feed->start();
   p->runner->start();
   Parts& parts = *p;
-  p->heartbeat = std::thread([&parts] { heartbeat_loop(parts); });
+  p->heartbeat = std::thread([&parts] {
+    signal_stack_install();
+    heartbeat_loop(parts);
+  });
   return std::unique_ptr<WorkerApp>(new WorkerApp(std::move(p)));
 }
 

@@ -5,6 +5,8 @@
 #include <functional>
 #include <set>
 
+#include "core/json_parse.h"
+
 namespace hr {
 namespace {
 
@@ -39,6 +41,10 @@ bool convert_literal(const InputSpec& spec, const Json& in, Json& out, std::stri
       if (in.is_number_float()) {
         double d = in.get<double>();
         if (!std::isfinite(d)) break;
+        if (std::fabs(d) >= 0x1p63) {  // int64_t(d) would be undefined
+          why = fmt::format("{} is out of the 64-bit integer range", num_str(d));
+          return false;
+        }
         out = int64_t(std::trunc(d));
         return true;
       }
@@ -294,14 +300,14 @@ std::string PromptValidation::summary() const {
 }
 
 PromptValidation prompt_validate_text(const std::string& text, const NodeRegistry& registry) {
-  Json j = Json::parse(text, nullptr, false);
-  if (j.is_discarded()) {
+  Result<Json> j = json_parse(text);
+  if (!j.ok()) {
     PromptValidation v;
     v.error = top_error("invalid_prompt", "Invalid prompt: the workflow is not valid JSON",
-                        "could not parse the text as JSON (API-format workflow expected)");
+                        j.status().message() + " (API-format workflow expected)");
     return v;
   }
-  return prompt_validate(j, registry);
+  return prompt_validate(*j, registry);
 }
 
 PromptValidation prompt_validate(const Json& src, const NodeRegistry& registry) {

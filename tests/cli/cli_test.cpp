@@ -155,6 +155,16 @@ TEST_F(CliTest, MalformedWorkflowsExitWithCode2) {
     EXPECT_EQ(r.code, 2) << r.output;
     EXPECT_NE(r.output.find("not valid JSON"), std::string::npos) << r.output;
   }
+  {  // issue 35: nesting past the limit is refused before anything recurses into it
+    fs::path p = root_ / "deep.json";
+    std::ofstream(p) << "{\"3\": {\"x\": " << std::string(100000, '[') << std::string(100000, ']')
+                     << "}}";
+    for (const char* cmd : {" run --quiet ", " plan "}) {
+      CmdResult r = run_cmd(test::headroom_binary() + cmd + p.string());
+      EXPECT_EQ(r.code, 2) << cmd << r.output;
+      EXPECT_NE(r.output.find("JSON nested deeper than 256 levels"), std::string::npos) << r.output;
+    }
+  }
   Json wf = example();
   wf["8"]["class_type"] = "NoSuchNode";
   expect_invalid(wf, "unknown", "NoSuchNode does not exist");

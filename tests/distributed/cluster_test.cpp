@@ -172,6 +172,42 @@ TEST_F(ClusterTest, EitherFrontRunsThePromptWithMessagesOnItsClient) {
   }
 }
 
+// Issue 35 through `serve --queue` and `headroom worker`: the front refuses a body nested
+// 100,000 deep with the limit named and goes on; a worker refuses hostile filename_prefixes
+// with ComfyUI's text and writes nothing outside the shared output folder; the next job runs.
+TEST_F(ClusterTest, HostileRequestsAreRefusedByTheFrontAndTheWorkers) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  HttpResult r = http_call(
+      port(0), "POST", "/prompt",
+      "{\"prompt\": " + tiny_workflow().dump() + ", \"extra_data\": {\"x\": " + deep + "}}");
+  EXPECT_EQ(r.status, 400) << r.body.substr(0, 300);
+  EXPECT_NE(r.body.find("JSON nested deeper than 256 levels"), std::string::npos) << r.body;
+  EXPECT_EQ(http_call(port(0), "GET", "/queue").status, 200);
+  const fs::path outside = cluster_->dir / "outside";
+  fs::create_directories(outside);
+  fs::create_directories(cluster_->dir / "output");
+  fs::create_symlink(outside, cluster_->dir / "output/link_out");
+  std::vector<std::string> ids;
+  for (const std::string& prefix :
+       {(cluster_->dir / "abs/x").string(), std::string("../../x"), std::string("link_out/x")}) {
+    Json wf = tiny_workflow(64, 1, 21);
+    wf["9"]["inputs"]["filename_prefix"] = prefix;
+    ids.push_back(queue(1, wf, "hostile"));
+  }
+  ids.push_back(queue(0, tiny_workflow(64, 1, 22), "hostile"));
+  std::map<std::string, Json> h = histories(0, ids, std::chrono::seconds(60));
+  for (size_t i = 0; i + 1 < ids.size(); ++i) {
+    EXPECT_EQ(h[ids[i]]["status"]["status_str"], "error") << h[ids[i]].dump();
+    EXPECT_NE(h[ids[i]].dump().find("Saving image outside the output folder is not allowed."),
+              std::string::npos)
+        << h[ids[i]].dump();
+  }
+  EXPECT_EQ(h[ids.back()]["status"]["status_str"], "success");
+  EXPECT_TRUE(fs::is_empty(outside));
+  EXPECT_FALSE(fs::exists(cluster_->dir / "abs"));
+  EXPECT_FALSE(fs::exists(cluster_->dir.parent_path() / "x_00001_.png"));
+}
+
 TEST_F(ClusterTest, StatsAndMetricsListEveryWorkersDevice) {
   HttpResult s = http_call(port(1), "GET", "/system_stats");
   ASSERT_EQ(s.status, 200);

@@ -195,5 +195,38 @@ TEST_F(RedisLifecycle, MalformedEntryGoesToTheDeadLetterStream) {
   EXPECT_EQ(len(redis_keys::kDead), 2);
 }
 
+// Issue 35 behind the Redis front: text nested deeper than the limit in any Redis value (a
+// stream entry, a pending job, a history entry) is refused by json_parse before anything
+// recursive touches it; the worker dead-letters the entry and takes the next job.
+TEST_F(RedisLifecycle, DeepValuesAreRefusedNotRecursedInto) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string job =
+      R"({"prompt_id": "deep", "number": 1, "prompt": {"1": {"x": )" + deep + "}}}";
+  Result<Job> decoded = job_decode(job);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_NE(decoded.status().message().find("JSON nested deeper than"), std::string::npos)
+      << decoded.status().message();
+  const std::string stream = redis_keys::stream(8ull << 20, false);
+  ASSERT_TRUE(redis_client_->command({"XADD", stream, "*", "job", job}).ok());
+  ASSERT_TRUE(redis_client_->command({"HSET", redis_keys::kPending, "deep", job}).ok());
+  ASSERT_TRUE(
+      redis_client_->command({"HSET", redis_keys::kHistory, "deep", "{\"x\": " + deep + "}"}).ok());
+  ASSERT_TRUE(redis_client_->command({"ZADD", redis_keys::kHistoryOrder, "1", "deep"}).ok());
+  queue("fine");
+  std::optional<Job> j = source()->take(std::chrono::milliseconds(10));
+  ASSERT_TRUE(j) << "the deep entry is moved aside; the next job runs";
+  EXPECT_EQ(j->prompt_id, "fine");
+  EXPECT_EQ(len(redis_keys::kDead), 1);
+  Result<Json> q = queue_json(*redis_client_);
+  ASSERT_TRUE(q.ok()) << q.status().str();
+  EXPECT_EQ((*q)["queue_pending"].size(), 0u) << "the deep pending record is skipped";
+  Result<Json> h = history_json(*redis_client_, std::nullopt, std::nullopt);
+  ASSERT_TRUE(h.ok()) << h.status().str();
+  EXPECT_FALSE(h->contains("deep"));
+  Result<Json> one = history_get(*redis_client_, "deep");
+  ASSERT_TRUE(one.ok());
+  EXPECT_TRUE(one->empty());
+}
+
 }  // namespace
 }  // namespace hr::test

@@ -58,6 +58,15 @@ TEST_F(SafetyTest, OversizedBodiesAre413) {
   EXPECT_EQ(http_call(port_, "GET", "/prompt").status, 200);
 }
 
+// Note [body limit per route]: each route's own limit, whichever is larger (uploads 2 MiB, JSON
+// 1 MiB here); an upload between the two was refused while the header was read.
+TEST_F(SafetyTest, EachRouteReadsBodiesUpToItsOwnLimit) {
+  EXPECT_EQ(upload(port_, "mid.png", std::string(1536 << 10, 'x')).status, 200);
+  HttpResult r = http_call(port_, "POST", "/prompt", std::string(1536 << 10, ' '));
+  EXPECT_TRUE(r.status == 413 || r.status == 0) << r.status;
+  EXPECT_EQ(http_call(port_, "GET", "/prompt").status, 200);
+}
+
 TEST_F(SafetyTest, ViewIsConfinedToItsFolder) {
   fs::create_directories(dir_ / "output/sub");
   std::ofstream(dir_ / "output/sub/ok.png") << "png";

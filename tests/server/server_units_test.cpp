@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/path_confine.h"
 #include "server/multipart.h"
 #include "server/router.h"
-#include "server/safe_path.h"
 #include "server/ws_hub.h"
 
 namespace hr {

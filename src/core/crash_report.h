@@ -4,6 +4,8 @@
 
 namespace hr {
 
+// Installs the report for the whole process and an alternate signal stack for the calling
+// thread; other threads get theirs from signal_stack_install (core/signal_stack.h).
 void crash_report_install();
 
 }  // namespace hr
