@@ -163,6 +163,16 @@ Result<std::string> cfg_split_reason(ExecContext& ctx, LoadedModel& m, const Sha
                      2 * B, bytes_format(both), bytes_format(room), B, bytes_format(one));
 }
 
+// Note [plan steps]
+// Every step of a sampler calls the model with the same shapes, so the allocator reaches its
+// fixed point within the first step (weights uploaded or streamed, the arena and the ring
+// allocated, the cond/uncond split decided) and later steps hold and free the same bytes. A plan
+// run (Note [plan run] in workflow/workflow_plan.cpp) therefore samples the first kPlanSteps of
+// the schedule only: a 10,000-step job plans as fast as a 3-step one, and the bisection for the
+// smallest budget, which runs the prompt some 20 times, stays cheap. The plan's graph_runs count
+// the calls of those steps.
+constexpr size_t kPlanSteps = 3;
+
 Result<std::vector<std::any>> ksampler_run(ExecContext& ctx, const SamplerInputs& s) {
   if (!s.model || !s.positive || !s.negative || !s.latent)
     return make_error(ErrorCode::INVALID_ARGUMENT, "sampler inputs missing");
@@ -174,6 +184,7 @@ Result<std::vector<std::any>> ksampler_run(ExecContext& ctx, const SamplerInputs
   HR_ASSIGN_OR_RETURN(std::vector<float> sigmas,
                       ksampler_sigmas(ms, s.scheduler, s.sampler, s.steps, s.denoise, s.start_step,
                                       s.last_step, s.force_full_denoise));
+  if (ctx.opts.plan_run && sigmas.size() > kPlanSteps + 1) sigmas.resize(kPlanSteps + 1);
   const HostTensor& lat = *s.latent->samples;
   HostTensor noise = s.disable_noise ? HostTensor(DType::F32, lat.shape())
                                      : prepare_noise(lat.shape(), s.seed, s.latent->batch_index);

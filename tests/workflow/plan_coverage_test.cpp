@@ -23,17 +23,15 @@
 #include "workflow/execute.h"
 #include "workflow/prompt.h"
 #include "workflow/workflow_plan.h"
+#include "workflow_json.h"
 
 namespace hr {
 namespace {
 
 namespace fs = std::filesystem;
 
-Json link(const char* id, int slot = 0) { return Json::array({id, slot}); }
-
-Json node(const char* class_type, Json inputs) {
-  return Json{{"class_type", class_type}, {"inputs", std::move(inputs)}};
-}
+using test::link;
+using test::node;
 
 Json sampler(const char* model, const char* pos, const char* neg, const char* latent,
              double denoise) {
