@@ -12,11 +12,10 @@
 #   HEADROOM_GN_CLUSTER=0    single-pass group norm off (Note [single-pass group norm])
 #   HEADROOM_CUDNN_ATTENTION=0  cuDNN's fused attention off (Note [cuDNN attention])
 #   HEADROOM_STACK_QKV=0     stacked self-attention Q/K/V projections off
-# and the opt-in ones, measured once and left off (PERF_NOTES v10), or not yet timed:
-#   HEADROOM_ATTN_SHORT=1    the short-key attention kernel (Note [short-key attention])
-#   HEADROOM_PDL=1           programmatic dependent launch (Note [programmatic dependent launch])
+# and the tuning knob:
 #   HEADROOM_GEMM_CANDIDATES=32  autotuning times 32 of cuBLASLt's candidates, not 8
-#   HEADROOM_GEMM_TILES=1    autotuning adds tile-shape variants (Note [GEMM tile variants])
+# (the short-key attention kernel, programmatic dependent launch and GEMM tile variants measured
+# no gain and left the product: bench/PERF_NOTES.md, "Removed from the product")
 # (set HEADROOM_GEMM_LOG=1 around the call to get each tuned GEMM's choice in attrib_runs.log)
 # and prints one table (ms per step and the difference against the defaults). bench_models
 # builds its random-weight workloads each time (SD1.5 and SDXL: ~100-120 s per run with

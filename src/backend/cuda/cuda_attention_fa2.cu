@@ -330,11 +330,6 @@ cudaError_t attention_tc(const AttentionArgs& a, cudaStream_t s, AttentionTc ker
     if (a.ldq || a.ldk || a.ldv) return cudaErrorInvalidValue;  // the first kernel reads dense
     return attention_tc_v1(a, s);
   }
-  if (kernel == AttentionTc::SHORT_Q32) return attention_short(a, s, 2);
-  if (kernel == AttentionTc::SHORT_Q64) return attention_short(a, s, 4);
-  // Note [short-key attention]
-  if (kernel == AttentionTc::AUTO && attention_short_enabled() && attention_short_supported(a))
-    return attention_short(a, s, 4);
   if (kernel == AttentionTc::AUTO) kernel = auto_kernel(a);
   if (a.dtype == DType::F16) return launch_for_dim<__half>(a, kernel, s);
   return launch_for_dim<__nv_bfloat16>(a, kernel, s);

@@ -92,23 +92,13 @@ bool attention_tc_supported(const AttentionArgs& a);
 // cuda_attention_fa2.cu: which tensor-core kernel runs. AUTO picks per shape (Note [attention
 // v2 shapes]); the others name one block shape (queries per block, keys per tile) or the first
 // kernel (V1, cuda_attention_tc.cu) so that bench_attention can time them in one run.
-// SHORT_Q32 / SHORT_Q64: the short-key kernel (cuda_attention_short.cu) with tiles of 32 or 64
-// queries; only for Nk <= 80.
-enum class AttentionTc : uint8_t {
-  AUTO, V1, Q64_K64, Q64_K80, Q128_K64, Q128_K80, SHORT_Q32, SHORT_Q64
-};
+enum class AttentionTc : uint8_t { AUTO, V1, Q64_K64, Q64_K80, Q128_K64, Q128_K80 };
 cudaError_t attention_tc(const AttentionArgs& a, cudaStream_t s,
                          AttentionTc kernel = AttentionTc::AUTO);
 cudaError_t attention_tc_v1(const AttentionArgs& a, cudaStream_t s);
 // Whether attention_tc runs `a` with its ldk / ldv pitches (the v2 kernels: f16/bf16, D == Dv in
 // {40, 64, 80, 160}, positive scale, 16-byte aligned rows).
 bool attention_strided_supported(const AttentionArgs& a);
-// cuda_attention_short.cu (Note [short-key attention]): the persistent kernel for Nk <= 80 that
-// AUTO takes for such shapes only with HEADROOM_ATTN_SHORT=1; `warps` 2 or 4 (tiles of 32 or 64
-// queries). Takes what attention_strided_supported takes, with 1 <= Nk <= 80.
-bool attention_short_enabled();
-bool attention_short_supported(const AttentionArgs& a);
-cudaError_t attention_short(const AttentionArgs& a, cudaStream_t s, int warps);
 
 // --- cuda_layout.cu ---------------------------------------------------------------------------
 // Element-size-generic data movement (esize 1, 2, 4 or 8 bytes).
