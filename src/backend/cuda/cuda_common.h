@@ -57,15 +57,11 @@ cudaError_t group_norm_nhwc(DType t, const void* x, const void* gamma, const voi
 // beta may be null.
 cudaError_t layer_norm(DType t, const void* x, const void* gamma, const void* beta, void* y,
                        int64_t rows, int64_t c, float eps, cudaStream_t s);
-// The first kernels (Note [vectorised norms] in cuda_norm.cu), kept so that bench_norms times
-// them against the current ones in one run; layer_norm still takes them for widths or pointers
-// its 16-byte packs cannot. group_norm_nhwc_v1 needs group_norm_nhwc_plan_v1's workspace.
+// The first layer norm kernels (Note [vectorised norms] in cuda_norm.cu): what layer_norm takes
+// for widths or pointers its 16-byte packs cannot; bench_norms times them against the packs in one
+// run. (The first channels-last group norm is bench/dev/group_norm_v1.cu.)
 cudaError_t layer_norm_v1(DType t, const void* x, const void* gamma, const void* beta, void* y,
                           int64_t rows, int64_t c, float eps, cudaStream_t s);
-GroupNormNhwcPlan group_norm_nhwc_plan_v1(int64_t n, int64_t s, int64_t c, int groups);
-cudaError_t group_norm_nhwc_v1(DType t, const void* x, const void* gamma, const void* beta,
-                               void* y, int64_t n, int64_t s, int64_t c, int groups, float eps,
-                               bool silu, void* workspace, cudaStream_t st);
 
 // --- cuda_attention.cu ------------------------------------------------------------------------
 struct AttentionArgs {
