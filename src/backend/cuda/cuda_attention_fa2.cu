@@ -53,7 +53,6 @@ struct Fa2Shape {
 
 template <typename T, int D, int RT, int W, int BK>
 __global__ void __launch_bounds__(W * 32) attention_fa2_kernel(AttentionArgs a) {
-  pdl_wait();
   using S = Fa2Shape<D, RT, W, BK>;
   constexpr int kDP = S::kDP, kStride = S::kStride, kTile = S::kTile, kThreads = S::kThreads;
   constexpr int kKSteps = kDP / 16;  // k-steps of Q K^T

@@ -154,46 +154,20 @@ cudaError_t conv2d_direct(const ConvArgs& a, cudaStream_t s);
 // fails); read once.
 int sm_count();
 
-// Note [programmatic dependent launch]
-// In a stream (and in the CUDA graph captured from it) a kernel normally starts only after the
-// one before it has finished and its completion has been processed: each boundary costs ~1-2 us
-// of an idle GPU between kernels, and a SDXL step has ~1300 of them. A kernel launched with
-// cudaLaunchAttributeProgrammaticStreamSerialization (sm_90+) may be scheduled while its
-// predecessor's last blocks drain; it must then wait (griddepcontrol.wait, pdl_wait() below)
-// before it touches global memory, which returns once the predecessor has completed and its
-// writes are visible. Our kernels call pdl_wait() first thing, so nothing they read or write
-// can race with the kernel before them (including a buffer the memory plan reuses); only the
-// launch and block scheduling overlap. No kernel triggers its dependents early: the implicit
-// trigger (all blocks exited) keeps a dependent from taking SM slots a primary still needs.
-// launch() below is the one place that sets the attribute: on when pdl_enabled()
-// (HEADROOM_PDL=1 and compute capability 9.0 or later; read once), plain launches otherwise.
-// pdl_wait() is a no-op in a kernel launched without the attribute.
-// Measured on the H200 (2026-12-01, bench_models, one call): SDXL step 30.67 ms plain, 30.75 with
-// PDL (uncaptured 32.64 / 32.51): no gain, so it stays off. Next to try: an early trigger
-// (griddepcontrol.launch_dependents) in kernels of one wave, and PDL for cuBLAS, which only
-// CUTLASS-style kernels that wait themselves could use.
-bool pdl_enabled();
-
-// The launch attribute that allows the overlap (launches that build their own configuration, such
-// as the single-pass group norm's cluster launch, add it where pdl_enabled()).
-inline cudaLaunchAttribute pdl_attribute() {
-  cudaLaunchAttribute a{};
-  a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  a.val.programmaticStreamSerializationAllowed = 1;
-  return a;
-}
-
+// One launch path for headroom's kernels: cudaLaunchKernelEx with no attributes (what <<<>>>
+// does), returning the launch's error or the one it left behind. (Programmatic dependent launch,
+// once an attribute set here, measured no gain and was removed: bench/PERF_NOTES.md, "Removed
+// from the product".)
 template <typename... Params, typename... Args>
 cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                    Args&&... args) {
-  cudaLaunchAttribute attr[1] = {pdl_attribute()};
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  cfg.attrs = nullptr;
+  cfg.numAttrs = 0;
   const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
   const cudaError_t last = cudaGetLastError();  // clears the slot, as after a <<<>>> launch
   return e != cudaSuccess ? e : last;
@@ -218,13 +192,6 @@ cudaError_t dispatch_float(DType t, F&& f) {
 }
 
 #ifdef __CUDACC__
-// Note [programmatic dependent launch]: first statement of every kernel launch() starts.
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-
 // --- device-side helpers: loads widen to f32, stores round to nearest even ----------------------
 __device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }

@@ -30,7 +30,6 @@ template <typename T, bool VEC>
 __global__ void group_norm_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                                   const T* __restrict__ beta, T* __restrict__ y, int64_t c,
                                   int64_t spatial, int groups, float eps, bool silu) {
-  pdl_wait();
   __shared__ float scratch[32];
   const int64_t cg = c / groups;
   const int64_t count = cg * spatial;
@@ -87,7 +86,6 @@ template <typename T, int R>
 __global__ void layer_norm_regs_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                                        const T* __restrict__ beta, T* __restrict__ y,
                                        int64_t rows, int64_t c, float eps) {
-  pdl_wait();
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (row >= rows) return;  // whole warps leave together
@@ -128,7 +126,6 @@ template <typename T, bool VEC>
 __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                                   const T* __restrict__ beta, T* __restrict__ y, int64_t rows,
                                   int64_t c, float eps) {
-  pdl_wait();
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (row >= rows) return;  // whole warps leave together: no shuffle is left waiting
@@ -243,7 +240,6 @@ __global__ void __launch_bounds__(kLnThreads, 8)
     layer_norm_packs_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                             const T* __restrict__ beta, T* __restrict__ y, int64_t rows, int64_t c,
                             int shift, float eps) {
-  pdl_wait();
   constexpr int V = 16 / int(sizeof(T));
   using P = Pack<T, V>;
   const int lanes = 1 << shift;
@@ -310,7 +306,6 @@ template <typename T, int V>
 __global__ void gn_partial_kernel(const T* __restrict__ x, float2* __restrict__ partial,
                                   int64_t s, int64_t c, int64_t rows_per_chunk, int64_t chunks,
                                   int64_t tile) {
-  pdl_wait();
   __shared__ float sh1[kGnThreads * V];
   __shared__ float sh2[kGnThreads * V];
   __shared__ float shift[kGnThreads * V];
@@ -388,7 +383,6 @@ __device__ __forceinline__ Moments moments_merge(Moments a, Moments b) {
 __global__ void gn_finalize_kernel(const float2* __restrict__ partial, float2* __restrict__ stats,
                                    int64_t s, int64_t c, int groups, int64_t rows_per_chunk,
                                    int64_t chunks, float eps) {
-  pdl_wait();
   using I = int;
   __shared__ Moments sh[32];
   const int64_t nb = blockIdx.x / groups, g = blockIdx.x % groups;
@@ -439,7 +433,6 @@ __global__ void __launch_bounds__(kGnThreads, 4)
                          const T* __restrict__ beta, const float2* __restrict__ stats,
                          T* __restrict__ y, int64_t n, int64_t s, int64_t c, int groups,
                          int64_t row_step) {
-  pdl_wait();
   using P = Pack<T, V>;
   const int64_t ncols = c / V;
   const int64_t t = int64_t(blockIdx.x) * kGnThreads + threadIdx.x;
@@ -669,7 +662,6 @@ __global__ void __launch_bounds__(gn1_max_threads(K), 1)
     gn_cluster_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                       const T* __restrict__ beta, T* __restrict__ y, int s, int c, int cpg, int tc,
                       int r, float eps) {
-  pdl_wait();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int V = 16 / int(sizeof(T));
   __shared__ float2 part[gn1_max_threads(K)];
@@ -778,20 +770,18 @@ auto gn1_kernel(int k) {
 }
 
 // The cluster launch of configuration g over [n, ., c]: grid (CS, tiles, N) in clusters of CS.
-// pdl: with the programmatic-dependent-launch attribute (Note [programmatic dependent launch]).
 struct Gn1Launch {
-  cudaLaunchAttribute attr[2];
+  cudaLaunchAttribute attr[1];
   cudaLaunchConfig_t cfg{};
-  Gn1Launch(const Gn1Config& g, int64_t n, int64_t c, cudaStream_t st, bool pdl) {
+  Gn1Launch(const Gn1Config& g, int64_t n, int64_t c, cudaStream_t st) {
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = unsigned(g.cs);
     attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-    attr[1] = pdl_attribute();
     cfg.gridDim = dim3(unsigned(g.cs), unsigned(c / g.tc), unsigned(n));
     cfg.blockDim = dim3(unsigned(g.threads));
     cfg.stream = st;
     cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 2 : 1;
+    cfg.numAttrs = 1;
   }
   Gn1Launch(const Gn1Launch&) = delete;  // cfg points into attr
 };
@@ -799,7 +789,7 @@ struct Gn1Launch {
 template <typename T, bool SILU>
 cudaError_t gn1_launch(const Gn1Config& g, const T* x, const T* gamma, const T* beta, T* y,
                        int64_t n, int64_t s, int64_t c, int groups, float eps, cudaStream_t st) {
-  const Gn1Launch l(g, n, c, st, pdl_enabled());
+  const Gn1Launch l(g, n, c, st);
   const cudaError_t e = cudaLaunchKernelEx(&l.cfg, gn1_kernel<T, SILU>(g.k), x, gamma, beta, y,
                                            int(s), int(c), int(c / groups), g.tc, g.r, eps);
   return e != cudaSuccess ? e : cudaGetLastError();
@@ -815,7 +805,7 @@ int gn1_active_clusters(const Gn1Config& g, int64_t n, int64_t c) {
     cudaGetLastError();
     return 0;
   }
-  const Gn1Launch l(g, n, c, nullptr, false);
+  const Gn1Launch l(g, n, c, nullptr);
   int clusters = 0;
   if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &l.cfg) != cudaSuccess) {
     cudaGetLastError();
