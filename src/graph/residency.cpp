@@ -64,11 +64,6 @@ double node_seconds(const Graph& g, const ArenaPlan& plan, size_t i, const NodeC
 
 ResidencyOptions residency_options_for(bool host_visible) {
   ResidencyOptions o;
-  // HEADROOM_DEBUG_GROUP_BYTES=N: the most bytes one coalesced transfer moves (Note [coalesced
-  // copies] in executor.cpp), for measuring what the ~10 us per transfer costs a copy-bound
-  // step (SDXL at 0 % resident averages 7.4 MiB per transfer under the 8 MiB default).
-  if (const char* e = std::getenv("HEADROOM_DEBUG_GROUP_BYTES"); e && std::atoll(e) > 0)
-    o.group_bytes = uint64_t(std::atoll(e));
   if (host_visible) {  // two CPU cores: ~60 GFLOP/s, memcpy at ~5 GB/s
     o.clock = NodeClock{60e9, 30e9, 10e9, 5e-6};
     o.copy_bytes_per_s = 5e9;
