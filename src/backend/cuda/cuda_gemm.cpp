@@ -202,8 +202,8 @@ void log_choice(const GemmCall& g, const cublasLtMatmulAlgo_t& a, size_t n, floa
 }
 
 // How many of cuBLASLt's heuristic candidates autotuning times (before split-K variants): 8, or
-// HEADROOM_GEMM_CANDIDATES (1-64). 32 measured once (2026-12-01): SDXL 30.29 ms against 30.46,
-// within noise; the GEMM log showed the same kernels chosen for every large shape.
+// HEADROOM_GEMM_CANDIDATES (1-64). 32 chose the same kernels for every large SDXL shape and
+// changed the step by less than the noise (bench/PERF_NOTES.md, v11).
 int heuristic_candidates() {
   static const int n = [] {
     const char* e = std::getenv("HEADROOM_GEMM_CANDIDATES");
