@@ -1,4 +1,3 @@
-#!/usr/bin/env bash
 # Which nodes a switch moves, in one device call: builds bench_profile, profiles one workload
 # (a timing event after every node, Note [node timing]) with the defaults and with FLIP set, and
 # prints both step times and the per-role node times side by side, the largest differences
@@ -7,13 +6,8 @@
 # moved by the same ~1 %, so that flip was noise).
 #   FLIP="HEADROOM_STACK_QKV=0" (the default)  ONLY=sdxl|sd15|vae512|vae1024  TOP=40 (roles printed)
 # Logs to $OUT (build_profile.log, profile_default.log, profile_flip.log, profile_flip.md); carry
-# .debs (scripts/device-env.sh). A warm machine with the build directory already configured took
+# .debs (scripts/device/env.sh). A warm machine with the build directory already configured took
 # ~2 min for the build and both SDXL profiles.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-device-logs}
-mkdir -p "$OUT"
-source scripts/device-env.sh
 FLIP=${FLIP:-HEADROOM_STACK_QKV=0}
 ONLY=${ONLY:-sdxl}
 TOP=${TOP:-40}

@@ -1,4 +1,3 @@
-#!/usr/bin/env bash
 # bench_streaming's SDXL rows in one device call (~4 min on a fresh H200): each budget with the
 # streamed set planned on the clock and spread (the default, Note [spreading copies]) and by reuse
 # alone, with the CPU time of each residency plan (made once per room, Note [residency cache]).
@@ -7,11 +6,6 @@
 #   VARIANTS="none HEADROOM_GRAPH_PASSES=0,HEADROOM_CUDA_GRAPHS=0"
 # (commas inside one variant separate its assignments; ~2.5 min per variant). Logs to $OUT;
 # carry .debs.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-device-logs}
-mkdir -p "$OUT"
-source scripts/device-env.sh
 device_configure
 device_build build.log bench_streaming
 for v in ${VARIANTS:-none}; do
