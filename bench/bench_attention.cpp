@@ -1,7 +1,6 @@
 // Benchmark of the tensor-core attention kernels at SD1.5 / SDXL shapes (f16, batch 2): the
 // first kernel (V1, cuda_attention_tc.cu), each block shape of the FlashAttention-2-style
-// kernel (cuda_attention_fa2.cu), the short-key kernel for Nk <= 80 at two tile sizes (Note
-// [short-key attention], cuda_attention_short.cu), the per-shape choice among them (AUTO), and
+// kernel (cuda_attention_fa2.cu), the per-shape choice among them (AUTO), and
 // cuDNN's fused attention (Note [cuDNN attention], cuda_attention_dnn.cpp), all in the same run,
 // with TFLOP/s against an f16 cuBLAS GEMM (8192^3, f32 accumulation) measured in that run too.
 #include <algorithm>
@@ -73,8 +72,6 @@ const char* kernel_name(AttentionTc k) {
     case AttentionTc::Q64_K80: return "q64k80";
     case AttentionTc::Q128_K64: return "q128k64";
     case AttentionTc::Q128_K80: return "q128k80";
-    case AttentionTc::SHORT_Q32: return "short q32";
-    case AttentionTc::SHORT_Q64: return "short q64";
   }
   return "?";
 }
@@ -108,11 +105,10 @@ int main() {
       {"sdxl self 1024 d64 h20", 1024, 1024, 20, 64, 60, true},
       {"sdxl cross 1024x77 d64", 1024, 77, 20, 64, 60, true},
   };
-  // The short-key kernels (Note [short-key attention]) take Nk <= 80 only: "-" elsewhere.
-  const AttentionTc variants[] = {AttentionTc::V1,        AttentionTc::Q64_K64,
-                                  AttentionTc::Q128_K64,  AttentionTc::Q64_K80,
-                                  AttentionTc::Q128_K80,  AttentionTc::SHORT_Q32,
-                                  AttentionTc::SHORT_Q64, AttentionTc::AUTO};
+  // The short-key kernel that left the product is timed by bench/dev/bench_attention_short.
+  const AttentionTc variants[] = {AttentionTc::V1,       AttentionTc::Q64_K64,
+                                  AttentionTc::Q128_K64, AttentionTc::Q64_K80,
+                                  AttentionTc::Q128_K80, AttentionTc::AUTO};
 
   hr::cuda::CudaContext ctx;
   if (cudnnCreate(&ctx.dnn) != CUDNN_STATUS_SUCCESS) {
@@ -158,10 +154,6 @@ int main() {
       std::printf("%-26s", sh.name);
       double ms_v1 = 0, ms_auto = 0;
       for (AttentionTc kern : variants) {
-        if ((kern == AttentionTc::SHORT_Q32 || kern == AttentionTc::SHORT_Q64) && sh.nk > 80) {
-          std::printf(" %17s", "-");
-          continue;
-        }
         a.o = kern == AttentionTc::V1 ? o_old : o_new;
         const double ms = time_ms([&] { CHECK_CUDA(hr::cuda::attention_tc(a, nullptr, kern)); });
         if (kern == AttentionTc::V1) ms_v1 = ms;

@@ -1,6 +1,6 @@
 // What the model benchmarks run: full-size SD1.5 / SDXL UNet steps and SD VAE decodes with
 // random weights of the real shapes. No PyTorch figures live here: they move from run to run
-// and machine to machine, so scripts/device-compare.sh measures the PyTorch reference in the
+// and machine to machine, so scripts/device.sh compare measures the PyTorch reference in the
 // same run and joins the two by Workload::key.
 #pragma once
 

@@ -6,7 +6,7 @@
 // the time of plain back-to-back launches (host work included), the addend's cost (the same GEMM
 // without it) and, for the self-attention to_q/to_k/to_v triples, one GEMM of N = 3C against the
 // three. `--json PATH` writes the shapes and times for bench/torch_gemm.py, which times PyTorch's
-// F.linear on the same shapes (scripts/device-gemm.sh runs both).
+// F.linear on the same shapes (scripts/device.sh gemm runs both).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

@@ -4,7 +4,7 @@
 // a captured replay's output is from an uncaptured run's (Note [replay check]), and allocator-
 // and driver-level peaks. Every run's status is checked: a failed run is reported on stderr and
 // in the table, and the exit code is 1. PyTorch figures are not built in (they move from run to
-// run): scripts/device-compare.sh measures them in the same run and joins them with --json's rows.
+// run): scripts/device.sh compare measures them in the same run and joins them with --json's rows.
 //
 //   bench_models [--device cpu|cuda] [--dtype f16|bf16|f32|f16,bf16] [--steps N]
 //                [--only sd15|sdxl|unet|vae] [--json PATH]
@@ -281,7 +281,7 @@ int main(int argc, char** argv) {
       "\nms = median of the timed runs (captured replays where CUDA graphs are on); "
       "uncaptured ms = median of 3 runs with capture off. Allocator level = headroom's own "
       "counters (weights + arenas); driver level = cudaMemGetInfo used (all processes, "
-      "includes the CUDA context). PyTorch in the same run: scripts/device-compare.sh.\n");
+      "includes the CUDA context). PyTorch in the same run: scripts/device.sh compare.\n");
   if (!args.json.empty()) {
     nlohmann::json j = nlohmann::json::array();
     for (const Row& row : rows) j.push_back(row_json(row));

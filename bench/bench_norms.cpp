@@ -1,7 +1,7 @@
 // Benchmark of the CUDA normalisation kernels at SD1.5 / SDXL / VAE shapes (f16 and bf16): layer
-// norm and channels-last group norm (with and without SiLU), the first kernels (layer_norm_v1,
-// group_norm_nhwc_v1) against the current ones (Note [vectorised norms] in cuda_norm.cu) in the
-// same run, and for group norm also the three current kernels against the single-pass cluster
+// norm and channels-last group norm (with and without SiLU), the first layer norm kernels
+// (layer_norm_v1) against the current ones (Note [vectorised norms] in cuda_norm.cu) in the
+// same run, and for group norm the three kernels against the single-pass cluster
 // kernel (Note [single-pass group norm]; "-" where the shape takes the three kernels), with
 // effective GB/s (x read once and y written once, whatever the kernels read) and the largest
 // difference between the outputs (group norm: single-pass against three-pass). Launches run back to
@@ -71,17 +71,18 @@ void print_row(const char* name, double ms_old, double ms_new, double bytes, dou
               bytes / (ms_old * 1e6), bytes / (ms_new * 1e6), ms_old / ms_new, diff);
 }
 
-// us for v1, three-pass, single-pass (0: none), GB/s of what the op runs, speed-up single- over
-// three-pass, max |single - three|, and the single-pass configuration.
-void print_gn_row(const char* name, double ms_v1, double ms_3, double ms_1, double bytes,
-                  double diff, const std::string& config) {
+// us for three-pass, single-pass (0: none), GB/s of what the op runs, speed-up single- over
+// three-pass, max |single - three|, and the single-pass configuration. (The first group norm
+// kernels are timed against these by bench/dev/bench_group_norm_v1.)
+void print_gn_row(const char* name, double ms_3, double ms_1, double bytes, double diff,
+                  const std::string& config) {
   if (ms_1 <= 0.0) {
-    std::printf("%-32s %8.2f %8.2f %8s %8.0f %7s  %-9s %s\n", name, ms_v1 * 1e3, ms_3 * 1e3, "-",
+    std::printf("%-32s %8.2f %8s %8.0f %7s  %-9s %s\n", name, ms_3 * 1e3, "-",
                 bytes / (ms_3 * 1e6), "-", "-", "three kernels");
     return;
   }
-  std::printf("%-32s %8.2f %8.2f %8.2f %8.0f %6.2fx  %.2e %s\n", name, ms_v1 * 1e3, ms_3 * 1e3,
-              ms_1 * 1e3, bytes / (ms_1 * 1e6), ms_3 / ms_1, diff, config.c_str());
+  std::printf("%-32s %8.2f %8.2f %8.0f %6.2fx  %.2e %s\n", name, ms_3 * 1e3, ms_1 * 1e3,
+              bytes / (ms_1 * 1e6), ms_3 / ms_1, diff, config.c_str());
 }
 
 }  // namespace
@@ -159,31 +160,24 @@ int main() {
       ln_new += ms_new;
       for (void* p : {x, g, b, y_old, y_new}) cudaFree(p);
     }
-    std::printf("%-32s %8s %8s %8s %8s %8s  %-9s %s\n", "group norm", "us v1", "us 3-pass",
-                "us 1-pass", "GB/s", "1p/3p", "maxdiff", "single-pass configuration");
-    double gn_v1 = 0.0, gn_3 = 0.0, gn_best = 0.0;
+    std::printf("%-32s %8s %8s %8s %8s  %-9s %s\n", "group norm", "us 3-pass", "us 1-pass", "GB/s",
+                "1p/3p", "maxdiff", "single-pass configuration");
+    double gn_3 = 0.0, gn_best = 0.0;
     for (const GnShape& sh : gn_shapes) {
       const size_t n = size_t(sh.n * sh.s * sh.c);
       const int groups = 32;
       void* x = random_device(n, -1.0f, 3.0f, t, rng);
       void* g = random_device(size_t(sh.c), 0.5f, 1.5f, t, rng);
       void* b = random_device(size_t(sh.c), -0.5f, 0.5f, t, rng);
-      void *y_v1, *y_3, *y_1, *ws_v1, *ws;
-      CHECK_CUDA(cudaMalloc(&y_v1, n * 2));
+      void *y_3, *y_1, *ws;
       CHECK_CUDA(cudaMalloc(&y_3, n * 2));
       CHECK_CUDA(cudaMalloc(&y_1, n * 2));
-      CHECK_CUDA(cudaMalloc(
-          &ws_v1, hr::cuda::group_norm_nhwc_plan_v1(sh.n, sh.s, sh.c, groups).workspace()));
       CHECK_CUDA(
           cudaMalloc(&ws, hr::cuda::group_norm_nhwc_plan(sh.n, sh.s, sh.c, groups).workspace()));
       auto run = [&](hr::cuda::GroupNormNhwcKernels k, void* y) {
         return hr::cuda::group_norm_nhwc_kernels(k, t, x, g, b, y, sh.n, sh.s, sh.c, groups, 1e-5f,
                                                  sh.silu, ws, nullptr);
       };
-      const double ms_v1 = time_ms([&] {
-        CHECK_CUDA(hr::cuda::group_norm_nhwc_v1(t, x, g, b, y_v1, sh.n, sh.s, sh.c, groups, 1e-5f,
-                                                sh.silu, ws_v1, nullptr));
-      });
       const double ms_3 =
           time_ms([&] { CHECK_CUDA(run(hr::cuda::GroupNormNhwcKernels::THREE_PASS, y_3)); });
       const std::string config =
@@ -193,17 +187,15 @@ int main() {
         ms_1 = time_ms([&] { CHECK_CUDA(run(hr::cuda::GroupNormNhwcKernels::SINGLE_PASS, y_1)); });
         diff = max_diff(y_3, y_1, n, t);
       }
-      print_gn_row(sh.name, ms_v1, ms_3, ms_1, 2.0 * 2.0 * double(n), diff, config);
-      gn_v1 += ms_v1;
+      print_gn_row(sh.name, ms_3, ms_1, 2.0 * 2.0 * double(n), diff, config);
       gn_3 += ms_3;
       gn_best += ms_1 > 0.0 ? ms_1 : ms_3;
-      for (void* p : {x, g, b, y_v1, y_3, y_1, ws_v1, ws}) cudaFree(p);
+      for (void* p : {x, g, b, y_3, y_1, ws}) cudaFree(p);
     }
     std::printf(
-        "sum over the shapes above: layer norm %.1f -> %.1f us (%.2fx), group norm v1 %.1f, "
-        "three-pass %.1f, single-pass where it fits (the op's choice) %.1f us (%.2fx)\n",
-        ln_old * 1e3, ln_new * 1e3, ln_old / ln_new, gn_v1 * 1e3, gn_3 * 1e3, gn_best * 1e3,
-        gn_3 / gn_best);
+        "sum over the shapes above: layer norm %.1f -> %.1f us (%.2fx), group norm three-pass "
+        "%.1f, single-pass where it fits (the op's choice) %.1f us (%.2fx)\n",
+        ln_old * 1e3, ln_new * 1e3, ln_old / ln_new, gn_3 * 1e3, gn_best * 1e3, gn_3 / gn_best);
   }
   return 0;
 }

@@ -1,7 +1,7 @@
 """PyTorch's F.linear at headroom's LINEAR shapes (issue 21): reads the JSON that bench_gemm
 writes (--json; the SD1.5 512^2 and SDXL 1024^2 UNet steps' unique GEMM shapes, batch 2, f16,
 with headroom's times), times the same shapes with PyTorch on the same GPU and prints one markdown
-table of both with their ratios and the count-weighted totals per model. scripts/device-gemm.sh
+table of both with their ratios and the count-weighted totals per model. scripts/device.sh gemm
 runs bench_gemm and then this.
 
 Timing, as bench_gemm's: random f16 data of the same ranges, 3 warm-up calls, then enough calls

@@ -1,4 +1,4 @@
-"""PyTorch reference for scripts/device-compare.sh: SD1.5 and SDXL UNet steps (batch 2 = cond +
+"""PyTorch reference for scripts/device.sh compare: SD1.5 and SDXL UNet steps (batch 2 = cond +
 uncond) eager and torch.compile'd, and SD VAE decodes eager, with random weights of the real
 shapes, timed the same way as headroom's bench_models (median after warm-up).
 
@@ -14,7 +14,7 @@ Writes $OUT/peer_torch.json:
 with KEY as bench_models' Workload::key (sd15_unet, sdxl_unet, vae_decode_512/1024/2048).
 
 diffusers: the GPU machine's Python has PyTorch and diffusers' dependencies (huggingface-hub,
-safetensors, regex, Pillow) but not diffusers. `scripts/device-compare.sh prepare` copies the
+safetensors, regex, Pillow) but not diffusers. `scripts/device.sh compare:prepare` copies the
 shared folder's trimmed diffusers source (huggingface/diffusers 58eb52c0, src/ without pipelines;
 Apache-2.0) into the git-ignored bench/peers/diffusers, which the device call carries; run with
 PYTHONPATH=bench/peers/diffusers/src.
@@ -28,7 +28,7 @@ Environment:
                   compile, slower to run; the JSON says which) or off
   COMPILE_MODELS  which UNets to compile (default sd15,sdxl)
   GO_FILE         wait for this file between the phases
-  READY_FILE      created when phase 1 is done (device-compare.sh's SERIAL=2 waits for it)
+  READY_FILE      created when phase 1 is done (scripts/device.sh compare's SERIAL=2 waits for it)
   ITERS           timed UNet steps per measurement (default 10); VAE decodes take 3
 Absolute times move from run to run (the compiled SDXL step measured 44.9 ms one day and 35.1 ms
 the next on the same kind of GPU): compare only figures taken in the same run.
@@ -186,7 +186,7 @@ def main():
             time.sleep(1)
 
     # Phase 2: timing, the GPU to ourselves. The host's load and the SM clock first: eager steps
-    # are launch-bound, so a busy or slow host shows in them (scripts/device-compare.sh).
+    # are launch-bound, so a busy or slow host shows in them (scripts/device.sh compare).
     try:
         with open("/proc/loadavg") as f:
             load = " ".join(f.read().split()[:3])

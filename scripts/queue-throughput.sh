@@ -7,7 +7,7 @@
 #   bash scripts/queue-throughput.sh                         # here: two CPU workers, tiny model
 #   DEVICES=cuda:0,cuda:1 CKPT=sd1-full bash scripts/queue-throughput.sh   # on a two-GPU machine
 #
-# Needs redis-server on PATH (Debian's; on the GPU machine scripts/device-two-gpus.sh unpacks the
+# Needs redis-server on PATH (Debian's; on the GPU machine scripts/device.sh two-gpus unpacks the
 # carried .debs first) and a headroom built with hiredis in $BUILD (default build).
 #   DEVICES=cpu,cpu  JOBS=8  STEPS=4  WIDTH=256 HEIGHT=256  CKPT=tiny (make-model --size tiny) or
 #   sd1-full (make-model --arch sd1 --size full, f16)  BUILD=build  OUT=device-logs  PORT=6391

@@ -9,7 +9,7 @@
 namespace hr::test {
 
 // Note [required GPU]: CI has no GPU, so CUDA tests skip there. The GPU scripts
-// (scripts/device-*.sh, through device-env.sh) set HEADROOM_REQUIRE_GPU=1, and then a test that
+// (scripts/device.sh, through scripts/device/env.sh) set HEADROOM_REQUIRE_GPU=1, and then a test that
 // cannot get a CUDA device fails with the CUDA error instead of skipping, so a broken driver, a
 // failed CUDA initialisation or a CPU-only build on the GPU machine cannot pass as green.
 // HEADROOM_EXPECT_GPU is the older name of the switch and still works.

@@ -42,12 +42,7 @@ void DeviceBuffer::reset() {
   size_ = 0;
 }
 
-Allocator::Allocator(Backend& backend, uint64_t budget) : backend_(backend), budget_(budget) {
-  // HEADROOM_DEBUG_WEIGHT_CACHE=N: the weight block cache's cap in bytes (0: off), for measuring
-  // what the cache saves (Note [weight block cache]).
-  if (const char* e = std::getenv("HEADROOM_DEBUG_WEIGHT_CACHE"); e && *e)
-    cache_cap_ = uint64_t(std::strtoull(e, nullptr, 10));
-}
+Allocator::Allocator(Backend& backend, uint64_t budget) : backend_(backend), budget_(budget) {}
 
 Allocator::~Allocator() {
   std::vector<Reclaimable*> holders;

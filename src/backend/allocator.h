@@ -146,8 +146,8 @@ class Allocator {
   uint64_t weights_cap() const { return weights_cap_; }
   uint64_t trim_weights();
   // Note [weight block cache]: freed weight blocks are kept (counted in the weights pool and the
-  // budget, reclaimable) for a later weight of the same size, up to `cap` bytes; 0 disables it
-  // (HEADROOM_DEBUG_WEIGHT_CACHE=0 at construction does too). cache_release frees cached
+  // budget, reclaimable) for a later weight of the same size, up to `cap` bytes (1 GiB unless
+  // set); 0 disables it (bench_streaming --only switch measures both). cache_release frees cached
   // blocks, largest first, until at least `bytes` are freed (or the cache is empty); returns the
   // bytes freed.
   void set_weight_cache_cap(uint64_t cap);

@@ -1,4 +1,4 @@
-// On/off switches read from the environment (HEADROOM_CUDA_GRAPHS=0, HEADROOM_PDL=1, ...): one
+// On/off switches read from the environment (HEADROOM_CUDA_GRAPHS=0, HEADROOM_STACK_QKV=0, ...): one
 // rule for all of them, so that each site says only its name and its default.
 #pragma once
 

@@ -405,47 +405,8 @@ Result<ResidencyPlan> Executor::residency_plan_for(const CompiledGraph& c, uint6
   return r;
 }
 
-// Note [debug marks]
-// A diagnostic for Note [spreading copies]: streamed plans ran as the planner estimated only in
-// timed runs, which record a timing event after every node and every copy group. With
-// HEADROOM_DEBUG_MARKS=node, copy or both, untimed runs (plain and captured) record a plain
-// event after every node, after every copy group, or both, so that one device call can tell
-// which of the two changes how the copies overlap compute. Unset: nothing is recorded. (Measured:
-// neither; both made the spread plans slower still.) The other difference of a timed run is that
-// it queues three captured replays first, so the GPU is busy while the host issues the timed
-// step; HEADROOM_DEBUG_TIMED_WARMUP=0 leaves them out.
-namespace {
-int debug_marks_mode() {
-  static const int mode = [] {
-    const char* e = std::getenv("HEADROOM_DEBUG_MARKS");
-    const std::string m = e ? e : "";
-    return (m == "node" || m == "both" ? 1 : 0) | (m == "copy" || m == "both" ? 2 : 0);
-  }();
-  return mode;
-}
-// HEADROOM_DEBUG_TIMED_WARMUP=0: a timed run does not queue three captured replays before its
-// own work (so the host issues the timed step while the GPU is idle, as in a plain run).
-bool debug_no_timed_warmup() {
-  static const bool off = !env_switch("HEADROOM_DEBUG_TIMED_WARMUP", true);
-  return off;
-}
-// HEADROOM_DEBUG_TIMING_EVENTS=marks: the debug marks are timing events (as a timed run's);
-// =sync: so are the events that order the copy and compute streams.
-bool debug_timing_events(const char* which) {
-  static const std::string mode = [] {
-    const char* e = std::getenv("HEADROOM_DEBUG_TIMING_EVENTS");
-    return std::string(e ? e : "");
-  }();
-  return mode == which;
-}
-Result<std::unique_ptr<Event>> event_new(Backend& b, bool timing) {
-  return timing ? b.timing_event_create() : b.event_create();
-}
-}  // namespace
-
 Status Executor::streams_prepare(size_t weights, size_t nodes) {
-  const bool timing = debug_timing_events("sync");  // Note [debug marks]
-  auto make = [&] { return event_new(backend_, timing); };
+  auto make = [&] { return backend_.event_create(); };
   if (!copy_stream_) {
     HR_ASSIGN_OR_RETURN(copy_stream_, backend_.stream_create());
     HR_ASSIGN_OR_RETURN(start_event_, make());
@@ -456,21 +417,6 @@ Status Executor::streams_prepare(size_t weights, size_t nodes) {
       HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> e, make());
       v.first->push_back(std::move(e));
     }
-  return Status();
-}
-
-Status Executor::debug_marks_prepare(size_t nodes, size_t groups) {
-  const int mode = debug_marks_mode();
-  const bool timing = debug_timing_events("marks");
-  auto grow = [&](std::vector<std::unique_ptr<Event>>& v, size_t n) -> Status {
-    while (v.size() < n) {
-      HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> e, event_new(backend_, timing));
-      v.push_back(std::move(e));
-    }
-    return Status();
-  };
-  if (mode & 1) HR_TRY(grow(debug_node_marks_, nodes));
-  if (mode & 2) HR_TRY(grow(debug_copy_marks_, groups));
   return Status();
 }
 
@@ -613,8 +559,6 @@ Status Executor::copies_issue(RunState& r, int32_t after_node) {
                                  ? fmt::format("streaming weight '{}'", v.name)
                                  : fmt::format("streaming weights '{}' .. '{}'", v.name, lv.name)));
     HR_TRY(backend_.event_record(copied_[size_t(r.groups)].get(), copy_stream_.get()));
-    if (r.copy_marks.empty() && size_t(r.groups) < debug_copy_marks_.size())  // Note [debug marks]
-      HR_TRY(backend_.event_record(debug_copy_marks_[size_t(r.groups)].get(), copy_stream_.get()));
     if (size_t(r.groups) < r.copy_marks.size()) {  // Note [streaming timeline]
       HR_TRY(backend_.event_record(r.copy_marks[size_t(r.groups)], copy_stream_.get()));
       r.groups_issued.push_back({0, bytes, after, r.uses[k].first});
@@ -681,8 +625,6 @@ Status Executor::ops_issue(RunState& r) {
       if (!st.ok()) return st.with_context(node_context(r.g, i));
     }
     if (!r.marks.empty()) HR_TRY(backend_.event_record(r.marks[i + 1], stream));
-    else if (i < debug_node_marks_.size())  // Note [debug marks]
-      HR_TRY(backend_.event_record(debug_node_marks_[i].get(), stream));
     if (streams && !r.last_at[i].empty()) {
       HR_TRY(backend_.event_record(freed_[i].get(), stream));
       HR_TRY(copies_issue(r, int32_t(i)));
@@ -712,8 +654,8 @@ Result<std::vector<HostTensor>> Executor::outputs_collect(RunState& r) {
 Result<std::vector<HostTensor>> Executor::run_timed(RunState& r) {
   const size_t n = r.g.nodes().size();
   auto it = captures_.find(r.compiled.get());
-  if (it != captures_.end() && it->second.work && capture_current(it->second, r, r.signature()) &&
-      !debug_no_timed_warmup())  // Note [debug marks]
+  // Three captured replays first, so that the GPU is busy while the host issues the timed step.
+  if (it != captures_.end() && it->second.work && capture_current(it->second, r, r.signature()))
     for (int k = 0; k < 3; ++k) HR_TRY(backend_.captured_launch(it->second.work.get(), r.stream));
   while (timing_events_.size() < n + 1) {
     HR_ASSIGN_OR_RETURN(std::unique_ptr<Event> e, backend_.timing_event_create());
@@ -887,7 +829,6 @@ Result<std::vector<HostTensor>> Executor::run_attempt(
       r.copy_order.push_back(k);  // uses are in first-use order already
     }
   HR_TRY(buffers_prepare(r, weights));
-  HR_TRY(debug_marks_prepare(r.g.nodes().size(), r.copy_order.size()));
   HR_TRY(weights_bind(r, weights));
   Result<std::vector<HostTensor>> out = run_body(r);
   if (!out.ok()) {  // Note [arena reuse]: nothing may still touch the arena or the ring

@@ -229,9 +229,6 @@ class Executor final : public Reclaimable {
   std::vector<double> node_ms_;
   std::vector<std::unique_ptr<Event>> timing_events_;
   std::vector<std::unique_ptr<Event>> copy_timing_events_;  // Note [streaming timeline]
-  // Note [debug marks]: plain events recorded after every node and/or copy group.
-  std::vector<std::unique_ptr<Event>> debug_node_marks_, debug_copy_marks_;
-  Status debug_marks_prepare(size_t nodes, size_t groups);
   StreamTimeline timeline_;
   size_t plans_computed_ = 0;
   size_t plans_cached_ = 0;

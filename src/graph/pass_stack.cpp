@@ -33,7 +33,8 @@ using pass_util::value_uses;
 // Backends that compute on host memory keep the projections separate (a stacked weight would be
 // a second host copy of those weights); HEADROOM_STACK_PROJECTIONS=0 turns the pass off.
 // Self-attention mode (PassOptions::stack_qkv; on wherever the pass runs, HEADROOM_STACK_QKV=0
-// turns it off; same-run attribution on the H200: SDXL step -0.49 ms, SD1.5 +0.10): an attention whose Q, K and V are bias-free projections of one hidden state gets one
+// turns it off; it gained in the SDXL step in two same-run attributions, bench/PERF_NOTES.md v10):
+// an attention whose Q, K and V are bias-free projections of one hidden state gets one
 // GEMM for all three ([Wq; Wk; Wv], N = 3C instead of three GEMMs of C: more tiles per wave for
 // SDXL's 2048 x 1280 x 1280 projections) and reads Q as a window too (params.q_width). These
 // stacks are not capped: three C x C weights stay far below a UNet's largest weight (SDXL: 9.8 of

@@ -64,11 +64,6 @@ double node_seconds(const Graph& g, const ArenaPlan& plan, size_t i, const NodeC
 
 ResidencyOptions residency_options_for(bool host_visible) {
   ResidencyOptions o;
-  // HEADROOM_DEBUG_GROUP_BYTES=N: the most bytes one coalesced transfer moves (Note [coalesced
-  // copies] in executor.cpp), for measuring what the ~10 us per transfer costs a copy-bound
-  // step (SDXL at 0 % resident averages 7.4 MiB per transfer under the 8 MiB default).
-  if (const char* e = std::getenv("HEADROOM_DEBUG_GROUP_BYTES"); e && std::atoll(e) > 0)
-    o.group_bytes = uint64_t(std::atoll(e));
   if (host_visible) {  // two CPU cores: ~60 GFLOP/s, memcpy at ~5 GB/s
     o.clock = NodeClock{60e9, 30e9, 10e9, 5e-6};
     o.copy_bytes_per_s = 5e9;
@@ -278,15 +273,14 @@ bool plan_streamed(const std::vector<WeightUse>& uses, const std::vector<bool>& 
 // unchanged, so the plan still fits exactly where it did. A second candidate comes from the
 // clock directly (streamed_on_clock); the one that waits least is kept.
 //
-// On by default since 2026-12-01. Before, the H200 showed spread plans fast only when timed node
-// by node (SDXL 1024x1024 b2, 75 %: 44.5 against 49.9 ms by reuse) and far slower as captured
-// replays or plain runs (68.4 against 48.4): the executor made the residency plan on the host
-// before every run, and planning on the clock costs ~25-40 ms of CPU for SDXL's 1680 weights, time
-// the GPU idled in untimed runs (a timed run's clock starts after it). With plans made once per
-// (compiled graph, room) (Note [residency cache] in executor.cpp) the captured replays ran as
-// their timed runs did (bench_streaming, scripts/device-spread.sh, same run): 75 % 41.95 against
-// 44.41 ms by reuse, 50 % 54.80 against 61.58, 25 % 77.05 against 78.07. ResidencyOptions::spread
-// = false keeps the set by reuse alone (the ring choice still uses the clock).
+// On by default. Spread plans once looked fast only when timed node by node and slow as captured
+// replays or plain runs: the executor made the residency plan on the host before every run, and
+// planning on the clock costs tens of ms of CPU for SDXL's 1680 weights, time the GPU idled in
+// untimed runs (a timed run's clock starts after it). With plans made once per (compiled graph,
+// room) (Note [residency cache] in executor.cpp) the captured replays run as their timed runs do,
+// faster than by reuse at every budget (bench/PERF_NOTES.md, Streaming v3 and v4).
+// ResidencyOptions::spread = false keeps the set by reuse alone (the ring choice still uses the
+// clock).
 //
 // Plans `streamed` into q and improves it by swaps; false when the ring cannot hold it at all.
 bool spread_copies(const std::vector<WeightUse>& uses, std::vector<bool>& streamed, uint64_t room,

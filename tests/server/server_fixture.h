@@ -18,7 +18,7 @@
 namespace hr::test {
 
 // The device the server tests run the worker on: HEADROOM_SERVER_TEST_DEVICE (cuda for the GPU
-// run of the server tests, scripts/device-server.sh), else cpu.
+// run of the server tests, scripts/device.sh server), else cpu.
 inline std::string server_test_device() {
   const char* device = std::getenv("HEADROOM_SERVER_TEST_DEVICE");
   return device && *device ? device : "cpu";

@@ -22,10 +22,9 @@ namespace hr::cuda {
 #if CUDNN_VERSION >= 90000  // the backend graph API as used here (and cudnnGetLastErrorString)
 
 // Note [cuDNN attention]
-// cuDNN 9 has a fused flash-attention forward engine on Hopper that reached 270-470 TFLOP/s on
-// SD's self-attention shapes in PyTorch (bench/torch_attention.py, 2026-12-01: SDXL's 4096-token
-// layer 182 us against 361 us for our mma.sync kernel; all of SDXL's attention per step 4.62 ms
-// against 7.65). It is reached through the backend graph API (no cudnn_frontend here): the
+// cuDNN 9 has a fused flash-attention forward engine on Hopper that runs SD's self-attention
+// shapes about twice as fast as our mma.sync kernel (bench/torch_attention.py through PyTorch,
+// then bench_attention; bench/PERF_NOTES.md, v7). It is reached through the backend graph API (no cudnn_frontend here): the
 // operation graph must have exactly the shape the engine recognises, the one cudnn_frontend
 // builds for scaled dot-product attention in inference:
 //   S = matmul(Q, K^T) -> S * scale -> M = max over keys -> E = exp(S - M) -> Z = sum of E
@@ -308,13 +307,11 @@ bool attention_dnn_enabled() {
 }
 
 
-// Note [cuDNN attention shapes]: measured side by side in one run (bench_attention, H200, f16,
-// batch 2, cuDNN 9.14), cuDNN's engine wins on the long self-attentions and loses on the rest:
-//   SDXL 4096 d64: 0.167 ms (514 TFLOP/s) against 0.361 for our kernel; SDXL 1024 d64: 0.0325
-//   against 0.0528; SD1.5 4096 d40: 0.135 against 0.214; SD1.5 1024 d80: 0.0185 against 0.0276;
-//   SD1.5 256 d160: even (0.0108 / 0.0110); 64-token and every 77-key cross-attention: 0.62-0.77x
-//   of ours (launch and fixed costs of the fused engine dominate there).
-// So it takes attention with at least 512 queries and 512 keys.
+// Note [cuDNN attention shapes]: measured side by side in one run (bench_attention; the figures
+// are in bench/PERF_NOTES.md, v7), cuDNN's engine wins on the long self-attentions (about 1.5-2x
+// at 1024 and 4096 tokens), is even at 256 tokens and loses on 64-token self-attention and every
+// 77-key cross-attention, where the fused engine's launch and fixed costs dominate. So it takes
+// attention with at least 512 queries and 512 keys.
 bool attention_dnn_applies(DType t, int64_t nq, int64_t nk, int64_t d, int64_t dv, bool causal) {
   return attention_dnn_enabled() && (t == DType::F16 || t == DType::BF16) && !causal && d == dv &&
          d % 8 == 0 && d <= 256 && nq >= 512 && nk >= 512;

@@ -53,7 +53,6 @@ struct Fa2Shape {
 
 template <typename T, int D, int RT, int W, int BK>
 __global__ void __launch_bounds__(W * 32) attention_fa2_kernel(AttentionArgs a) {
-  pdl_wait();
   using S = Fa2Shape<D, RT, W, BK>;
   constexpr int kDP = S::kDP, kStride = S::kStride, kTile = S::kTile, kThreads = S::kThreads;
   constexpr int kKSteps = kDP / 16;  // k-steps of Q K^T
@@ -330,11 +329,6 @@ cudaError_t attention_tc(const AttentionArgs& a, cudaStream_t s, AttentionTc ker
     if (a.ldq || a.ldk || a.ldv) return cudaErrorInvalidValue;  // the first kernel reads dense
     return attention_tc_v1(a, s);
   }
-  if (kernel == AttentionTc::SHORT_Q32) return attention_short(a, s, 2);
-  if (kernel == AttentionTc::SHORT_Q64) return attention_short(a, s, 4);
-  // Note [short-key attention]
-  if (kernel == AttentionTc::AUTO && attention_short_enabled() && attention_short_supported(a))
-    return attention_short(a, s, 4);
   if (kernel == AttentionTc::AUTO) kernel = auto_kernel(a);
   if (a.dtype == DType::F16) return launch_for_dim<__half>(a, kernel, s);
   return launch_for_dim<__nv_bfloat16>(a, kernel, s);

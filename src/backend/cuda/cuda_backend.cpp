@@ -40,20 +40,6 @@ Status cudnn_status(cudnnStatus_t e, const char* op, const char* call) {
   return make_error(code, "{}: {} failed: {}", op, call_name(call), cudnnGetErrorString(e));
 }
 
-bool pdl_enabled() {
-  static const bool on = [] {
-    if (!env_switch("HEADROOM_PDL", false)) return false;
-    int dev = 0, major = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    return major >= 9;
-  }();
-  return on;
-}
-
 int sm_count() {
   static const int n = [] {
     int dev = 0, v = 0;

@@ -18,7 +18,6 @@ __device__ __forceinline__ float apply(float a, float b) {
 template <typename T, BinaryOp OP>
 __global__ void same_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y,
                             int64_t n) {
-  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] = from_f32<T>(apply<OP>(to_f32(a[i]), to_f32(b[i])));
@@ -30,7 +29,6 @@ template <typename T, BinaryOp OP>
 __global__ void block_kernel(const T* __restrict__ full, const T* __restrict__ small,
                              T* __restrict__ y, int64_t n, int64_t inner, int64_t count,
                              bool small_is_a) {
-  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     float f = to_f32(full[i]), sm = to_f32(small[(i / inner) % count]);
@@ -48,7 +46,6 @@ struct Strides {
 template <typename T, BinaryOp OP>
 __global__ void general_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y,
                                int64_t n, Strides st) {
-  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t rem = i, oa = 0, ob = 0;
@@ -65,7 +62,6 @@ __global__ void general_kernel(const T* __restrict__ a, const T* __restrict__ b,
 template <typename T>
 __global__ void channel_bias_kernel(T* __restrict__ y, const T* __restrict__ bias, int64_t n,
                                     int64_t c, int64_t inner) {
-  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] = from_f32<T>(to_f32(y[i]) + to_f32(bias[(i / inner) % c]));

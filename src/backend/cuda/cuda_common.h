@@ -57,15 +57,11 @@ cudaError_t group_norm_nhwc(DType t, const void* x, const void* gamma, const voi
 // beta may be null.
 cudaError_t layer_norm(DType t, const void* x, const void* gamma, const void* beta, void* y,
                        int64_t rows, int64_t c, float eps, cudaStream_t s);
-// The first kernels (Note [vectorised norms] in cuda_norm.cu), kept so that bench_norms times
-// them against the current ones in one run; layer_norm still takes them for widths or pointers
-// its 16-byte packs cannot. group_norm_nhwc_v1 needs group_norm_nhwc_plan_v1's workspace.
+// The first layer norm kernels (Note [vectorised norms] in cuda_norm.cu): what layer_norm takes
+// for widths or pointers its 16-byte packs cannot; bench_norms times them against the packs in one
+// run. (The first channels-last group norm is bench/dev/group_norm_v1.cu.)
 cudaError_t layer_norm_v1(DType t, const void* x, const void* gamma, const void* beta, void* y,
                           int64_t rows, int64_t c, float eps, cudaStream_t s);
-GroupNormNhwcPlan group_norm_nhwc_plan_v1(int64_t n, int64_t s, int64_t c, int groups);
-cudaError_t group_norm_nhwc_v1(DType t, const void* x, const void* gamma, const void* beta,
-                               void* y, int64_t n, int64_t s, int64_t c, int groups, float eps,
-                               bool silu, void* workspace, cudaStream_t st);
 
 // --- cuda_attention.cu ------------------------------------------------------------------------
 struct AttentionArgs {
@@ -92,23 +88,13 @@ bool attention_tc_supported(const AttentionArgs& a);
 // cuda_attention_fa2.cu: which tensor-core kernel runs. AUTO picks per shape (Note [attention
 // v2 shapes]); the others name one block shape (queries per block, keys per tile) or the first
 // kernel (V1, cuda_attention_tc.cu) so that bench_attention can time them in one run.
-// SHORT_Q32 / SHORT_Q64: the short-key kernel (cuda_attention_short.cu) with tiles of 32 or 64
-// queries; only for Nk <= 80.
-enum class AttentionTc : uint8_t {
-  AUTO, V1, Q64_K64, Q64_K80, Q128_K64, Q128_K80, SHORT_Q32, SHORT_Q64
-};
+enum class AttentionTc : uint8_t { AUTO, V1, Q64_K64, Q64_K80, Q128_K64, Q128_K80 };
 cudaError_t attention_tc(const AttentionArgs& a, cudaStream_t s,
                          AttentionTc kernel = AttentionTc::AUTO);
 cudaError_t attention_tc_v1(const AttentionArgs& a, cudaStream_t s);
 // Whether attention_tc runs `a` with its ldk / ldv pitches (the v2 kernels: f16/bf16, D == Dv in
 // {40, 64, 80, 160}, positive scale, 16-byte aligned rows).
 bool attention_strided_supported(const AttentionArgs& a);
-// cuda_attention_short.cu (Note [short-key attention]): the persistent kernel for Nk <= 80 that
-// AUTO takes for such shapes only with HEADROOM_ATTN_SHORT=1; `warps` 2 or 4 (tiles of 32 or 64
-// queries). Takes what attention_strided_supported takes, with 1 <= Nk <= 80.
-bool attention_short_enabled();
-bool attention_short_supported(const AttentionArgs& a);
-cudaError_t attention_short(const AttentionArgs& a, cudaStream_t s, int warps);
 
 // --- cuda_layout.cu ---------------------------------------------------------------------------
 // Element-size-generic data movement (esize 1, 2, 4 or 8 bytes).
@@ -168,46 +154,20 @@ cudaError_t conv2d_direct(const ConvArgs& a, cudaStream_t s);
 // fails); read once.
 int sm_count();
 
-// Note [programmatic dependent launch]
-// In a stream (and in the CUDA graph captured from it) a kernel normally starts only after the
-// one before it has finished and its completion has been processed: each boundary costs ~1-2 us
-// of an idle GPU between kernels, and a SDXL step has ~1300 of them. A kernel launched with
-// cudaLaunchAttributeProgrammaticStreamSerialization (sm_90+) may be scheduled while its
-// predecessor's last blocks drain; it must then wait (griddepcontrol.wait, pdl_wait() below)
-// before it touches global memory, which returns once the predecessor has completed and its
-// writes are visible. Our kernels call pdl_wait() first thing, so nothing they read or write
-// can race with the kernel before them (including a buffer the memory plan reuses); only the
-// launch and block scheduling overlap. No kernel triggers its dependents early: the implicit
-// trigger (all blocks exited) keeps a dependent from taking SM slots a primary still needs.
-// launch() below is the one place that sets the attribute: on when pdl_enabled()
-// (HEADROOM_PDL=1 and compute capability 9.0 or later; read once), plain launches otherwise.
-// pdl_wait() is a no-op in a kernel launched without the attribute.
-// Measured on the H200 (2026-12-01, bench_models, one call): SDXL step 30.67 ms plain, 30.75 with
-// PDL (uncaptured 32.64 / 32.51): no gain, so it stays off. Next to try: an early trigger
-// (griddepcontrol.launch_dependents) in kernels of one wave, and PDL for cuBLAS, which only
-// CUTLASS-style kernels that wait themselves could use.
-bool pdl_enabled();
-
-// The launch attribute that allows the overlap (launches that build their own configuration, such
-// as the single-pass group norm's cluster launch, add it where pdl_enabled()).
-inline cudaLaunchAttribute pdl_attribute() {
-  cudaLaunchAttribute a{};
-  a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  a.val.programmaticStreamSerializationAllowed = 1;
-  return a;
-}
-
+// One launch path for headroom's kernels: cudaLaunchKernelEx with no attributes (what <<<>>>
+// does), returning the launch's error or the one it left behind. (Programmatic dependent launch,
+// once an attribute set here, measured no gain and was removed: bench/PERF_NOTES.md, "Removed
+// from the product".)
 template <typename... Params, typename... Args>
 cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                    Args&&... args) {
-  cudaLaunchAttribute attr[1] = {pdl_attribute()};
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  cfg.attrs = nullptr;
+  cfg.numAttrs = 0;
   const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
   const cudaError_t last = cudaGetLastError();  // clears the slot, as after a <<<>>> launch
   return e != cudaSuccess ? e : last;
@@ -232,13 +192,6 @@ cudaError_t dispatch_float(DType t, F&& f) {
 }
 
 #ifdef __CUDACC__
-// Note [programmatic dependent launch]: first statement of every kernel launch() starts.
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-
 // --- device-side helpers: loads widen to f32, stores round to nearest even ----------------------
 __device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }

@@ -196,11 +196,9 @@ Status epilogue(const Geometry& g, const OpParams& p, const OpCall& c, cudaStrea
 // The sums happen in f32 before the one rounding to the output type (the epilogue rounded the
 // convolution first). When cuDNN refuses, the shape remembers it and runs as before.
 // On for channels-last convolutions, off for NCHW ones; HEADROOM_CONV_FUSE=1 turns it on for
-// both, =0 off for both. Why: on the H200 (cuDNN 9.14) the UNet steps (channels-last) were
-// faster with it in both same-run attributions (scripts/device-attrib.sh, 2026-12-01; SDXL
-// -0.44 and -0.11 ms, SD1.5 -0.08 and -0.12 ms), while the one NCHW figure is against it:
-// CudaBackend.TimingsAtSdShapes' conv3x3 [2, 320, 64, 64] -> 320 with a bias went 0.091 -> 0.113
-// ms with the fusion while its attention row stayed within 0.4 % (bench/PERF_NOTES.md, v8/v9).
+// both, =0 off for both. Why: the channels-last UNet steps were faster with it in both same-run
+// attributions, while the one NCHW measurement is against it (bench/PERF_NOTES.md, v8/v9 and
+// "Measurements moved from code Notes").
 bool conv_fuse_enabled(bool channels_last) {
   static const int mode = [] {  // 1: all, 0: none, -1: channels-last only
     const char* e = std::getenv("HEADROOM_CONV_FUSE");

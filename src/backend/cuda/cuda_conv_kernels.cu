@@ -8,7 +8,6 @@ namespace {
 template <typename E>
 __global__ void pad_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n, int64_t h,
                            int64_t w, int pt, int pl, int64_t oh, int64_t ow) {
-  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t xo = i % ow, r = i / ow;
@@ -22,7 +21,6 @@ __global__ void pad_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n
 template <typename E>
 __global__ void pad_nhwc_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n, int64_t h,
                                 int64_t w, int64_t c, int pt, int pl, int64_t oh, int64_t ow) {
-  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t ch = i % c, r = i / c;
@@ -38,7 +36,6 @@ template <typename T>
 __global__ void conv_epilogue_kernel(T* __restrict__ y, const T* __restrict__ bias,
                                      const T* __restrict__ term, bool per_channel, int64_t n,
                                      int64_t c, int64_t hw, bool channels_last) {
-  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t ch = channels_last ? i % c : (i / hw) % c;
@@ -54,7 +51,6 @@ template <typename T>
 __global__ void conv_epilogue_nhwc8_kernel(T* __restrict__ y, const T* __restrict__ bias,
                                            const T* __restrict__ term, bool per_channel,
                                            int64_t packs, int64_t c, int64_t hw) {
-  pdl_wait();
   struct alignas(16) P8 { T v[8]; };
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < packs;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -75,7 +71,6 @@ __global__ void conv_epilogue_nhwc8_kernel(T* __restrict__ y, const T* __restric
 
 template <typename T>
 __global__ void conv_direct_kernel(ConvArgs a, int64_t n) {
-  pdl_wait();
   const T* x = static_cast<const T*>(a.x);
   const T* w = static_cast<const T*>(a.w);
   T* y = static_cast<T*>(a.y);

@@ -18,7 +18,6 @@ namespace {
 template <typename E>
 __global__ void copy_2d_kernel(E* __restrict__ dst, int64_t dpitch, const E* __restrict__ src,
                                int64_t spitch, int64_t width, int64_t total) {
-  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t row = i / width, col = i - row * width;

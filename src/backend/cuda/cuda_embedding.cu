@@ -11,7 +11,6 @@ template <typename Id, typename W>
 __global__ void embedding_kernel(const Id* __restrict__ ids, const W* __restrict__ table,
                                  W* __restrict__ y, int64_t n_ids, int64_t row_words,
                                  int64_t vocab, int* error_flag) {
-  pdl_wait();
   const int64_t n = n_ids * row_words;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -29,7 +28,6 @@ __global__ void embedding_kernel(const Id* __restrict__ ids, const W* __restrict
 template <typename T>
 __global__ void timestep_kernel(const float* __restrict__ t, T* __restrict__ y, int64_t n, int dim,
                                 float neg_log_period, float denom, bool flip) {
-  pdl_wait();
   const int half = dim / 2;
   const int64_t total = n * dim;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;

@@ -150,21 +150,7 @@ void splitk_variants(CudaContext& ctx, const GemmCall& g, const LtDescs& d, size
   }
 }
 
-// Note [GEMM tile variants]
-// cuBLASLt's heuristic ranks kernels without regard to how their output tiles fill the SMs. When
-// the output has fewer than four waves of 128 x 128 tiles, autotuning also times the first two
-// heuristic candidates with the other tile shapes their kernel supports
-// (CUBLASLT_ALGO_CAP_TILE_IDS) that fill the last wave at least 10 points better, at most eight;
-// cublasLtMatmulAlgoCheck accepts or rejects each and the timing picks. Written for SDXL's
-// 2048 x 1280 outputs (k = 1280), assumed to run as 160 tiles of 128 x 128 on 132 SMs. Measured
-// (2026-12-01, HEADROOM_GEMM_LOG=1): the heuristic already gives them 128 x 160 tiles (cuBLASLt's
-// m is our n: 10 x 13 = 130 tiles, one wave), 12.3 us (~545 TFLOP/s) with or without variants;
-// the variants won only where the difference is within timing noise (the time embedding's m = 2
-// GEMMs, the 8192 x 640 residual projection). SDXL step 30.46 ms with them, 30.78 without, one
-// call (noise ~0.2 ms), and 30.91 with them against 30.59 without across two same-run tables of
-// that day. No sign twice, so they are opt-in (HEADROOM_GEMM_TILES=1), for shapes with a part-filled
-// wave that the heuristic may handle worse (batch 1, other resolutions); 612 CUDA op tests passed
-// with them on.
+// Tile shapes by their cublasLtMatmulTile_t number, for HEADROOM_GEMM_LOG's lines.
 struct TileDims {
   uint32_t id;
   int64_t rows, cols;  // cuBLASLt's m (our n) by its n (our m)
@@ -180,70 +166,10 @@ constexpr TileDims kLargeTiles[] = {
     {CUBLASLT_MATMUL_TILE_96x64, 96, 64},
 };
 
-// Fraction of the launched waves' SM slots that a tile shape's output tiles fill (one CTA per SM).
-double wave_fill(const GemmCall& g, int64_t rows, int64_t cols) {
-  const int64_t tiles = output_tiles(g, rows, cols);
-  const int64_t sms = sm_count();
-  return double(tiles) / double((tiles + sms - 1) / sms * sms);
-}
-
 const TileDims* tile_dims(uint32_t id) {
   for (const TileDims& t : kLargeTiles)
     if (t.id == id) return &t;
   return nullptr;
-}
-
-void tile_variants(CudaContext& ctx, const GemmCall& g, const LtDescs& d, size_t ws_bytes,
-                   std::vector<cublasLtMatmulAlgo_t>& cands) {
-  static const bool enabled = env_switch("HEADROOM_GEMM_TILES", false);
-  if (!enabled || output_tiles(g) >= 4 * int64_t(sm_count())) return;
-  const size_t base = std::min<size_t>(cands.size(), 2);
-  size_t added = 0;
-  for (size_t i = 0; i < base && added < 8; ++i) {
-    uint32_t cur = 0;
-    size_t written = 0;
-    cublasLtMatmulAlgoConfigGetAttribute(&cands[i], CUBLASLT_ALGO_CONFIG_TILE_ID, &cur,
-                                         sizeof(cur), &written);
-    const TileDims* cd = tile_dims(cur);
-    const double cur_fill = cd ? wave_fill(g, cd->rows, cd->cols) : 0.0;
-    if (cublasLtMatmulAlgoCapGetAttribute(&cands[i], CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0,
-                                          &written) != CUBLAS_STATUS_SUCCESS ||
-        written == 0)
-      continue;
-    std::vector<uint32_t> ids(written / sizeof(uint32_t));
-    if (cublasLtMatmulAlgoCapGetAttribute(&cands[i], CUBLASLT_ALGO_CAP_TILE_IDS, ids.data(),
-                                          ids.size() * sizeof(uint32_t), &written) !=
-        CUBLAS_STATUS_SUCCESS)
-      continue;
-    for (uint32_t id : ids) {
-      const TileDims* td = tile_dims(id);
-      if (!td || id == cur || wave_fill(g, td->rows, td->cols) < cur_fill + 0.1) continue;
-      // As the candidate is, then with the stages and the cluster shape left to cuBLASLt.
-      for (int relax = 0; relax < 2; ++relax) {
-        cublasLtMatmulAlgo_t a = cands[i];
-        const uint32_t stages = CUBLASLT_MATMUL_STAGES_UNDEFINED;
-        const uint16_t cluster = CUBLASLT_CLUSTER_SHAPE_AUTO;
-        cublasLtMatmulHeuristicResult_t check{};
-        if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &id,
-                                                 sizeof(id)) != CUBLAS_STATUS_SUCCESS)
-          break;
-        if (relax) {
-          cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
-                                               sizeof(stages));
-          cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
-                                               sizeof(cluster));
-        }
-        if (cublasLtMatmulAlgoCheck(ctx.lt, d.op, d.a, d.b, d.c, d.c, &a, &check) ==
-                CUBLAS_STATUS_SUCCESS &&
-            check.workspaceSize <= ws_bytes) {
-          cands.push_back(a);
-          ++added;
-          break;
-        }
-      }
-      if (added >= 8) break;
-    }
-  }
 }
 
 // One line per tuned GEMM shape with HEADROOM_GEMM_LOG=1 (stderr): what autotuning chose and
@@ -276,8 +202,8 @@ void log_choice(const GemmCall& g, const cublasLtMatmulAlgo_t& a, size_t n, floa
 }
 
 // How many of cuBLASLt's heuristic candidates autotuning times (before split-K variants): 8, or
-// HEADROOM_GEMM_CANDIDATES (1-64). 32 measured once (2026-12-01): SDXL 30.29 ms against 30.46,
-// within noise; the GEMM log showed the same kernels chosen for every large shape.
+// HEADROOM_GEMM_CANDIDATES (1-64). 32 chose the same kernels for every large SDXL shape and
+// changed the step by less than the noise (bench/PERF_NOTES.md, v11).
 int heuristic_candidates() {
   static const int n = [] {
     const char* e = std::getenv("HEADROOM_GEMM_CANDIDATES");
@@ -367,10 +293,7 @@ Status gemm_run(CudaContext& ctx, const char* opn, const GemmCall& g, void* ws, 
         for (int i = 0; i < count; ++i)
           if (res[i].state == CUBLAS_STATUS_SUCCESS) cands.push_back(res[i].algo);
         if (cands.empty()) cands.push_back(res[0].algo);
-        if (tune) {
-          tile_variants(ctx, g, d, ws_bytes, cands);
-          splitk_variants(ctx, g, d, ws_bytes, cands);
-        }
+        if (tune) splitk_variants(ctx, g, d, ws_bytes, cands);
         const size_t best =
             tune && cands.size() > 1 ? fastest(ctx, g, d, cands, cin, beta, ws, ws_bytes, s) : 0;
         HR_CUDA_CHECK(opn, cudaGetLastError());

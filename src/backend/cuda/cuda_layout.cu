@@ -26,7 +26,6 @@ struct PermuteIndex {
 
 template <typename E>
 __global__ void permute_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n, PermuteIndex p) {
-  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t rem = i, off = 0;
@@ -42,7 +41,6 @@ __global__ void permute_kernel(const E* __restrict__ x, E* __restrict__ y, int64
 template <typename E>
 __global__ void slice_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n, int64_t in_dim,
                              int64_t inner, int64_t start, int64_t step, int64_t out_dim) {
-  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t in_ = i % inner, r = i / inner;
@@ -54,7 +52,6 @@ __global__ void slice_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t
 template <typename E>
 __global__ void upsample_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n, int64_t h,
                                 int64_t w, int factor) {
-  pdl_wait();
   const int64_t ow = w * factor, oh = h * factor;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -68,7 +65,6 @@ __global__ void upsample_kernel(const E* __restrict__ x, E* __restrict__ y, int6
 template <typename E>
 __global__ void upsample_nhwc_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n,
                                      int64_t h, int64_t w, int64_t units, int factor) {
-  pdl_wait();
   const int64_t ow = w * factor, oh = h * factor;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -105,7 +101,6 @@ __device__ __forceinline__ D convert(S v) {
 
 template <typename D, typename S>
 __global__ void cast_kernel(const S* __restrict__ x, D* __restrict__ y, int64_t n) {
-  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] = convert<D, S>(x[i]);

@@ -30,7 +30,6 @@ template <typename T, bool VEC>
 __global__ void group_norm_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                                   const T* __restrict__ beta, T* __restrict__ y, int64_t c,
                                   int64_t spatial, int groups, float eps, bool silu) {
-  pdl_wait();
   __shared__ float scratch[32];
   const int64_t cg = c / groups;
   const int64_t count = cg * spatial;
@@ -87,7 +86,6 @@ template <typename T, int R>
 __global__ void layer_norm_regs_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                                        const T* __restrict__ beta, T* __restrict__ y,
                                        int64_t rows, int64_t c, float eps) {
-  pdl_wait();
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (row >= rows) return;  // whole warps leave together
@@ -128,7 +126,6 @@ template <typename T, bool VEC>
 __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                                   const T* __restrict__ beta, T* __restrict__ y, int64_t rows,
                                   int64_t c, float eps) {
-  pdl_wait();
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (row >= rows) return;  // whole warps leave together: no shuffle is left waiting
@@ -173,8 +170,9 @@ __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__
 }
 
 // Note [vectorised norms]
-// What limited the first kernels (layer_norm_regs_kernel, gn_apply_kernel, kept as layer_norm_v1
-// and group_norm_nhwc_v1 so that bench_norms times both in one run):
+// What limited the first kernels (layer_norm_regs_kernel, still layer_norm_v1: the fallback below;
+// gn_apply_kernel, whose version of group norm is now bench/dev/group_norm_v1.cu, timed against
+// these by bench_dev_group_norm_v1):
 // - layer norm: one warp per row with 8-byte loads, the row held as f32 (one register per
 //   element). At c = 640 the R = 10 instance needs 64 registers, so an H200 holds 32 warps per
 //   SM, 4224 rows at once: SDXL's 8192 rows took two waves, each waiting out DRAM latency; at
@@ -242,7 +240,6 @@ __global__ void __launch_bounds__(kLnThreads, 8)
     layer_norm_packs_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                             const T* __restrict__ beta, T* __restrict__ y, int64_t rows, int64_t c,
                             int shift, float eps) {
-  pdl_wait();
   constexpr int V = 16 / int(sizeof(T));
   using P = Pack<T, V>;
   const int lanes = 1 << shift;
@@ -309,7 +306,6 @@ template <typename T, int V>
 __global__ void gn_partial_kernel(const T* __restrict__ x, float2* __restrict__ partial,
                                   int64_t s, int64_t c, int64_t rows_per_chunk, int64_t chunks,
                                   int64_t tile) {
-  pdl_wait();
   __shared__ float sh1[kGnThreads * V];
   __shared__ float sh2[kGnThreads * V];
   __shared__ float shift[kGnThreads * V];
@@ -383,12 +379,11 @@ __device__ __forceinline__ Moments moments_merge(Moments a, Moments b) {
   return Moments{n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
 }
 
-// I: the index type (int64_t in the first version, int since Note [vectorised norms]).
-template <typename I>
+// 32-bit indices (Note [vectorised norms]; the first version's 64-bit ones are in bench/dev).
 __global__ void gn_finalize_kernel(const float2* __restrict__ partial, float2* __restrict__ stats,
                                    int64_t s, int64_t c, int groups, int64_t rows_per_chunk,
                                    int64_t chunks, float eps) {
-  pdl_wait();
+  using I = int;
   __shared__ Moments sh[32];
   const int64_t nb = blockIdx.x / groups, g = blockIdx.x % groups;
   const int64_t cpg = c / groups;
@@ -430,35 +425,6 @@ __global__ void gn_finalize_kernel(const float2* __restrict__ partial, float2* _
   }
 }
 
-template <typename T, int V>
-__global__ void gn_apply_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
-                                const T* __restrict__ beta, const float2* __restrict__ stats,
-                                T* __restrict__ y, int64_t packs, int64_t s, int64_t c, int groups,
-                                bool silu) {
-  pdl_wait();
-  const int64_t cpg = c / groups;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < packs;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t e = i * V;
-    const int64_t ch0 = e % c, nb = e / (s * c);
-    const Pack<T, V> p = reinterpret_cast<const Pack<T, V>*>(x)[i];
-    // ch0 is a multiple of V and so are the affine vectors' rows: one pack each.
-    const Pack<T, V> ga = reinterpret_cast<const Pack<T, V>*>(gamma)[ch0 / V];
-    const Pack<T, V> be = reinterpret_cast<const Pack<T, V>*>(beta)[ch0 / V];
-    const float2* st_n = stats + nb * groups;
-    Pack<T, V> out;
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const int64_t ch = ch0 + k;
-      const float2 st = __ldg(st_n + ch / cpg);
-      float r = (to_f32(p.v[k]) - st.x) * st.y * to_f32(ga.v[k]) + to_f32(be.v[k]);
-      if (silu) r = r / (1.0f + __expf(-r));
-      out.v[k] = from_f32<T>(r);
-    }
-    reinterpret_cast<Pack<T, V>*>(y)[i] = out;
-  }
-}
-
 // Note [vectorised norms]: thread t keeps column t % ncols and takes rows t / ncols,
 // + row_step, + 2 row_step, ...; blockIdx.y (with a stride) is the sample.
 template <typename T, int V, bool SILU>
@@ -467,7 +433,6 @@ __global__ void __launch_bounds__(kGnThreads, 4)
                          const T* __restrict__ beta, const float2* __restrict__ stats,
                          T* __restrict__ y, int64_t n, int64_t s, int64_t c, int groups,
                          int64_t row_step) {
-  pdl_wait();
   using P = Pack<T, V>;
   const int64_t ncols = c / V;
   const int64_t t = int64_t(blockIdx.x) * kGnThreads + threadIdx.x;
@@ -517,29 +482,6 @@ __global__ void __launch_bounds__(kGnThreads, 4)
   }
 }
 
-// The first version: column tiles of kGnThreads packs, gn_finalize at 256 threads with 64-bit
-// indices, gn_apply_kernel.
-template <typename T, int V>
-cudaError_t group_norm_nhwc_launch_v1(const GroupNormNhwcPlan& pl, const T* x, const T* gamma,
-                                      const T* beta, T* y, int64_t n, int64_t s, int64_t c,
-                                      int groups, float eps, bool silu, void* ws, cudaStream_t st) {
-  auto* partial = static_cast<float2*>(ws);
-  auto* stats = reinterpret_cast<float2*>(static_cast<uint8_t*>(ws) + pl.partial_bytes);
-  const int64_t ncols = c / V;
-  const dim3 grid1(unsigned(pl.chunks), unsigned(n), unsigned((ncols + kGnThreads - 1) / kGnThreads));
-  if (cudaError_t e = launch(gn_partial_kernel<T, V>, grid1, dim3(kGnThreads), 0, st, x, partial, s,
-                            c, pl.rows_per_chunk, pl.chunks, int64_t(kGnThreads));
-      e != cudaSuccess)
-    return e;
-  if (cudaError_t e = launch(gn_finalize_kernel<int64_t>, dim3(unsigned(n * groups)), dim3(256), 0,
-                            st, partial, stats, s, c, groups, pl.rows_per_chunk, pl.chunks, eps);
-      e != cudaSuccess)
-    return e;
-  const int64_t packs = n * s * c / V;
-  return launch(gn_apply_kernel<T, V>, dim3(grid_1d(packs, 256)), dim3(256), 0, st, x, gamma, beta,
-                stats, y, packs, s, c, groups, silu);
-}
-
 // Threads gn_apply_rows_kernel aims for: about one wave of an H200 (132 SMs, 1024 threads each).
 constexpr int64_t kGnApplyThreads = 132 * 1024;
 
@@ -558,7 +500,7 @@ cudaError_t group_norm_nhwc_launch(const GroupNormNhwcPlan& pl, const T* x, cons
                             c, pl.rows_per_chunk, pl.chunks, tile);
       e != cudaSuccess)
     return e;
-  if (cudaError_t e = launch(gn_finalize_kernel<int>, dim3(unsigned(n * groups)), dim3(512), 0, st,
+  if (cudaError_t e = launch(gn_finalize_kernel, dim3(unsigned(n * groups)), dim3(512), 0, st,
                             partial, stats, s, c, groups, pl.rows_per_chunk, pl.chunks, eps);
       e != cudaSuccess)
     return e;
@@ -720,7 +662,6 @@ __global__ void __launch_bounds__(gn1_max_threads(K), 1)
     gn_cluster_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                       const T* __restrict__ beta, T* __restrict__ y, int s, int c, int cpg, int tc,
                       int r, float eps) {
-  pdl_wait();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int V = 16 / int(sizeof(T));
   __shared__ float2 part[gn1_max_threads(K)];
@@ -829,20 +770,18 @@ auto gn1_kernel(int k) {
 }
 
 // The cluster launch of configuration g over [n, ., c]: grid (CS, tiles, N) in clusters of CS.
-// pdl: with the programmatic-dependent-launch attribute (Note [programmatic dependent launch]).
 struct Gn1Launch {
-  cudaLaunchAttribute attr[2];
+  cudaLaunchAttribute attr[1];
   cudaLaunchConfig_t cfg{};
-  Gn1Launch(const Gn1Config& g, int64_t n, int64_t c, cudaStream_t st, bool pdl) {
+  Gn1Launch(const Gn1Config& g, int64_t n, int64_t c, cudaStream_t st) {
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = unsigned(g.cs);
     attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-    attr[1] = pdl_attribute();
     cfg.gridDim = dim3(unsigned(g.cs), unsigned(c / g.tc), unsigned(n));
     cfg.blockDim = dim3(unsigned(g.threads));
     cfg.stream = st;
     cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 2 : 1;
+    cfg.numAttrs = 1;
   }
   Gn1Launch(const Gn1Launch&) = delete;  // cfg points into attr
 };
@@ -850,7 +789,7 @@ struct Gn1Launch {
 template <typename T, bool SILU>
 cudaError_t gn1_launch(const Gn1Config& g, const T* x, const T* gamma, const T* beta, T* y,
                        int64_t n, int64_t s, int64_t c, int groups, float eps, cudaStream_t st) {
-  const Gn1Launch l(g, n, c, st, pdl_enabled());
+  const Gn1Launch l(g, n, c, st);
   const cudaError_t e = cudaLaunchKernelEx(&l.cfg, gn1_kernel<T, SILU>(g.k), x, gamma, beta, y,
                                            int(s), int(c), int(c / groups), g.tc, g.r, eps);
   return e != cudaSuccess ? e : cudaGetLastError();
@@ -866,7 +805,7 @@ int gn1_active_clusters(const Gn1Config& g, int64_t n, int64_t c) {
     cudaGetLastError();
     return 0;
   }
-  const Gn1Launch l(g, n, c, nullptr, false);
+  const Gn1Launch l(g, n, c, nullptr);
   int clusters = 0;
   if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &l.cfg) != cudaSuccess) {
     cudaGetLastError();
@@ -993,20 +932,6 @@ bool aligned16(const void* a, const void* b, const void* c, const void* d) {
 
 }  // namespace
 
-GroupNormNhwcPlan group_norm_nhwc_plan_v1(int64_t n, int64_t s, int64_t c, int groups) {
-  GroupNormNhwcPlan p;
-  // About four blocks per SM of an H200-class GPU in all, each chunk at least 32 rows (more,
-  // smaller chunks lengthen gn_finalize's serial merges).
-  const int64_t want = std::max<int64_t>(1, (528 + n - 1) / std::max<int64_t>(n, 1));
-  const int64_t most = std::max<int64_t>(1, s / 32);
-  const int64_t chunks = std::min(want, most);
-  p.rows_per_chunk = std::max<int64_t>(1, (s + chunks - 1) / chunks);
-  p.chunks = std::max<int64_t>(1, (s + p.rows_per_chunk - 1) / p.rows_per_chunk);
-  p.partial_bytes = (size_t(n * p.chunks * c) * sizeof(float2) + 255) / 256 * 256;
-  p.stats_bytes = (size_t(n * groups) * sizeof(float2) + 255) / 256 * 256;
-  return p;
-}
-
 GroupNormNhwcPlan group_norm_nhwc_plan(int64_t n, int64_t s, int64_t c, int groups) {
   GroupNormNhwcPlan p;
   // Note [vectorised norms]: about four gn_partial blocks per SM of an H200-class GPU in all,
@@ -1026,16 +951,15 @@ GroupNormNhwcPlan group_norm_nhwc_plan(int64_t n, int64_t s, int64_t c, int grou
 
 namespace {
 
-// The dtype and pack-width dispatch of group_norm_nhwc and its first version (V1); `which` picks
-// the current version's kernels (Note [single-pass group norm]).
-template <bool V1>
+// The dtype and pack-width dispatch of group_norm_nhwc; `which` picks the kernels (Note
+// [single-pass group norm]).
 cudaError_t group_norm_nhwc_dispatch(GroupNormNhwcKernels which, DType t, const void* x,
                                      const void* gamma, const void* beta, void* y, int64_t n,
                                      int64_t s, int64_t c, int groups, float eps, bool silu,
                                      void* workspace, cudaStream_t st) {
   if (n * s * c == 0) return cudaSuccess;
-  const bool try1 = !V1 && (which == GroupNormNhwcKernels::SINGLE_PASS ||
-                            (which == GroupNormNhwcKernels::AUTO && gn1_enabled()));
+  const bool try1 = which == GroupNormNhwcKernels::SINGLE_PASS ||
+                    (which == GroupNormNhwcKernels::AUTO && gn1_enabled());
   return dispatch_float(t, [&](auto tag) -> cudaError_t {
     using T = decltype(tag);
     auto px = static_cast<const T*>(x);
@@ -1051,16 +975,11 @@ cudaError_t group_norm_nhwc_dispatch(GroupNormNhwcKernels which, DType t, const 
       if (g.k > 0) return gn1_launch<T, false>(g, px, pg, pb, py, n, s, c, groups, eps, st);
     }
     if (which == GroupNormNhwcKernels::SINGLE_PASS) return cudaErrorNotSupported;
-    const GroupNormNhwcPlan pl =
-        V1 ? group_norm_nhwc_plan_v1(n, s, c, groups) : group_norm_nhwc_plan(n, s, c, groups);
+    const GroupNormNhwcPlan pl = group_norm_nhwc_plan(n, s, c, groups);
     auto launch = [&](auto vec) {
       constexpr int V = decltype(vec)::value;
-      if constexpr (V1)
-        return group_norm_nhwc_launch_v1<T, V>(pl, px, pg, pb, py, n, s, c, groups, eps, silu,
-                                               workspace, st);
-      else
-        return group_norm_nhwc_launch<T, V>(pl, px, pg, pb, py, n, s, c, groups, eps, silu,
-                                            workspace, st);
+      return group_norm_nhwc_launch<T, V>(pl, px, pg, pb, py, n, s, c, groups, eps, silu,
+                                          workspace, st);
     };
     if (packs) return launch(std::integral_constant<int, kVec>{});
     return launch(std::integral_constant<int, 1>{});
@@ -1072,7 +991,7 @@ cudaError_t group_norm_nhwc_dispatch(GroupNormNhwcKernels which, DType t, const 
 cudaError_t group_norm_nhwc(DType t, const void* x, const void* gamma, const void* beta, void* y,
                             int64_t n, int64_t s, int64_t c, int groups, float eps, bool silu,
                             void* workspace, cudaStream_t st) {
-  return group_norm_nhwc_dispatch<false>(GroupNormNhwcKernels::AUTO, t, x, gamma, beta, y, n, s,
+  return group_norm_nhwc_dispatch(GroupNormNhwcKernels::AUTO, t, x, gamma, beta, y, n, s,
                                          c, groups, eps, silu, workspace, st);
 }
 
@@ -1080,7 +999,7 @@ cudaError_t group_norm_nhwc_kernels(GroupNormNhwcKernels k, DType t, const void*
                                     const void* gamma, const void* beta, void* y, int64_t n,
                                     int64_t s, int64_t c, int groups, float eps, bool silu,
                                     void* workspace, cudaStream_t st) {
-  return group_norm_nhwc_dispatch<false>(k, t, x, gamma, beta, y, n, s, c, groups, eps, silu,
+  return group_norm_nhwc_dispatch(k, t, x, gamma, beta, y, n, s, c, groups, eps, silu,
                                          workspace, st);
 }
 
@@ -1099,13 +1018,6 @@ std::string group_norm_nhwc_single_pass_config(DType t, int64_t n, int64_t s, in
     return cudaSuccess;
   });
   return out;
-}
-
-cudaError_t group_norm_nhwc_v1(DType t, const void* x, const void* gamma, const void* beta,
-                               void* y, int64_t n, int64_t s, int64_t c, int groups, float eps,
-                               bool silu, void* workspace, cudaStream_t st) {
-  return group_norm_nhwc_dispatch<true>(GroupNormNhwcKernels::AUTO, t, x, gamma, beta, y, n, s,
-                                        c, groups, eps, silu, workspace, st);
 }
 
 cudaError_t group_norm(DType t, const void* x, const void* gamma, const void* beta, void* y,

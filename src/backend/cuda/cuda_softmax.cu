@@ -7,7 +7,6 @@ namespace {
 
 template <typename T>
 __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, float scale) {
-  pdl_wait();
   __shared__ float scratch[32];
   const T* row = x + int64_t(blockIdx.x) * n;
   T* out = y + int64_t(blockIdx.x) * n;

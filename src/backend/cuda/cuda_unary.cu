@@ -24,7 +24,6 @@ __device__ __forceinline__ float apply(float x, float alpha, float beta) {
 template <typename T, UnaryOp OP>
 __global__ void unary_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, float alpha,
                              float beta) {
-  pdl_wait();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] = from_f32<T>(apply<OP>(to_f32(x[i]), alpha, beta));
@@ -32,7 +31,6 @@ __global__ void unary_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t
 
 template <typename T>
 __global__ void geglu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t n) {
-  pdl_wait();
   const int64_t total = rows * n;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -51,7 +49,6 @@ __global__ void geglu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t
 template <typename T>
 __global__ void geglu_vec_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
                                  int64_t n) {
-  pdl_wait();
   constexpr int kVec = 16 / int(sizeof(T));
   const int64_t nv = n / kVec, total = rows * nv;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;

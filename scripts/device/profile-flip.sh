@@ -1,22 +1,14 @@
-#!/usr/bin/env bash
 # Which nodes a switch moves, in one device call: builds bench_profile, profiles one workload
 # (a timing event after every node, Note [node timing]) with the defaults and with FLIP set, and
 # prints both step times and the per-role node times side by side, the largest differences
-# first. Made for the short-key attention kernel, which was faster alone (bench_attention) and
-# slower in the SDXL step (PERF_NOTES v10): FLIP=HEADROOM_ATTN_SHORT=1 (the default) shows
-# whether the attention nodes themselves, or their neighbours, got slower. First run (2026-12-01,
-# PERF_NOTES v11): every role moved by the same ~1 %, the step 30.42 -> 30.37 ms, so the flip was
-# noise that day.
-#   FLIP="HEADROOM_STACK_QKV=0"  ONLY=sdxl|sd15|vae512|vae1024  TOP=40 (roles printed)
+# first: whether the nodes a switch targets, or their neighbours, moved. Made for the short-key
+# attention kernel (since moved to bench/dev; first run 2026-12-01, PERF_NOTES v11: every role
+# moved by the same ~1 %, so that flip was noise).
+#   FLIP="HEADROOM_STACK_QKV=0" (the default)  ONLY=sdxl|sd15|vae512|vae1024  TOP=40 (roles printed)
 # Logs to $OUT (build_profile.log, profile_default.log, profile_flip.log, profile_flip.md); carry
-# .debs (scripts/device-env.sh). A warm machine with the build directory already configured took
+# .debs (scripts/device/env.sh). A warm machine with the build directory already configured took
 # ~2 min for the build and both SDXL profiles.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-device-logs}
-mkdir -p "$OUT"
-source scripts/device-env.sh
-FLIP=${FLIP:-HEADROOM_ATTN_SHORT=1}
+FLIP=${FLIP:-HEADROOM_STACK_QKV=0}
 ONLY=${ONLY:-sdxl}
 TOP=${TOP:-40}
 device_configure

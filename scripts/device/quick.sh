@@ -1,20 +1,15 @@
-#!/usr/bin/env bash
 # A short GPU check for one device call (~6 min on a fresh H200): build headroom and the backend
 # and model tests with CUDA, run the CUDA op harness (every op against the CPU reference), the
 # model GPU tests (goldens, streaming with captures, MODEL_FILTER for more), the bundled
 # model on CUDA against the CPU, then `headroom bench`
 # on a full-size random-weight SDXL 1024x1024 workflow under a budget that forces streaming
-# (all three modes, RUNS images each, STEPS steps). Logs to $OUT; carry .debs (device-env.sh).
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-device-logs}
+# (all three modes, RUNS images each, STEPS steps). Logs to $OUT; carry .debs (scripts/device/env.sh).
 RUNS=${RUNS:-2}
 STEPS=${STEPS:-4}
 BUDGET=${BUDGET:-4GiB}
 MODEL_FILTER=${MODEL_FILTER:-}
 OPS=${OPS:-1}  # 0: skip the op harness (saves its build on a short device budget)
-mkdir -p "$OUT" /tmp/hr/models/checkpoints /tmp/hr/out
-source scripts/device-env.sh
+mkdir -p /tmp/hr/models/checkpoints /tmp/hr/out
 device_configure
 ninja -C build-dev -j"$(nproc)" headroom $([ "$OPS" = 1 ] && echo hr_tests_backend) hr_tests_models hr_tests_default_model > "$OUT/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }

@@ -1,4 +1,3 @@
-#!/usr/bin/env bash
 # Per-shape LINEAR times against PyTorch (issue 21) in one device call (~3 min on a fresh H200,
 # most of it the build): builds bench_gemm, which times headroom's LINEAR (cuBLASLt,
 # backend/cuda/cuda_gemm.cpp) at every unique GEMM shape of the SD1.5 512^2 and SDXL 1024^2 UNet
@@ -6,13 +5,8 @@
 # them as JSON; then bench/torch_gemm.py times PyTorch's F.linear on the same shapes and prints
 # one markdown table of both with per-model totals. The two run one after the other, each with
 # the GPU to itself. Logs to $OUT (configure.log, build.log, bench_gemm.log, gemm.json,
-# torch_gemm.log, gemm_compare.md); carry .debs (scripts/device-env.sh).
+# torch_gemm.log, gemm_compare.md); carry .debs (scripts/device/env.sh).
 #   TORCH_FP16_REDUCTION=0|1 (unset: PyTorch's default; see bench/torch_gemm.py)
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-device-logs}
-mkdir -p "$OUT"
-source scripts/device-env.sh
 device_configure
 device_build build.log bench_gemm
 timeout 300 ./build-dev/bench/bench_gemm --json "$OUT/gemm.json" > "$OUT/bench_gemm.log" 2>&1

@@ -1,4 +1,3 @@
-#!/usr/bin/env bash
 # Issue 20's two-GPU figure in one device call on a machine with two GPUs (kind nvidia-h200-x2,
 # ~6 min): builds headroom with CUDA and hiredis, then scripts/queue-throughput.sh runs a batch of
 # SD1.5 512x512 jobs (random full-size f16 weights) through Redis Streams on one worker (cuda:0)
@@ -7,14 +6,8 @@
 # The GPU machine has neither Redis nor hiredis: fill .debs/redis here first,
 #   mkdir -p .debs/redis && (cd .debs/redis && apt-get download redis-server redis-tools \
 #     libhiredis0.14 libhiredis-dev libjemalloc2 liblzf1)
-# and carry .debs (with the yaml-cpp and SQLite .debs of scripts/device-env.sh).
+# and carry .debs (with the yaml-cpp and SQLite .debs of scripts/device/env.sh).
 #   JOBS=16 STEPS=20 WIDTH=512 HEIGHT=512 DEVICES=cuda:0,cuda:1
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-device-logs}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-source scripts/device-env.sh
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 
 # Redis and hiredis from the carried Debian packages, unpacked into a prefix; Debian's hiredis.pc

@@ -1,4 +1,3 @@
-#!/usr/bin/env bash
 # Same-run comparison with PyTorch (issue 21) in one device call (5-7 min on a fresh H200):
 # builds bench_models, times headroom's SD1.5 512^2 and SDXL 1024^2 UNet steps (batch 2) and SD
 # VAE decodes in f16 and bf16, times PyTorch eager and torch.compile on the same work
@@ -7,9 +6,9 @@
 # cases of op_cuda_production_test.cpp) while the peer compiles. Logs and JSON go to $OUT (8
 # files).
 #
-# Before the device call, here: `bash scripts/device-compare.sh prepare` copies diffusers' source
+# Before the device call, here: `scripts/device.sh compare:prepare` copies diffusers' source
 # from ../shared/peers/diffusers into the git-ignored bench/peers/; the call carries
-# bench/peers and .debs (scripts/device-env.sh).
+# bench/peers and .debs (scripts/device/env.sh).
 #
 # Timeline with SERIAL=0: the peer builds and compiles its models (torch.compile of SDXL takes minutes, on the
 # CPU) while headroom builds, tests and benchmarks; the peer's compile runs at a lower CPU
@@ -30,8 +29,6 @@
 #   EXTRA_TARGETS="bench_norms hr_tests_models" EXTRA_CMD='...': more targets to build and a
 #   command run after the tests while the peer compiles, its output in $OUT/extra.log (then
 #   configure.log is not kept: at most 8 files come back); EXTRA_GREP picks the lines to print.
-set -uo pipefail
-cd "$(dirname "$0")/.."
 PEER_SRC=bench/peers/diffusers/src
 if [ "${1:-}" = prepare ]; then
   from=${SHARED_PEERS:-../shared/peers}
@@ -41,7 +38,6 @@ if [ "${1:-}" = prepare ]; then
     echo "bench/peers/diffusers ready ($(du -sh bench/peers | cut -f1)); carry bench/peers"
   exit $?
 fi
-OUT=${OUT:-device-logs}
 DTYPES=${DTYPES:-f16,bf16}
 COMPILE_DTYPES=${COMPILE_DTYPES:-f16}
 COMPILE=${COMPILE:-full}
@@ -51,9 +47,6 @@ PEER_READY_WAIT=${PEER_READY_WAIT:-420}  # SERIAL=2: longest wait (s) for the pe
 TESTS=${TESTS:-1}
 STREAMING=${STREAMING:-0}  # 1: also bench_streaming (issue 15) while the peer compiles
 TEST_FILTER=${TEST_FILTER:-*Cuda*}  # which CUDA op tests TESTS=1 runs (all by default)
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-source scripts/device-env.sh
 GO="/tmp/hr_peer_go.$$"  # not under $OUT: at most 8 files come back from there
 READY="/tmp/hr_peer_ready.$$"
 rm -f "$GO" "$READY" "$OUT/peer_torch.json" "$OUT/bench_models.json"
@@ -61,7 +54,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 
 peer_start() {
   if [ ! -d "$PEER_SRC/diffusers" ]; then
-    echo "no $PEER_SRC/diffusers: run 'bash scripts/device-compare.sh prepare' before the call" \
+    echo "no $PEER_SRC/diffusers: run 'scripts/device.sh compare:prepare' before the call" \
       "and carry bench/peers; PyTorch columns stay empty" | tee "$OUT/peer_torch.log"
     return
   fi

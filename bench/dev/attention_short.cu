@@ -1,6 +1,8 @@
-// Tensor-core attention for short key sequences (Nk <= 80: the 77-token text context of SD's
-// cross-attentions), f16/bf16, sm_80+: a persistent kernel that keeps one head's K and V in
-// shared memory and streams query tiles through two stages (Note [short-key attention]).
+// Experiment (bench/dev, not in the product): tensor-core attention for short key sequences
+// (Nk <= 80: the 77-token text context of SD's cross-attentions), f16/bf16, sm_80+: a persistent
+// kernel that keeps one head's K and V in shared memory and streams query tiles through two
+// stages (Note [short-key attention]). It was HEADROOM_ATTN_SHORT in src/backend/cuda until
+// 2026-12-02; bench_dev_attention_short checks and times it against the production kernels.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -8,12 +10,13 @@
 
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_mma.cuh"
-#include "core/env.h"
+#include "dev/dev_kernels.h"
 
-namespace hr::cuda {
+namespace hr::dev {
 namespace {
 
-using namespace mma;
+using namespace hr::cuda;
+using namespace hr::cuda::mma;
 
 // Note [short-key attention]
 // SD's cross-attentions have Nk = 77 keys: one tile of 80. The v2 kernels (Note [attention v2])
@@ -30,15 +33,8 @@ using namespace mma;
 // [tensor-core attention layout]; the scale is folded into the exponent as in Note [attention
 // v2] (so scale > 0). Keys past Nk are zero rows of K masked to -inf, and zero rows of V.
 // W warps of 16 query rows each make a tile of 16 W queries.
-// Measured on the H200 (2026-12-01): faster alone, slower in the UNet step, so AUTO does not take
-// it unless HEADROOM_ATTN_SHORT=1. bench_attention (dense K/V, the same inputs each call): SDXL
-// 1024x77 10.4 us against 10.7 for the v2 kernel, 4096x77 16.7 against 17.9; SD1.5's d80/d160
-// layers slower (7.8 against 7.3 us for 1024x77 d80). But the SDXL step (bench_models, captured,
-// its K/V windows of the stacked context projections) took 30.67 ms with it and 29.94 ms without
-// (uncaptured 32.64 against 31.49) in one call, 31.06 against 30.75 in another. A per-node
-// profile with and without it (scripts/device-profile-flip.sh, a later call) then gave 30.37
-// against 30.42 ms, the cross-attention nodes 1.131 against 1.159 ms in all, every other role
-// ~1 % faster too: in the step it is worth ~0.03 ms, below the noise between runs (up to 0.8 ms).
+// Measured on the H200 (bench/PERF_NOTES.md v10, v11 and "Removed from the product"): faster
+// alone on SDXL's shapes, no gain in the UNet step, so it left the product.
 template <int D, int W>
 struct ShortShape {
   static constexpr int kBK = 80;                  // key rows: every key of Nk <= 80
@@ -140,7 +136,6 @@ __device__ __forceinline__ void store_16rows(T* out, int64_t ld, int row0, int n
 
 template <typename T, int D, int W>
 __global__ void __launch_bounds__(W * 32) attention_short_kernel(AttentionArgs a, int q_tiles) {
-  pdl_wait();
   using S = ShortShape<D, W>;
   constexpr int kDP = S::kDP, kStride = S::kStride, kThreads = S::kThreads, kBK = S::kBK;
   constexpr int kKSteps = kDP / 16;  // k-steps of Q K^T
@@ -265,11 +260,6 @@ cudaError_t launch_short_for_dim(const AttentionArgs& a, cudaStream_t s) {
 
 }  // namespace
 
-bool attention_short_enabled() {
-  static const bool on = env_switch("HEADROOM_ATTN_SHORT", false);
-  return on;
-}
-
 bool attention_short_supported(const AttentionArgs& a) {
   return attention_strided_supported(a) && a.nk >= 1 && a.nk <= 80 && a.nq >= 1;
 }
@@ -284,4 +274,4 @@ cudaError_t attention_short(const AttentionArgs& a, cudaStream_t s, int warps) {
   return cudaErrorInvalidValue;
 }
 
-}  // namespace hr::cuda
+}  // namespace hr::dev

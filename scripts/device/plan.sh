@@ -1,14 +1,8 @@
-#!/usr/bin/env bash
 # The plan against the run on the GPU in one device call: build headroom and the workflow tests
 # with CUDA, then plan_cuda_test (full-size SD1.5 512x512 and SDXL 1024x1024 random f16
 # checkpoints, planned and run under no budget and under budgets that stream and tile; the
 # predicted allocator-level peak within 2 % of the measured one), the other GPU workflow tests
 # (ComfyUI's end-to-end cases on CUDA) and the plan coverage suite. Logs to $OUT; carry .debs.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-device-logs}
-mkdir -p "$OUT"
-source scripts/device-env.sh
 device_configure
 device_build build.log headroom hr_tests_workflow
 ./build-dev/tests/hr_tests_workflow --gtest_filter='PlanCuda*' > "$OUT/plan_cuda.log" 2>&1

@@ -1,15 +1,9 @@
-#!/usr/bin/env bash
 # GPU performance run in one go (issue 9): build with CUDA, check the CUDA ops and model goldens,
 # then profile the UNet steps and VAE decodes by op class (bench_profile) with the graph passes
 # off (the graph as models build it) and on, and print the benchmark table (bench_models).
-# Logs go to $OUT (or ./device-logs). Carry .debs (see scripts/device-env.sh).
-#   scripts/device-perf.sh [full|perf|quick]   full (default): also every CTest suite on the GPU
+# Logs go to $OUT (or ./device-logs). Carry .debs (see scripts/device/env.sh).
+#   scripts/device.sh perf[:full|:perf|:quick]   full (default): also every CTest suite on the GPU
 #   machine; perf: no CTest; quick: neither CTest nor the as-built profile
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-device-logs}
-mkdir -p "$OUT"
-source scripts/device-env.sh
 archs=${HEADROOM_CUDA_ARCHS:-90}
 mode=${1:-full}
 # At most seven log files (the device returns a limited number): build, cuda_tests, ctest,

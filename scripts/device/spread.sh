@@ -1,17 +1,11 @@
-#!/usr/bin/env bash
 # bench_streaming's SDXL rows in one device call (~4 min on a fresh H200): each budget with the
 # streamed set planned on the clock and spread (the default, Note [spreading copies]) and by reuse
 # alone, with the CPU time of each residency plan (made once per room, Note [residency cache]).
 # VARIANTS (space-separated env assignments, "none" for as is) adds more runs, e.g.
-#   VARIANTS="none HEADROOM_DEBUG_GROUP_BYTES=33554432"   (32 MiB transfers: copy-bound rows)
-#   VARIANTS="none HEADROOM_DEBUG_MARKS=both,HEADROOM_DEBUG_TIMING_EVENTS=marks"
+#   VARIANTS="none HEADROOM_CUDA_GRAPHS=0"   (uncaptured steps)
+#   VARIANTS="none HEADROOM_GRAPH_PASSES=0,HEADROOM_CUDA_GRAPHS=0"
 # (commas inside one variant separate its assignments; ~2.5 min per variant). Logs to $OUT;
 # carry .debs.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-device-logs}
-mkdir -p "$OUT"
-source scripts/device-env.sh
 device_configure
 device_build build.log bench_streaming
 for v in ${VARIANTS:-none}; do

@@ -1,12 +1,6 @@
-#!/usr/bin/env bash
 # The server on the GPU (issue 16): the server tests with the worker on CUDA (the tiny checkpoint
 # in f16), and the npm ComfyUI client flow against `headroom serve --device cuda` when Node.js is
 # there (carry tests/client/node_modules). Logs go to $OUT (or ./device-logs); carry .debs.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-device-logs}
-mkdir -p "$OUT"
-source scripts/device-env.sh
 device_configure
 ninja -C build-dev -j"$(nproc)" headroom hr_tests_server > "$OUT/build_server.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build_server.log" | head -40; exit 1; }

@@ -1,13 +1,7 @@
-#!/usr/bin/env bash
 # headroom's attention kernels against PyTorch's SDPA backends (FlashAttention-2, cuDNN, memory-
 # efficient) at the SD1.5 / SDXL UNet shapes, one after the other in one device call (~2 min):
 # bench/bench_attention (headroom, with the cuBLAS 8192^3 ceiling) and bench/torch_attention.py.
 # Logs to $OUT (bench_attention.log, torch_attention.md); carry .debs.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-device-logs}
-mkdir -p "$OUT"
-source scripts/device-env.sh
 device_configure
 device_build build_attention.log bench_attention
 timeout 200 ./build-dev/bench/bench_attention > "$OUT/bench_attention.log" 2>&1

@@ -1,4 +1,3 @@
-#!/usr/bin/env bash
 # Which change moved a UNet step, in one device call (~8-9 min on a fresh H200: ~4 min of
 # build, then ~100-120 s per bench_models run, three runs by default): builds bench_models
 # and bench_norms with CUDA, then times SD1.5 and SDXL steps (f16, captured replays) with every
@@ -12,11 +11,10 @@
 #   HEADROOM_GN_CLUSTER=0    single-pass group norm off (Note [single-pass group norm])
 #   HEADROOM_CUDNN_ATTENTION=0  cuDNN's fused attention off (Note [cuDNN attention])
 #   HEADROOM_STACK_QKV=0     stacked self-attention Q/K/V projections off
-# and the opt-in ones, measured once and left off (PERF_NOTES v10), or not yet timed:
-#   HEADROOM_ATTN_SHORT=1    the short-key attention kernel (Note [short-key attention])
-#   HEADROOM_PDL=1           programmatic dependent launch (Note [programmatic dependent launch])
+# and the tuning knob:
 #   HEADROOM_GEMM_CANDIDATES=32  autotuning times 32 of cuBLASLt's candidates, not 8
-#   HEADROOM_GEMM_TILES=1    autotuning adds tile-shape variants (Note [GEMM tile variants])
+# (the short-key attention kernel, programmatic dependent launch and GEMM tile variants measured
+# no gain and left the product: bench/PERF_NOTES.md, "Removed from the product")
 # (set HEADROOM_GEMM_LOG=1 around the call to get each tuned GEMM's choice in attrib_runs.log)
 # and prints one table (ms per step and the difference against the defaults). bench_models
 # builds its random-weight workloads each time (SD1.5 and SDXL: ~100-120 s per run with
@@ -25,13 +23,8 @@
 # between calls the same defaults moved by up to 0.8 ms (29.94-30.75 ms, 2026-12-01). ONLY=sdxl
 # runs take ~70-80 s (a call with the build, the CUDA op tests, bench_attention and four SDXL runs
 # took 516 s). Logs go to $OUT (five files: build.log, attrib_runs.log, attrib.txt, attrib.md,
-# bench_norms.log); carry .debs (scripts/device-env.sh).
+# bench_norms.log); carry .debs (scripts/device/env.sh).
 #   FLIPS="HEADROOM_GEMM_SPLITK=0 HEADROOM_CONV_FUSE=0" picks a subset; ONLY=sdxl one model.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-device-logs}
-mkdir -p "$OUT"
-source scripts/device-env.sh
 # Two flips by default: a fresh machine's build (~4 min) and four runs went past the 10-minute
 # call limit on 2026-12-01 (each run took ~100-120 s); name others in FLIPS.
 default_flips="HEADROOM_CONV_FUSE=0 HEADROOM_STACK_PROJECTIONS=0"

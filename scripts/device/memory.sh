@@ -1,17 +1,12 @@
-#!/usr/bin/env bash
 # GPU runs of the memory manager (issue 15) in one go (~8 min on a fresh H200): build with CUDA;
 # the streaming benchmark (every row against its floor); the GPU tests of the budget, of weight
 # streaming and the model goldens, and the CUDA op harness with the production-path checks
 # (OPS=0 skips those); then a full-size SDXL 1024x1024 workflow (random weights, STEPS steps)
 # without a budget and within 4 and 2 GiB, each with its host RSS against the checkpoint's size.
-# Logs go to $OUT (or ./device-logs); carry .debs (scripts/device-env.sh).
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-device-logs}
+# Logs go to $OUT (or ./device-logs); carry .debs (scripts/device/env.sh).
 OPS=${OPS:-1}
 STEPS=${STEPS:-8}
-mkdir -p "$OUT" /tmp/hr/models/checkpoints /tmp/hr/out
-source scripts/device-env.sh
+mkdir -p /tmp/hr/models/checkpoints /tmp/hr/out
 t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 device_configure

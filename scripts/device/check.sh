@@ -1,13 +1,7 @@
-#!/usr/bin/env bash
 # GPU check in one go (the lead's device runs): build with CUDA, run every test suite (GPU
 # tests included), the op harness on CUDA, ComfyUI's end-to-end cases and a workflow on the GPU, the model
 # benchmark. Logs go to $OUT (or ./device-logs). Test data is in the repository (tests/data);
-# carry .debs (see scripts/device-env.sh).
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-device-logs}
-mkdir -p "$OUT"
-source scripts/device-env.sh
+# carry .debs (see scripts/device/env.sh).
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; nproc; } > "$OUT/machine.log" 2>&1
 device_configure
 ninja -C build-dev -k 0 -j"$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }

@@ -1,9 +1,5 @@
-#!/usr/bin/env bash
 # GPU budget runs (issue 15): a full-size SD1.5 random checkpoint at 512x512 with no budget,
-# 2 GiB and 1900 MiB --novram; run after scripts/device-check.sh (uses build-dev).
-set -uo pipefail
-OUT=${OUT:-device-logs}
-source scripts/device-env.sh
+# 2 GiB and 1900 MiB --novram; run after scripts/device.sh check (uses build-dev).
 B=./build-dev/headroom
 python3 -c "
 import json;j=json.load(open('examples/default_workflow.json'));j['5']['inputs'].update(width=512,height=512);j['3']['inputs']['steps']=8;j['4']['inputs']['ckpt_name']='sd15-full.safetensors';json.dump(j,open('/tmp/hr/sd15.json','w'))"

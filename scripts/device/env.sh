@@ -1,4 +1,4 @@
-# Sourced by the GPU scripts. The GPU machine reaches no package registry and lacks some of
+# Sourced once by scripts/device.sh before its tasks (scripts/device/TASK.sh). The GPU machine reaches no package registry and lacks some of
 # headroom's Debian dependencies (yaml-cpp, SQLite): their .debs travel in the git-ignored .debs/
 # folder (fill it here with `apt-get download libyaml-cpp-dev libyaml-cpp0.7 libsqlite3-dev
 # libsqlite3-0` inside .debs/,

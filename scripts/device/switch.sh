@@ -1,15 +1,9 @@
-#!/usr/bin/env bash
 # The weight block cache on the GPU (issue 15, Note [weight block cache]) in one device call
 # (~4 min on a fresh H200): builds with CUDA, runs the allocator and weight tests, the memory
 # suite (the 4 GiB budget behaves like a 4 GiB card) and the GPU streaming/golden tests, then
 # bench_streaming --only switch (two SDXL UNets of the same shapes under a one-model budget, run in
 # turn, with the cache on and off) and the SD1.5 streamed rows with the default plans. Logs to
 # $OUT; carry .debs.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-device-logs}
-mkdir -p "$OUT"
-source scripts/device-env.sh
 device_configure
 device_build build.log hr_tests_backend hr_tests_models hr_tests_memory bench_streaming
 ./build-dev/tests/hr_tests_backend --gtest_filter='Allocator*:DeviceBuffer*' 2>&1 | tail -1

@@ -1,21 +1,16 @@
-#!/usr/bin/env bash
 # GPU runs of the diagnosis commands (issue 18) in one go: build with CUDA, the diagnosis unit
 # and CLI tests, `headroom probe` (text, --json, --plot), `headroom plan --explain` and `headroom
 # bench` on full-size random-weight workflows: SD1.5 512x512 and SDXL 1024x1024, under a budget
 # that forces streaming. Logs, JSON and charts go to $OUT (or ./device-logs); carry .debs
-# (scripts/device-env.sh). PARTS picks what runs after the build, so that the work fits several
+# (scripts/device/env.sh). PARTS picks what runs after the build, so that the work fits several
 # device calls: PARTS="tests probe" then PARTS="sd1 sdxl" then PARTS=control.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-device-logs}
 RUNS=${RUNS:-3}
 STEPS=${STEPS:-8}
 SDXL_BUDGET=${SDXL_BUDGET:-4GiB}  # the SDXL UNet alone is ~4.8 GiB in f16: it must stream
 SD1_BUDGET=${SD1_BUDGET:-1GiB}    # the SD1.5 UNet is ~1.6 GiB in f16
 PARTS=${PARTS:-"tests probe sd1 sdxl control"}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
-mkdir -p "$OUT" /tmp/hr/models/checkpoints /tmp/hr/out
-source scripts/device-env.sh
+mkdir -p /tmp/hr/models/checkpoints /tmp/hr/out
 device_configure
 ninja -C build-dev -j"$(nproc)" headroom hr_tests_diagnose hr_tests_cli \
   > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
