@@ -1,8 +1,6 @@
-// Benchmark of a few SD-sized ops on the CUDA backend through the Backend interface (f16:
-// self-attention at SD1.5's first and third levels, a 3x3 convolution, a GEMM, GroupNorm+SiLU),
-// each row's TFLOP/s against an f16 LINEAR of 8192^3 through the same backend in the same run,
-// and the GB/s of its inputs and output. It was the test CudaBackend.TimingsAtSdShapes, which
-// timed inside the test suite and asserted nothing.
+// A few SD-sized f16 ops on the CUDA backend (attention, conv3x3, GEMM, GroupNorm+SiLU) through
+// the Backend interface: TFLOP/s against an 8192^3 f16 LINEAR of the same run, and GB/s.
+// (Formerly the test CudaBackend.TimingsAtSdShapes, which timed inside the suite.)
 #include <chrono>
 #include <cstdio>
 #include <memory>
