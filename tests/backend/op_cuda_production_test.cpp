@@ -27,11 +27,12 @@
 //     ~3e-4 / 2.4e-3 L2, max ~u plus ~5 sigma of the P part;
 //   VAE attention (cuda_attention_gemm.cpp): the unscaled scores (RMS ~57 here) are stored in the
 //     dtype, which moves the logits by 2.5 x 0.42 u RMS (5e-4 / 4e-3), and P is rounded too:
-//     predicted ~6e-4 / 4.6e-3 L2 and ~1.3e-3 / 1e-2 max, but measured on the H200 (seed
-//     17083704827473670222): 1.38e-3 / 1.13e-2 L2 and 1.44e-3 / 1.28e-2 max (relative to max
-//     |ref|), the error of a correct kernel that rounds ~57-RMS logits; hence 2.5e-3 / 2e-2 L2
-//     and 4e-3 / 3e-2 max. Every other case measured 2.3-2.4e-4 (f16) and 1.85-1.95e-3 (bf16)
-//     L2 in that run, as predicted.
+//     predicted ~6e-4 / 4.6e-3 L2 and ~1.3e-3 / 1e-2 max, but measured on the H200 over 50
+//     seeds: 1.28-1.49e-3 / 1.0-1.17e-2 L2 and 1.0-2.3e-3 / 0.54-1.7e-2 max (relative to max
+//     |ref|), the error of a correct kernel that rounds ~57-RMS logits; hence 2.3e-3 / 1.8e-2 L2
+//     and 3.5e-3 / 2.6e-2 max (Note [VAE attention tolerance] in op_harness.cpp has the
+//     distribution). Every other case measured 2.3-2.4e-4 (f16) and 1.85-1.95e-3 (bf16) L2 in
+//     one run (seed 17083704827473670222), as predicted.
 // A dropped bias (biases here are ~0.3 RMS against outputs of ~1) or one wrong element fails
 // every one of these (Note [harness tolerances]).
 #include <gtest/gtest.h>
@@ -214,8 +215,9 @@ std::vector<OpCase> production_cases() {
   add_attention_qkv(v, "attn_sdxl_qkv_self_1024_d64", 2, 1024, 20, 64, 256);
   add_attention_qkv(v, "attn_sd15_qkv_self_4096_d40", 2, 4096, 8, 40, 192);
   add_attention(v, "attn_vae_4096_d512", 1, 4096, 4096, 1, 512, 256);
-  // Note [production tolerances]: the GEMM path stores the unscaled scores in the dtype.
-  v.back().with_tol(1e-5, 2.5e-3, 2e-2).with_max_tol(2e-5, 4e-3, 3e-2);
+  // Note [production tolerances]: the GEMM path stores the unscaled scores in the dtype; Note
+  // [VAE attention tolerance] in op_harness.cpp: from 50 seeds.
+  v.back().with_tol(1e-5, 2.3e-3, 1.8e-2).with_max_tol(2e-5, 3.5e-3, 2.6e-2);
 
   // Convolutions (NHWC, bias, pad 1 for 3x3), batch 2: conv_in from the 4-channel latent, the
   // ResBlock convolutions of SD1.5 and SDXL (the first with the time embedding fused in, the

@@ -637,12 +637,26 @@ void add_attention_cases(std::vector<OpCase>& v) {
   attn("attention_d64", 1, 96, 96, 5, 64, 64, false);
   attn("attention_d80", 1, 64, 64, 8, 80, 80, false);
   attn("attention_d160", 1, 64, 64, 8, 160, 160, false);
+  // Note [VAE attention tolerance]
   // f16/bf16 take the GEMM path (cuda_attention_gemm.cpp), which stores the unscaled scores
-  // (RMS ~30 here) in the dtype: at bf16 that moves the logits by ~2e-3 RMS, on top of rounding
-  // P and the output (Note [harness tolerances]), ~3.2e-3 relative L2 in all.
+  // (RMS ~30 here, ~57 at the production shape attn_vae_4096_d512) in the dtype, which moves the
+  // logits on top of rounding P and the output (Note [harness tolerances]). The inputs are drawn
+  // fresh every run, so the tolerances come from the error's distribution over 50 seeds
+  // (HEADROOM_TEST_SEED=1..50, 2026-12-02), not from one run; each is ~1.5x the worst seed,
+  // which for these narrow distributions is 6 or more standard deviations above the mean:
+  //   case / dtype                 rel L2: median  worst    tol      rel max: median  worst    tol
+  //   this case f32 (CPU)                  5.2e-7  5.9e-7   1e-5              7.9e-7  1.1e-6   2e-5
+  //   this case f32 (H200)                 2.5e-7  2.8e-7   1e-5              4.8e-7  8.3e-7   2e-5
+  //   this case f16 (H200)                 5.8e-4  6.6e-4   1e-3              8.1e-4  1.1e-3   1.7e-3
+  //   this case bf16 (H200)                4.8e-3  5.3e-3   8e-3              6.7e-3  9.4e-3   1.4e-2
+  //   attn_vae_4096_d512 f16 (H200)        1.4e-3  1.5e-3   2.3e-3            1.5e-3  2.3e-3   3.5e-3
+  //   attn_vae_4096_d512 bf16 (H200)       1.1e-2  1.2e-2   1.8e-2            1.2e-2  1.7e-2   2.6e-2
+  // (f32 keeps the harness defaults; the CPU runs f32 only.) The rounding of the scores is the
+  // same arithmetic on any GPU, so another card should land in the same ranges; a seed that
+  // fails prints its HEADROOM_TEST_SEED and replays.
   attn("attention_d512_vae", 1, 64, 64, 1, 512, 512, false)
       .with_tol(1e-5, 1e-3, 8e-3)
-      .with_max_tol(2e-5, 3e-3, 2e-2);
+      .with_max_tol(2e-5, 1.7e-3, 1.4e-2);
   attn("attention_tokens300", 1, 300, 300, 2, 64, 64, false);
   attn("attention_d40_cross77", 2, 128, 77, 8, 40, 40, false);
   attn("attention_d64_cross77", 1, 64, 77, 10, 64, 64, false);

@@ -4,6 +4,8 @@
 // from the options and POST /headroom/levels.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "backend/allocator.h"
@@ -16,6 +18,40 @@ namespace {
 // resident); at the default warning level (12.8 MiB) it fits by streaming part of the UNet's
 // weights, and nothing fits at 8 MiB (the VAE decode's arena alone is 11.5 MiB; `headroom plan`).
 constexpr uint64_t kBudget = 16ull << 20;
+
+// Note [hold polls]: a held worker looks at memory again every 50 ms (Note [danger hold] in
+// jobs/job_runner.cpp), and each look that finds memory above danger with a job waiting asks the
+// allocator's idle holders for room first. A holder that frees nothing and counts those asks
+// tells the test how often the worker has decided to keep holding since it was registered, so
+// the test can wait for that instead of sleeping for a while and hoping the worker looked.
+class HoldPolls final : public Reclaimable {
+ public:
+  explicit HoldPolls(Allocator& alloc) : alloc_(alloc) { alloc_.reclaimable_add(this); }
+  ~HoldPolls() override { alloc_.reclaimable_remove(this); }
+  HoldPolls(const HoldPolls&) = delete;
+  HoldPolls& operator=(const HoldPolls&) = delete;
+
+  uint64_t reclaim(uint64_t) override {
+    ++count_;
+    return 0;
+  }
+  uint64_t last_use() const override { return 0; }
+  bool in_use() const override { return false; }
+  uint64_t reclaimable_bytes() const override { return 0; }
+
+  uint64_t count() const { return count_.load(); }
+  // Whether `n` asks came within `limit`.
+  bool wait_for(uint64_t n, std::chrono::milliseconds limit) const {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (count() < n && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return count() >= n;
+  }
+
+ private:
+  Allocator& alloc_;
+  std::atomic<uint64_t> count_{0};
+};
 
 class LevelsTest : public ServerTest {
   void configure(ServeOptions& o) override { o.memory.vram_budget = "16MiB"; }
@@ -99,7 +135,9 @@ TEST_F(LevelsTest, AboveDangerNewJobsWaitUntilMemoryFalls) {
   ASSERT_TRUE(held);
   EXPECT_EQ((*held)["data"]["held"], true);
   EXPECT_EQ((*held)["data"]["danger"], uint64_t(double(kBudget) * 0.9));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Note [hold polls]: not a sleep, but three more looks of the worker that kept holding.
+  HoldPolls polls(app_->allocator());
+  ASSERT_TRUE(polls.wait_for(3, std::chrono::seconds(20))) << polls.count() << " polls";
   const Json q = http_call(port_, "GET", "/queue").json();
   EXPECT_EQ(q["queue_running"].size(), 0u);
   ASSERT_EQ(q["queue_pending"].size(), 1u);  // waiting, not failed
