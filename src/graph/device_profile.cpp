@@ -83,10 +83,14 @@ ResidencyOptions residency_options_for(const DeviceProfile& p) {
 }
 
 std::string device_profile_describe(const DeviceProfile& p) {
+  // TFLOP/s for a GPU, GFLOP/s for a CPU.
+  auto flops = [](double x) {
+    return x >= 1e12 ? fmt::format("{:.1f} TFLOP/s", x / 1e12) : fmt::format("{:.1f} GFLOP/s", x / 1e9);
+  };
   return fmt::format(
-      "{}: GEMM {:.1f} TFLOP/s, attention {:.1f} TFLOP/s, memory {:.0f} GB/s, {:.1f} us per op, "
-      "host to device {:.1f} GB/s{}",
-      p.device, p.gemm_flops_per_s / 1e12, p.attention_flops_per_s / 1e12,
+      "{}: GEMM {}, attention {}, memory {:.1f} GB/s, {:.2f} us per op, host to device {:.1f} "
+      "GB/s{}",
+      p.device, flops(p.gemm_flops_per_s), flops(p.attention_flops_per_s),
       p.memory_bytes_per_s / 1e9, p.node_s * 1e6, p.copy_bytes_per_s / 1e9,
       p.measured ? "" : " (default)");
 }

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "backend/backend_open.h"
+#include "memory/device_profile_cache.h"
 #include "memory/driver_lens.h"
 #include "nodes/model_paths.h"
 #include "nodes/nodes.h"
@@ -20,6 +21,7 @@ Status compute_stack_open(const ComputeChoice& c, ComputeStack& s) {
   s.allocator->set_weights_cap(s.policy.weights_cap);
   s.allocator->set_pinned_budget(s.policy.pinned_budget);
   s.executor = std::make_unique<Executor>(*s.backend, *s.allocator);
+  s.executor->set_device_profile(device_profile_load(*s.backend));  // Note [device profile]
   s.telemetry = std::make_unique<Telemetry>(*s.allocator, DriverLens::open(*s.backend));
   return Status();
 }
