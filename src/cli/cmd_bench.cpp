@@ -16,6 +16,7 @@
 #include "diagnose/bench_report.h"
 #include "graph/executor.h"
 #include "memory/budget.h"
+#include "memory/device_profile_cache.h"
 #include "memory/telemetry.h"
 
 namespace hr {
@@ -44,6 +45,7 @@ struct BenchSetup {
   Backend& backend;
   DType dtype;
   BenchProgress& progress;
+  DeviceProfile profile;  // Note [device profile]
 };
 
 Result<std::vector<std::string>> modes_parse(const std::string& text) {
@@ -109,6 +111,7 @@ class ModeBench {
     out_.outcome.mode = mode;
     alloc_.set_weights_cap(policy.weights_cap);
     alloc_.set_pinned_budget(policy.pinned_budget);
+    ex_.set_device_profile(s.profile);
     if (mode == "resident") {
       ResidencyOptions ro = ex_.residency_options();
       ro.stream = false;
@@ -264,7 +267,7 @@ int cmd_bench(const BenchArgs& a) {
   if (!dtype.ok()) return fail(kExitBenchFailed, dtype.status());
 
   BenchProgress progress(isatty(STDERR_FILENO), a.runs * int(modes->size()));
-  BenchSetup setup{a, *in, **backend, *dtype, progress};
+  BenchSetup setup{a, *in, **backend, *dtype, progress, device_profile_load(**backend)};
   BenchReport report;
   report.workflow = a.run.workflow;
   report.device = (*backend)->info().name;

@@ -8,6 +8,7 @@
 #include "core/bytes.h"
 #include "diagnose/probe.h"
 #include "memory/budget.h"
+#include "memory/device_profile_cache.h"
 
 namespace hr {
 namespace {
@@ -59,9 +60,11 @@ int cmd_probe(const ProbeArgs& a) {
       return 3;
     }
     report = std::move(r).value();
+    probe_profile(report, b, device_profile_path(b.info().name));  // refreshes the cache
   } else {
     report = probe_host(*o);
     report.no_gpu_reason = cuda.status().message();
+    probe_profile(report, *cpu_backend_create(), "");  // Note [device profile cache]
   }
   if (a.json) {
     std::printf("%s\n", probe_json(report).dump(2).c_str());

@@ -13,6 +13,7 @@
 #include "cli/progress/run_progress.h"
 #include "cli/run_setup.h"
 #include "graph/executor.h"
+#include "memory/device_profile_cache.h"
 #include "memory/driver_lens.h"
 #include "memory/telemetry.h"
 #include "workflow/execute.h"
@@ -47,6 +48,7 @@ int cmd_run(const RunArgs& args) {
   allocator.set_weights_cap(policy->weights_cap);
   allocator.set_pinned_budget(policy->pinned_budget);
   Executor executor(*backend, allocator);
+  executor.set_device_profile(device_profile_load(*backend));  // Note [device profile]
   if (policy->mode == ResidencyMode::GPU_ONLY) {  // --gpu-only: never stream
     ResidencyOptions ro = executor.residency_options();
     ro.stream = false;

@@ -11,6 +11,8 @@
 
 #include "backend/allocator.h"
 #include "core/bytes.h"
+#include "memory/device_measure.h"
+#include "memory/device_profile_cache.h"
 
 namespace hr {
 
@@ -249,6 +251,21 @@ ProbeReport probe_host(const ProbeOptions& options) {
   host_ram(r);
   host_bandwidth(r, options);
   return r;
+}
+
+void probe_profile(ProbeReport& r, Backend& backend, const std::string& cache_path) {
+  Result<DeviceProfile> p = device_profile_measure(backend);
+  if (!p.ok()) {
+    r.profile = device_profile_default(backend.host_visible());
+    r.profile_error = p.status().message();
+    return;
+  }
+  r.profile = std::move(p).value();
+  if (cache_path.empty()) return;
+  if (Status w = device_profile_write(cache_path, r.profile); !w.ok())
+    r.profile_error = w.message();
+  else
+    r.profile_path = cache_path;
 }
 
 Result<ProbeReport> probe_device(Backend& backend, std::unique_ptr<DriverLens> lens,

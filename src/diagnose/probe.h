@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
+#include "graph/device_profile.h"
 #include "memory/driver_lens.h"
 #include "memory/telemetry.h"
 
@@ -76,6 +77,14 @@ struct ProbeReport {
   DriverSample driver_peak;  // driver level: the sample with the most `used`
   std::vector<TelemetrySample> timeline;
   std::vector<ProbePhase> phases;
+
+  // The rates the residency planner plans with (Note [device profile] in
+  // graph/device_profile.cpp), measured by probe_profile; profile.measured is false when they
+  // were not (profile_error says why). profile_path: the cache file it was written to, "" when
+  // none (a host-visible backend, Note [device profile cache] in memory/device_profile_cache.cpp).
+  DeviceProfile profile;
+  std::string profile_error;
+  std::string profile_path;
 };
 
 // Host memory bandwidth and RAM: what probe reports on a machine without a GPU.
@@ -87,6 +96,12 @@ ProbeReport probe_host(const ProbeOptions& options);
 // that fails) are returned.
 Result<ProbeReport> probe_device(Backend& backend, std::unique_ptr<DriverLens> lens,
                                  const ProbeOptions& options);
+
+// Measures the device profile of `backend` into r.profile and, where `cache_path` is not empty,
+// writes it there (what later processes start with: `headroom probe` refreshes the cache). Run
+// after probe_device, on the emptied card. A failed measurement or write is reported in r, not
+// returned.
+void probe_profile(ProbeReport& r, Backend& backend, const std::string& cache_path);
 
 // The report as JSON (every byte count also in the lens it was measured in), as text, and as a
 // chart: memory over time per lens and the bandwidths.

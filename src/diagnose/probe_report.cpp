@@ -34,6 +34,31 @@ std::string host_text(const ProbeReport& r) {
       r.host_memcpy.gbps());
 }
 
+Json profile_json(const ProbeReport& r) {
+  const DeviceProfile& p = r.profile;
+  Json j = {{"device", p.device},
+            {"measured", p.measured},
+            {"gemm_flops_per_s", p.gemm_flops_per_s},
+            {"attention_flops_per_s", p.attention_flops_per_s},
+            {"memory_bytes_per_s", p.memory_bytes_per_s},
+            {"node_s", p.node_s},
+            {"copy_bytes_per_s", p.copy_bytes_per_s},
+            {"cache", r.profile_path.empty() ? Json(nullptr) : Json(r.profile_path)}};
+  if (!r.profile_error.empty()) j["error"] = r.profile_error;
+  return j;
+}
+
+std::string profile_text(const ProbeReport& r) {
+  if (r.profile.device.empty()) return "";
+  std::string s = "device profile (what the residency planner plans with): " +
+                  device_profile_describe(r.profile) + "\n";
+  if (!r.profile_error.empty()) s += "  not measured or not cached: " + r.profile_error + "\n";
+  if (!r.profile_path.empty()) s += "  written to " + r.profile_path + "\n";
+  else if (r.profile.measured && r.profile_error.empty())
+    s += "  not cached: the CPU plans with its fixed profile\n";
+  return s;
+}
+
 std::string others_text(const ProbeReport& r) {
   if (!r.per_process) return "not measured (the driver-level source has no per-process figures)";
   return fmt::format("{} at start, {} at the fullest sample", bytes_format(r.others_at_start),
@@ -94,6 +119,7 @@ Json probe_json(const ProbeReport& r) {
                {"ram_used", r.host_ram_used},
                {"memcpy", transfer_json(r.host_memcpy)},
                {"memcpy_reps_gb_per_s", r.host_memcpy_reps_gbps}};
+  if (!r.profile.device.empty()) j["profile"] = profile_json(r);
   if (!r.gpu) {
     j["no_gpu_reason"] = r.no_gpu_reason;
     return j;
@@ -133,6 +159,7 @@ std::string probe_format(const ProbeReport& r) {
   if (!r.gpu) s += "no GPU: " + r.no_gpu_reason + "\n";
   s += host_text(r);
   if (r.gpu) s += device_text(r);
+  s += profile_text(r);
   return s;
 }
 

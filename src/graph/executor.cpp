@@ -26,7 +26,8 @@ Executor::Executor(Backend& backend, Allocator& allocator)
   capture_enabled_ = backend_.capture_supported() && env_switch("HEADROOM_CUDA_GRAPHS", true);
   passes_ = env_switch("HEADROOM_GRAPH_PASSES", true);
   allocator_.reclaimable_add(this);
-  residency_options_ = residency_options_for(backend_.host_visible());
+  device_profile_ = device_profile_default(backend_.host_visible());
+  residency_options_ = residency_options_for(device_profile_);
   // The copy stream and its fixed events exist before they are needed: the moment a run first
   // streams may be the moment the device has no memory left for them (Note [OOM recovery]).
   if (!backend_.host_visible()) (void)streams_prepare(0, 0);

@@ -15,6 +15,7 @@
 
 #include "backend/allocator.h"
 #include "backend/backend.h"
+#include "graph/device_profile.h"
 #include "graph/graph.h"
 #include "graph/passes.h"
 #include "graph/residency.h"
@@ -166,6 +167,18 @@ class Executor final : public Reclaimable {
   // CPU milliseconds the last residency plan made took.
   double residency_plan_ms() const { return residency_plan_ms_; }
   const ResidencyOptions& residency_options() const { return residency_options_; }
+  // The device's rates (Note [device profile] in device_profile.cpp): the residency clock and
+  // copy rate become the profile's, the other residency options stay, and the plans made so
+  // far are dropped. Until it is called, device_profile_default for the backend. Like
+  // set_residency_options, called before runs.
+  void set_device_profile(const DeviceProfile& profile) {
+    const ResidencyOptions rates = residency_options_for(profile);
+    device_profile_ = profile;
+    residency_options_.clock = rates.clock;
+    residency_options_.copy_bytes_per_s = rates.copy_bytes_per_s;
+    residency_cache_.clear();
+  }
+  const DeviceProfile& device_profile() const { return device_profile_; }
   // The fewest device bytes one run of g can take: its arena plus the smallest room its weights
   // stream through (residency_min_room).
   Result<uint64_t> min_device_bytes(const Graph& g);
@@ -244,6 +257,7 @@ class Executor final : public Reclaimable {
   std::unique_ptr<Event> start_event_, copies_done_;
   std::vector<std::unique_ptr<Event>> copied_;  // per copy group (at most one per weight use)
   std::vector<std::unique_ptr<Event>> freed_;   // per node
+  DeviceProfile device_profile_;
   ResidencyOptions residency_options_;
   ResidencyPlan residency_;
   std::vector<WeightUse> residency_uses_;

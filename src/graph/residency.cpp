@@ -2,7 +2,6 @@
 #include "graph/residency.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <deque>
 #include <numeric>
 #include <tuple>
@@ -45,6 +44,8 @@ namespace hr {
 // compute in fact waited. The GPU rates are set so the clock matches the H200's measured
 // steps: SD1.5 512x512 batch 2 is 1.61 TFLOP, 5.4 GB of traffic, 459 nodes and 7.6 ms (the
 // clock says 7.3 ms); SDXL 1024x1024 batch 2 is 13.5 TFLOP, 31 GB, 1277 nodes and 39 ms (44).
+// Other devices get the clock from their measured profile, scaled the same way (Note [device
+// profile] in device_profile.cpp).
 double node_seconds(const Graph& g, const ArenaPlan& plan, size_t i, const NodeClock& c) {
   if (i < plan.nodes.size() && plan.nodes[i].view) return 0;
   const Node& n = g.nodes()[i];
@@ -60,18 +61,6 @@ double node_seconds(const Graph& g, const ArenaPlan& plan, size_t i, const NodeC
   const double compute = rate > 0 ? flops / rate : 0;
   const double memory = c.bytes_per_s > 0 ? bytes / c.bytes_per_s : 0;
   return std::max(compute, memory) + c.node_s;
-}
-
-ResidencyOptions residency_options_for(bool host_visible) {
-  ResidencyOptions o;
-  if (host_visible) {  // two CPU cores: ~60 GFLOP/s, memcpy at ~5 GB/s
-    o.clock = NodeClock{60e9, 30e9, 10e9, 5e-6};
-    o.copy_bytes_per_s = 5e9;
-  } else {  // the H200 (Note [node clock]); PCIe 5 x16 moves ~55 GB/s from page-locked memory
-    o.clock = NodeClock{500e12, 150e12, 1.2e12, 1.5e-6};
-    o.copy_bytes_per_s = 55e9;
-  }
-  return o;
 }
 
 std::vector<WeightUse> weight_uses(const Graph& g, const ArenaPlan& plan, const NodeClock& clock) {

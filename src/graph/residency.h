@@ -69,15 +69,13 @@ struct ResidencyOptions {
   // streamed set that wait least (Note [ring choice], Note [spreading copies]); 0: the smallest
   // ring that fits (the most resident bytes), streamed set by reuse alone.
   double copy_bytes_per_s = 0;
-  // The clock weight_uses times the graph with (Note [node clock]).
+  // The clock weight_uses times the graph with (Note [node clock]). This and copy_bytes_per_s
+  // come from the device's profile (residency_options_for in graph/device_profile.h).
   NodeClock clock;
   // With a copy rate: plan the streamed set on the clock and improve it by swaps (Note
   // [spreading copies]); false: the set by reuse alone.
   bool spread = true;
 };
-
-// The estimates for a backend: a GPU (PCIe, tensor cores) or the CPU (memcpy, two cores).
-ResidencyOptions residency_options_for(bool host_visible);
 
 struct ResidencyPlan {
   // Per WeightUse: -1 resident, else its byte offset in the staging ring.

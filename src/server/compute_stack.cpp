@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "backend/backend_open.h"
+#include "memory/device_profile_cache.h"
 #include "memory/driver_lens.h"
 #include "models/model_paths.h"
 #include "nodes/nodes.h"
@@ -20,6 +21,7 @@ Status compute_stack_open(const ComputeChoice& c, ComputeStack& s) {
   s.allocator->set_weights_cap(s.policy.weights_cap);
   s.allocator->set_pinned_budget(s.policy.pinned_budget);
   s.executor = std::make_unique<Executor>(*s.backend, *s.allocator);
+  s.executor->set_device_profile(device_profile_load(*s.backend));  // Note [device profile]
   s.telemetry = std::make_unique<Telemetry>(*s.allocator, DriverLens::open(*s.backend));
   return Status();
 }
@@ -59,6 +61,7 @@ JobRuntime compute_runtime(ComputeStack& s, const NodeRegistry& registry,
   rt.plan.compute_dtype = s.dtype;
   rt.plan.models_dir = folders.models_dir;
   rt.plan.input_dir = folders.input_dir;
+  rt.plan.device_profile = s.executor->device_profile();  // the run's clock
   rt.plan.model_paths = std::move(model_paths);
   rt.telemetry = s.telemetry.get();
   rt.levels = &s.levels;

@@ -11,6 +11,7 @@
 #include "backend/plan/plan_backend.h"
 #include "core/bytes.h"
 #include "graph/executor.h"
+#include "memory/device_profile_cache.h"
 #include "workflow/execute.h"
 
 namespace hr {
@@ -133,6 +134,7 @@ Result<WorkflowPlan> plan_run(const Prompt& prompt, const WorkflowPlanOptions& o
   Allocator allocator(*backend, budget);
   allocator.set_weights_cap(o.weights_cap);
   Executor executor(*backend, allocator);
+  executor.set_device_profile(*o.device_profile);  // the run's clock (Note [device profile])
   NodeLog log(allocator);
   executor.set_run_observer([&log](const RunRecord& r) { log.record(r); });
   ExecOptions e = plan_exec_options(o, *backend, allocator, executor);
@@ -178,16 +180,17 @@ Result<uint64_t> smallest_budget(const Prompt& prompt, const WorkflowPlanOptions
 
 Result<WorkflowPlan> workflow_plan(const Prompt& prompt, const WorkflowPlanOptions& options) {
   if (!options.backend) return make_error(ErrorCode::INVALID_ARGUMENT, "workflow_plan: no backend");
-  HR_ASSIGN_OR_RETURN(WorkflowPlan plan, plan_run(prompt, options, options.budget));
+  WorkflowPlanOptions o = options;
+  if (!o.device_profile) o.device_profile = device_profile_load(*options.backend);
+  HR_ASSIGN_OR_RETURN(WorkflowPlan plan, plan_run(prompt, o, o.budget));
   plan.device = options.backend->info().name;
   plan.compute_dtype = options.compute_dtype;
   if (!options.find_smallest_budget) return plan;
   Result<WorkflowPlan> free_run =
-      options.budget == UINT64_MAX ? Result<WorkflowPlan>(plan)
-                                   : plan_run(prompt, options, UINT64_MAX);
+      o.budget == UINT64_MAX ? Result<WorkflowPlan>(plan) : plan_run(prompt, o, UINT64_MAX);
   HR_TRY(free_run.status());
   if (!free_run->fits) return plan;  // smallest_budget stays 0
-  HR_ASSIGN_OR_RETURN(plan.smallest_budget, smallest_budget(prompt, options, free_run->peak));
+  HR_ASSIGN_OR_RETURN(plan.smallest_budget, smallest_budget(prompt, o, free_run->peak));
   return plan;
 }
 

@@ -6,11 +6,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "graph/device_profile.h"
 #include "workflow/prompt.h"
 
 namespace hr {
@@ -23,6 +25,9 @@ struct WorkflowPlanOptions {
   DType compute_dtype = DType::F32;  // as ExecOptions::compute_dtype
   uint64_t budget = UINT64_MAX;      // allocator-level budget (UINT64_MAX: none)
   uint64_t weights_cap = UINT64_MAX;  // as Allocator::set_weights_cap (--lowvram, --novram)
+  // The clock the run's Executor plans residency with (Executor::set_device_profile); empty:
+  // device_profile_load(*backend), as run and serve do.
+  std::optional<DeviceProfile> device_profile;
   // Find WorkflowPlan::smallest_budget (a bisection of about log2(peak / 256) plan runs).
   bool find_smallest_budget = true;
   // The folders a run reads, as ExecOptions has them (LoadImage reads its image for the shape).

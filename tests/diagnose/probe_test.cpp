@@ -6,10 +6,12 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
 
 #include "fake_backend.h"
+#include "memory/device_profile_cache.h"
 #include "svg_check.h"
 
 namespace hr {
@@ -190,6 +192,37 @@ TEST(Probe, HostOnlyMeasuresMemcpy) {
   EXPECT_EQ(j["gpu"], false);
   EXPECT_FALSE(j.contains("fill"));
   EXPECT_TRUE(test::svg_check(probe_plot(r)).ok);
+}
+
+// `headroom probe` measures the device profile and refreshes its cache (Note [device profile]).
+TEST(Probe, ProfileIsMeasuredReportedAndWritten) {
+  const std::string path = ::testing::TempDir() + "hr_probe_profile/device-profile-cpu.json";
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+  std::unique_ptr<Backend> cpu = cpu_backend_create(2);
+  ProbeReport r = probe_host(small_options());
+  probe_profile(r, *cpu, path);
+  EXPECT_TRUE(r.profile.measured);
+  EXPECT_GT(r.profile.gemm_flops_per_s, 0);
+  EXPECT_EQ(r.profile_path, path);
+  Result<DeviceProfile> cached = device_profile_read(path);
+  ASSERT_TRUE(cached.ok()) << cached.status().str();
+  EXPECT_EQ(*cached, r.profile);
+  Json j = probe_json(r);
+  EXPECT_EQ(j["profile"]["cache"], path);
+  EXPECT_EQ(j["profile"]["gemm_flops_per_s"].get<double>(), r.profile.gemm_flops_per_s);
+  EXPECT_NE(probe_format(r).find("device profile"), std::string::npos);
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+}
+
+TEST(Probe, ProfileWithoutTimingEventsFallsBackAndSaysWhy) {
+  CapacityBackend b(64 * MiB);  // no timing events
+  ProbeReport r;
+  probe_profile(r, b, ::testing::TempDir() + "hr_probe_never/p.json");
+  EXPECT_FALSE(r.profile.measured);
+  EXPECT_EQ(r.profile, device_profile_default(false));
+  EXPECT_FALSE(r.profile_error.empty());
+  EXPECT_TRUE(r.profile_path.empty());
+  EXPECT_FALSE(std::filesystem::exists(::testing::TempDir() + "hr_probe_never"));
 }
 
 }  // namespace
