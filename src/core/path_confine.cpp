@@ -91,17 +91,21 @@ Status outside_error(const Status& why) {
   return make_error(ErrorCode::INVALID_ARGUMENT, "{} {}", kOutsideOutputFolder, why.message());
 }
 
+// output_target_resolve with a refusal in ComfyUI's words.
+Result<OutputTarget> output_target_checked(const std::string& root, const std::string& prefix) {
+  Result<OutputTarget> t = output_target_resolve(root, prefix);
+  if (!t.ok() && t.status().code() == ErrorCode::INVALID_ARGUMENT) return outside_error(t.status());
+  return t;
+}
+
 }  // namespace
 
 Status output_target_check(const std::string& root, const std::string& prefix) {
-  Result<OutputTarget> t = output_target_resolve(root, prefix);
-  if (!t.ok() && t.status().code() == ErrorCode::INVALID_ARGUMENT) return outside_error(t.status());
-  return t.status();
+  return output_target_checked(root, prefix).status();
 }
 
 Result<OutputTarget> output_target_make(const std::string& root, const std::string& prefix) {
-  Result<OutputTarget> t = output_target_resolve(root, prefix);
-  if (!t.ok() && t.status().code() == ErrorCode::INVALID_ARGUMENT) return outside_error(t.status());
+  Result<OutputTarget> t = output_target_checked(root, prefix);
   if (!t.ok()) return t;
   std::error_code ec;
   fs::create_directories(t->folder, ec);

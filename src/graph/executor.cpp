@@ -912,7 +912,7 @@ Result<std::vector<HostTensor>> Executor::run_locked(const Graph& graph, const H
   Result<std::vector<HostTensor>> out = run_attempt(compiled, bound, weights);
   if (!out.ok() && out.status().code() == ErrorCode::OUT_OF_MEMORY)
     out = run_recover(compiled, bound, weights, out.status());
-  if (!out.ok()) return out;
+  if (!out.ok() || !run_observer_) return out;  // the record is for an observer only
   record.weights = &weights;
   record.weight_bytes = compiled->weight_bytes;
   record.arena_bytes = compiled->plan->arena_bytes;

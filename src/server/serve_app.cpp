@@ -18,6 +18,7 @@
 #include "jobs/redis_subscriber.h"
 #include "jobs/redis_wire.h"
 #include "jobs/sqlite_store.h"
+#include "memory/device_profile_cache.h"
 #include "memory/driver_lens.h"
 #include "memory/telemetry.h"
 #include "sampling/latent_preview.h"
@@ -92,6 +93,7 @@ WorkflowPlanOptions plan_options(const ServeApp::Parts& p) {
   plan.models_dir = p.opt.models_dir;
   plan.model_paths = p.model_paths;
   plan.input_dir = p.opt.server.input_dir;
+  plan.device_profile = device_profile_load(*p.backend);  // once, not a cache read per plan
   return plan;
 }
 
