@@ -31,7 +31,7 @@ Status check_output(const HostTensor& out, const Shape& want) {
 
 }  // namespace
 
-DenoiseFn cfg_denoiser(const ModelSamplingDiscrete& ms, ModelFn cond, ModelFn uncond, float cfg) {
+DenoiseFn cfg_denoiser(const ModelSampling& ms, ModelFn cond, ModelFn uncond, float cfg) {
   return [&ms, cond = std::move(cond), uncond = std::move(uncond), cfg](
              const HostTensor& x, float sigma) -> Result<HostTensor> {
     HostTensor x_in = ms.calculate_input(x, sigma);
@@ -47,7 +47,7 @@ DenoiseFn cfg_denoiser(const ModelSamplingDiscrete& ms, ModelFn cond, ModelFn un
   };
 }
 
-DenoiseFn cfg_denoiser_batched(const ModelSamplingDiscrete& ms, ModelFn cond_then_uncond,
+DenoiseFn cfg_denoiser_batched(const ModelSampling& ms, ModelFn cond_then_uncond,
                                float cfg) {
   return [&ms, fn = std::move(cond_then_uncond), cfg](const HostTensor& x,
                                                       float sigma) -> Result<HostTensor> {

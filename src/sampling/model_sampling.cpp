@@ -1,5 +1,5 @@
-// ModelSamplingDiscrete: schedule tables in ComfyUI's precision and the per-sigma arithmetic
-// in float32, in the order ComfyUI's tensor expressions evaluate it.
+// Model sampling: schedule tables in ComfyUI's precision and the per-sigma arithmetic in float32,
+// in the order ComfyUI's tensor expressions evaluate it (Note [model sampling]).
 #include "sampling/model_sampling.h"
 
 #include <algorithm>
@@ -8,9 +8,18 @@
 
 namespace hr {
 
+const char* sampling_prediction_name(SamplingPrediction p) {
+  switch (p) {
+    case SamplingPrediction::EPS: return "eps";
+    case SamplingPrediction::V_PREDICTION: return "v_prediction";
+    case SamplingPrediction::CONST: return "const";
+  }
+  return "?";
+}
+
 ModelSamplingDiscrete::ModelSamplingDiscrete(SamplingPrediction prediction, int timesteps,
                                              double linear_start, double linear_end)
-    : prediction_(prediction) {
+    : ModelSampling(prediction) {
   const double a = std::sqrt(linear_start), b = std::sqrt(linear_end);
   sigmas_.resize(size_t(timesteps));
   log_sigmas_.resize(size_t(timesteps));
@@ -57,7 +66,8 @@ float ModelSamplingDiscrete::percent_to_sigma(double percent) const {
   return sigma(float((1.0 - percent) * 999.0));
 }
 
-HostTensor ModelSamplingDiscrete::calculate_input(const HostTensor& x, float sigma) const {
+HostTensor ModelSampling::calculate_input(const HostTensor& x, float sigma) const {
+  if (prediction_ == SamplingPrediction::CONST) return x.clone();
   HostTensor out(x.desc());
   const float sd = sigma_data();
   const float denom = std::sqrt(sigma * sigma + sd * sd);
@@ -67,7 +77,7 @@ HostTensor ModelSamplingDiscrete::calculate_input(const HostTensor& x, float sig
   return out;
 }
 
-HostTensor ModelSamplingDiscrete::calculate_denoised(float sigma, const HostTensor& model_output,
+HostTensor ModelSampling::calculate_denoised(float sigma, const HostTensor& model_output,
                                                      const HostTensor& model_input) const {
   assert(model_output.numel() == model_input.numel());
   HostTensor out(model_input.desc());
@@ -75,7 +85,7 @@ HostTensor ModelSamplingDiscrete::calculate_denoised(float sigma, const HostTens
   const float* x = model_input.f32();
   float* o = out.f32();
   const int64_t n = model_input.numel();
-  if (prediction_ == SamplingPrediction::EPS) {
+  if (prediction_ != SamplingPrediction::V_PREDICTION) {  // EPS and CONST
     for (int64_t i = 0; i < n; ++i) o[i] = x[i] - m[i] * sigma;
   } else {
     const float sd = sigma_data();
@@ -87,21 +97,69 @@ HostTensor ModelSamplingDiscrete::calculate_denoised(float sigma, const HostTens
   return out;
 }
 
-HostTensor ModelSamplingDiscrete::noise_scaling(float sigma, const HostTensor& noise,
+HostTensor ModelSampling::noise_scaling(float sigma, const HostTensor& noise,
                                                 const HostTensor& latent, bool max_denoise) const {
   HostTensor out(noise.desc());
-  const float scale = max_denoise ? std::sqrt(1.0f + sigma * sigma) : sigma;
   const float* nz = noise.f32();
   const float* l = latent.empty() ? nullptr : latent.f32();
   float* o = out.f32();
+  if (prediction_ == SamplingPrediction::CONST) {
+    const float keep = 1.0f - sigma;
+    for (int64_t i = 0; i < noise.numel(); ++i) o[i] = sigma * nz[i] + keep * (l ? l[i] : 0.0f);
+    return out;
+  }
+  const float scale = max_denoise ? std::sqrt(1.0f + sigma * sigma) : sigma;
   for (int64_t i = 0; i < noise.numel(); ++i) o[i] = nz[i] * scale + (l ? l[i] : 0.0f);
   return out;
 }
 
-bool ModelSamplingDiscrete::is_max_denoise(float sigma0) const {
+HostTensor ModelSampling::inverse_noise_scaling(float sigma, HostTensor latent) const {
+  if (prediction_ != SamplingPrediction::CONST) return latent;
+  const float keep = 1.0f - sigma;
+  float* o = latent.f32();
+  for (int64_t i = 0; i < latent.numel(); ++i) o[i] = o[i] / keep;
+  return latent;
+}
+
+bool ModelSampling::is_max_denoise(float sigma0) const {
   const double mx = sigma_max(), s = sigma0;
   // math.isclose(max_sigma, sigma, rel_tol=1e-05) or sigma > max_sigma
   return std::fabs(mx - s) <= 1e-5 * std::max(std::fabs(mx), std::fabs(s)) || s > mx;
+}
+
+// Note [flow arithmetic]: ComfyUI's flow schedule is float32 tensor arithmetic with Python
+// floats as scalars (cast to float32), evaluated as a t / (1 + (a - 1) t); percent_to_sigma is
+// Python float (double) arithmetic.
+namespace {
+float time_snr_shift_f32(double shift, float t) {
+  if (shift == 1.0) return t;
+  return float(shift) * t / (1.0f + float(shift - 1.0) * t);
+}
+}  // namespace
+
+ModelSamplingDiscreteFlow::ModelSamplingDiscreteFlow(double shift, double multiplier,
+                                                     SamplingPrediction prediction, int timesteps)
+    : ModelSampling(prediction), shift_(shift), multiplier_(multiplier) {
+  sigmas_.resize(size_t(timesteps));
+  for (int i = 1; i <= timesteps; ++i) {
+    // (arange(1, n + 1) / n) * multiplier in float32, then sigma() of it.
+    const float t = float(i) / float(timesteps) * float(multiplier);
+    sigmas_[size_t(i - 1)] = sigma(t);
+  }
+}
+
+float ModelSamplingDiscreteFlow::timestep(float sigma) const { return sigma * float(multiplier_); }
+
+float ModelSamplingDiscreteFlow::sigma(float timestep) const {
+  return time_snr_shift_f32(shift_, timestep / float(multiplier_));
+}
+
+float ModelSamplingDiscreteFlow::percent_to_sigma(double percent) const {
+  if (percent <= 0.0) return 1.0f;
+  if (percent >= 1.0) return 0.0f;
+  const double t = 1.0 - percent;
+  if (shift_ == 1.0) return float(t);
+  return float(shift_ * t / (1.0 + (shift_ - 1.0) * t));
 }
 
 }  // namespace hr

@@ -3,12 +3,12 @@
 
 namespace hr {
 
-HostTensor sample_initial_x(const ModelSamplingDiscrete& ms, const HostTensor& noise,
+HostTensor sample_initial_x(const ModelSampling& ms, const HostTensor& noise,
                             const HostTensor& latent, float sigma0) {
   return ms.noise_scaling(sigma0, noise, latent, ms.is_max_denoise(sigma0));
 }
 
-Result<HostTensor> sample(const ModelSamplingDiscrete& ms, const DenoiseFn& denoise,
+Result<HostTensor> sample(const ModelSampling& ms, const DenoiseFn& denoise,
                           const HostTensor& noise, const HostTensor& latent,
                           const SampleParams& params) {
   if (!latent.empty() && latent.shape() != noise.shape()) {
@@ -37,7 +37,9 @@ Result<HostTensor> sample(const ModelSamplingDiscrete& ms, const DenoiseFn& deno
   opt.model_sampling = &ms;
   opt.callback = params.callback;
   opt.interrupted = params.interrupted;
-  return sampler_run(params.sampler, denoise, std::move(x), params.sigmas, opt);
+  HR_ASSIGN_OR_RETURN(HostTensor out,
+                      sampler_run(params.sampler, denoise, std::move(x), params.sigmas, opt));
+  return ms.inverse_noise_scaling(params.sigmas.back(), std::move(out));
 }
 
 }  // namespace hr

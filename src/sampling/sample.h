@@ -32,13 +32,14 @@ struct SampleParams {
 // model space (ComfyUI's process_latent_in, i.e. times the latent scale factor, is the caller's
 // job; ComfyUI skips it for an all-zero latent) and may be empty (zeros). `noise` is
 // prepare_noise(latent shape, seed). Empty sigmas return the latent unchanged. The result is
-// in model space (EPS/V inverse_noise_scaling is the identity).
-Result<HostTensor> sample(const ModelSamplingDiscrete& ms, const DenoiseFn& denoise,
+// in model space, after inverse_noise_scaling(sigmas.back()) (the identity for EPS/V; for a
+// flow model / (1 - sigma), which is 1 when the schedule ends at 0).
+Result<HostTensor> sample(const ModelSampling& ms, const DenoiseFn& denoise,
                           const HostTensor& noise, const HostTensor& latent,
                           const SampleParams& params);
 
 // Step 2 of the flow alone: the sampler's starting x.
-HostTensor sample_initial_x(const ModelSamplingDiscrete& ms, const HostTensor& noise,
+HostTensor sample_initial_x(const ModelSampling& ms, const HostTensor& noise,
                             const HostTensor& latent, float sigma0);
 
 }  // namespace hr

@@ -440,15 +440,22 @@ Result<HostTensor> sample_lcm(Run& run, HostTensor x, const std::vector<float>& 
     x = std::move(den);
     if (s[i + 1] > 0.0f) {
       HR_ASSIGN_OR_RETURN(HostTensor n, run.noise(x.shape()));
-      const float next = s[i + 1];
       // model_sampling.noise_scaling(sigma_next, noise, x) without max_denoise.
-      x = map2(x, n, [&](float a, float z) { return (z * s_noise) * next + a; });
+      HostTensor scaled = map1(n, [&](float z) { return z * s_noise; });
+      x = run.opt().model_sampling->noise_scaling(s[i + 1], scaled, x, false);
     }
   }
   return x;
 }
 
 }  // namespace
+
+// ComfyUI's k-diffusion samplers that test for CONST model sampling and then take another path
+// (sample_*_RF, or sigma <-> half-logSNR through the logit).
+bool sampler_branches_on_flow(std::string_view name) {
+  return name == "euler_ancestral" || name == "dpm_2_ancestral" ||
+         name == "dpmpp_2s_ancestral" || name == "dpmpp_sde" || name == "dpmpp_2m_sde";
+}
 
 AncestralStep ancestral_step(float sigma_from, float sigma_to, float eta) {
   if (eta == 0.0f) return {sigma_to, 0.0f};
@@ -475,6 +482,16 @@ Result<HostTensor> sampler_run(std::string_view name, const DenoiseFn& denoise, 
     return make_error(ErrorCode::INVALID_ARGUMENT, "sampler latent must be f32, got {}",
                       x.desc().str());
   }
+  if (options.model_sampling &&
+      options.model_sampling->prediction() == SamplingPrediction::CONST &&
+      sampler_branches_on_flow(name)) {
+    return make_error(ErrorCode::UNSUPPORTED,
+                      "sampler '{}' has its own form for flow-matching models (ComfyUI's _RF "
+                      "and half-logSNR variants), which headroom does not implement yet",
+                      name);
+  }
+  if (name == "lcm" && !options.model_sampling)
+    return Status(ErrorCode::INVALID_ARGUMENT, "lcm needs SamplerOptions::model_sampling");
   Run run(denoise, options, sigmas.empty() ? 0 : int(sigmas.size()) - 1);
   if (name == "euler" || name == "ddim") return sample_euler(run, std::move(x), sigmas);
   if (name == "euler_ancestral") return sample_euler_ancestral(run, std::move(x), sigmas);

@@ -34,7 +34,7 @@ struct SamplerOptions {
   // dpmpp_sde and dpmpp_2m_sde draw their noise from (Note [SDE noise] in samplers.cpp).
   uint64_t seed = 0;
   // Needed by lcm (noise_scaling); others ignore it.
-  const ModelSamplingDiscrete* model_sampling = nullptr;
+  const ModelSampling* model_sampling = nullptr;
   StepCallback callback;
   InterruptFn interrupted;
 };
@@ -45,6 +45,10 @@ bool sampler_is_implemented(std::string_view name);
 // Samplers that draw noise from SamplerOptions::noise (the SDE samplers use a Brownian tree
 // seeded with SamplerOptions::seed instead).
 bool sampler_needs_noise(std::string_view name);
+
+// Samplers whose ComfyUI form differs for flow-matching (CONST) model sampling; sampler_run
+// refuses them for such a model until those forms exist here.
+bool sampler_branches_on_flow(std::string_view name);
 
 // Runs sampler `name` from x (already noised: noise_scaling applied) over sigmas; returns the
 // final latent. UNSUPPORTED for names not implemented, CANCELLED when interrupted, and any

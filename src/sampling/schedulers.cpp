@@ -27,7 +27,7 @@ std::vector<float> linspace_f32(float start, float end, int steps) {
   return out;
 }
 
-std::vector<float> simple_scheduler(const ModelSamplingDiscrete& ms, int steps) {
+std::vector<float> simple_scheduler(const ModelSampling& ms, int steps) {
   const auto& s = ms.sigmas();
   const double ss = double(s.size()) / double(steps);
   std::vector<float> out;
@@ -38,7 +38,7 @@ std::vector<float> simple_scheduler(const ModelSamplingDiscrete& ms, int steps) 
   return out;
 }
 
-std::vector<float> ddim_scheduler(const ModelSamplingDiscrete& ms, int steps) {
+std::vector<float> ddim_scheduler(const ModelSampling& ms, int steps) {
   const auto& s = ms.sigmas();
   std::vector<float> sigs;
   size_t x = 1;
@@ -54,7 +54,7 @@ std::vector<float> ddim_scheduler(const ModelSamplingDiscrete& ms, int steps) {
   return sigs;
 }
 
-std::vector<float> normal_scheduler(const ModelSamplingDiscrete& ms, int steps, bool sgm) {
+std::vector<float> normal_scheduler(const ModelSampling& ms, int steps, bool sgm) {
   const float start = ms.timestep(ms.sigma_max());
   const float end = ms.timestep(ms.sigma_min());
   bool append_zero = true;
@@ -75,7 +75,7 @@ std::vector<float> normal_scheduler(const ModelSamplingDiscrete& ms, int steps, 
   return out;
 }
 
-std::vector<float> beta_scheduler(const ModelSamplingDiscrete& ms, int steps, double alpha = 0.6,
+std::vector<float> beta_scheduler(const ModelSampling& ms, int steps, double alpha = 0.6,
                                   double beta = 0.6) {
   const auto& s = ms.sigmas();
   const double total = double(s.size() - 1);
@@ -91,7 +91,7 @@ std::vector<float> beta_scheduler(const ModelSamplingDiscrete& ms, int steps, do
   return out;
 }
 
-std::vector<float> linear_quadratic_schedule(const ModelSamplingDiscrete& ms, int steps,
+std::vector<float> linear_quadratic_schedule(const ModelSampling& ms, int steps,
                                              double threshold_noise = 0.025) {
   std::vector<double> sched;
   if (steps == 1) {
@@ -215,7 +215,7 @@ const std::vector<std::string>& scheduler_names() {
   return kNames;
 }
 
-Result<std::vector<float>> calculate_sigmas(const ModelSamplingDiscrete& ms,
+Result<std::vector<float>> calculate_sigmas(const ModelSampling& ms,
                                             std::string_view scheduler, int steps) {
   if (steps < 1)
     return make_error(ErrorCode::INVALID_ARGUMENT, "steps must be >= 1, got {}", steps);
@@ -239,7 +239,7 @@ bool sampler_discards_penultimate_sigma(std::string_view sampler) {
 
 namespace {
 
-Result<std::vector<float>> ksampler_calculate(const ModelSamplingDiscrete& ms,
+Result<std::vector<float>> ksampler_calculate(const ModelSampling& ms,
                                               std::string_view scheduler, std::string_view sampler,
                                               int steps) {
   const bool discard = sampler_discards_penultimate_sigma(sampler);
@@ -251,7 +251,7 @@ Result<std::vector<float>> ksampler_calculate(const ModelSamplingDiscrete& ms,
 
 }  // namespace
 
-Result<std::vector<float>> ksampler_sigmas(const ModelSamplingDiscrete& ms,
+Result<std::vector<float>> ksampler_sigmas(const ModelSampling& ms,
                                            std::string_view scheduler, std::string_view sampler,
                                            int steps, double denoise, int start_step, int last_step,
                                            bool force_full_denoise) {

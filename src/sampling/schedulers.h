@@ -17,7 +17,7 @@ const std::vector<std::string>& scheduler_names();
 
 // comfy.samplers.calculate_sigmas: float32 sigmas, normally steps + 1 values ending in 0
 // (ddim_uniform and beta can give other counts). INVALID_ARGUMENT for an unknown name.
-Result<std::vector<float>> calculate_sigmas(const ModelSamplingDiscrete& ms,
+Result<std::vector<float>> calculate_sigmas(const ModelSampling& ms,
                                             std::string_view scheduler, int steps);
 
 // The individual schedules (double inputs as ComfyUI passes Python floats).
@@ -34,7 +34,7 @@ bool sampler_discards_penultimate_sigma(std::string_view sampler);
 // KSampler sigmas (comfy.samplers.KSampler.set_steps + sample): denoise < 1 uses
 // calculate_sigmas(int(steps / denoise))[-(steps + 1):]; denoise <= 0 gives no sigmas;
 // last_step / start_step / force_full_denoise as KSamplerAdvanced passes them (-1 = unset).
-Result<std::vector<float>> ksampler_sigmas(const ModelSamplingDiscrete& ms,
+Result<std::vector<float>> ksampler_sigmas(const ModelSampling& ms,
                                            std::string_view scheduler, std::string_view sampler,
                                            int steps, double denoise = 1.0, int start_step = -1,
                                            int last_step = -1, bool force_full_denoise = false);
