@@ -96,8 +96,8 @@ Result<DeviceBuffer> Allocator::adopt(void* p, size_t bytes, Pool pool, const st
 // freed that it cannot use is then given back to the device.
 Result<DeviceBuffer> Allocator::allocate_reclaiming(size_t bytes, Pool pool,
                                                     const std::string& what, void* external) {
-  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded == 0) rounded = kAlignment;
+  size_t rounded = align_up(bytes);
+  if (rounded == 0) rounded = kDeviceAlignment;
   auto out_of_memory = [](const Result<DeviceBuffer>& r) {
     return !r.ok() && r.status().code() == ErrorCode::OUT_OF_MEMORY;
   };

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/alignment.h"
 #include "core/status.h"
 
 namespace hr {
@@ -105,14 +106,13 @@ class Reclaimable {
 class Allocator {
  public:
   static constexpr uint64_t kUnlimited = UINT64_MAX;
-  static constexpr size_t kAlignment = 256;
 
   explicit Allocator(Backend& backend, uint64_t budget = kUnlimited);
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
   ~Allocator();
 
-  // Allocates `bytes` (rounded up to kAlignment) in `pool`; `what` names the requester
+  // Allocates `bytes` (rounded up to kDeviceAlignment) in `pool`; `what` names the requester
   // in errors ("unet arena", "conv workspace").
   Result<DeviceBuffer> allocate(size_t bytes, Pool pool, const std::string& what);
   // Note [adopted bytes]: counts `bytes` of memory the caller already holds (host memory a

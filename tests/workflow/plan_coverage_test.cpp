@@ -16,6 +16,7 @@
 
 #include "backend/allocator.h"
 #include "backend/backend.h"
+#include "core/alignment.h"
 #include "graph/executor.h"
 #include "models/make_model.h"
 #include "nodes/nodes.h"
@@ -264,7 +265,7 @@ class PlanCoverageTest : public ::testing::Test {
     ASSERT_GT(lo, 0u) << name;
     if (!all) return expect_plan_is_run(name, wf, lo, decisions);
     expect_plan_is_run(name, wf, UINT64_MAX, decisions);
-    for (uint64_t b : {lo - Allocator::kAlignment, lo, lo + (hi - lo) / 2})
+    for (uint64_t b : {lo - kDeviceAlignment, lo, lo + (hi - lo) / 2})
       expect_plan_is_run(name, wf, b, decisions);
   }
 

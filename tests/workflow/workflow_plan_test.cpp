@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "backend/allocator.h"
+#include "core/alignment.h"
 #include "backend/backend.h"
 #include "graph/executor.h"
 #include "models/make_model.h"
@@ -155,7 +156,7 @@ TEST_F(WorkflowPlanTest, TooSmallABudgetGivesTheSmallestThatRuns) {
   auto at = plan(p, pl->smallest_budget);
   ASSERT_TRUE(at.ok());
   EXPECT_TRUE(at->fits);
-  auto below = plan(p, pl->smallest_budget - Allocator::kAlignment);
+  auto below = plan(p, pl->smallest_budget - kDeviceAlignment);
   ASSERT_TRUE(below.ok());
   EXPECT_FALSE(below->fits);
   RunResult r = run(p, pl->smallest_budget);
