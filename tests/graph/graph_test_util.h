@@ -66,7 +66,7 @@ class MapWeights final : public WeightSource {
     if (it == tensors.end())
       return make_error(ErrorCode::NOT_FOUND, "weight '{}' ({}) not found", name, desc.str());
     if (layout == WeightLayout::STORED) return it->second.ref();
-    const std::string key = name + "@" + weight_layout_name(layout);
+    const std::string key = weight_key(name, layout);
     auto r = relaid.find(key);
     if (r == relaid.end()) {
       HR_ASSIGN_OR_RETURN(HostTensor t, weight_relayout(it->second, layout));

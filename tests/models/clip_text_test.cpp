@@ -15,6 +15,7 @@
 #include "models/clip_tokenizer.h"
 #include "models/prompt_weights.h"
 #include "models/safetensors.h"
+#include "models/weight_load.h"
 #include "test_compare.h"
 #include "test_paths.h"
 
@@ -67,7 +68,7 @@ class CLIPText : public ::testing::Test {
   // Weights of one encoder, f32, bound to the CPU backend.
   std::unique_ptr<WeightSet> load(const SafetensorsFile& file, const std::string& prefix) {
     auto w = std::make_unique<WeightSet>();
-    Status s = w->load_prefix(file, prefix, DType::F32);
+    Status s = weights_load_prefix(*w, file, prefix, DType::F32);
     EXPECT_TRUE(s.ok()) << s.str();
     w->bind(backend_.get(), alloc_.get());
     return w;

@@ -9,7 +9,7 @@
 
 #include "graph/passes.h"
 #include "graph/planner.h"
-#include "models/weights.h"
+#include "models/weight_load.h"
 #include "test_compare.h"
 #include "test_paths.h"
 
@@ -165,7 +165,7 @@ TEST_P(UNetGoldenTest, MatchesGolden) {
     cfg->num_head_channels = 32;
   }
   WeightSet w;
-  ASSERT_TRUE(w.load_prefix(ckpt, "model.diffusion_model.", DType::F32).ok());
+  ASSERT_TRUE(weights_load_prefix(w, ckpt, "model.diffusion_model.", DType::F32).ok());
   std::unique_ptr<SafetensorsFile> gold = open_golden(c.file);
   ASSERT_TRUE(gold);
   std::string pre = c.golden;

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "graph/planner.h"
-#include "models/weights.h"
+#include "models/weight_load.h"
 #include "test_compare.h"
 #include "test_paths.h"
 
@@ -37,7 +37,7 @@ class VAETest : public ::testing::Test {
     if (!f.ok()) return {};
     auto cfg = vae_config_detect(**f, "first_stage_model.");
     EXPECT_TRUE(cfg.ok()) << cfg.status().str();
-    EXPECT_TRUE(w.load_prefix(**f, "first_stage_model.", DType::F32).ok());
+    EXPECT_TRUE(weights_load_prefix(w, **f, "first_stage_model.", DType::F32).ok());
     return cfg.ok() ? *cfg : VAEConfig{};
   }
 
