@@ -1,5 +1,5 @@
 // Giving back the pages of a read-only file mapping (Note [page release] in
-// models/safetensors.cpp): the loader after converting a tensor, the weight store after copying one.
+// models/safetensors.cpp): the loader after converting a tensor, the store after copying one.
 #pragma once
 
 #include <cstddef>

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/mapped_pages.h"
+#include "memory/eviction.h"
 
 namespace hr {
 
@@ -121,12 +122,10 @@ uint64_t WeightSet::reclaim(uint64_t bytes) {
   if (in_use()) return 0;
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || in_use()) return 0;
-  std::vector<std::pair<uint64_t, std::string>> order;  // (last use, key), oldest first
-  for (const auto& [k, c] : device_) order.emplace_back(c.last_use, k);
-  std::sort(order.begin(), order.end());
+  std::vector<EvictionCandidate> copies;
+  for (const auto& [k, c] : device_) copies.push_back({k, c.last_use, c.buffer.size()});
   uint64_t freed = 0;
-  for (const auto& [t, k] : order) {
-    if (freed >= bytes) break;
+  for (const std::string& k : eviction_order(std::move(copies), bytes)) {  // Note [eviction policy]
     auto it = device_.find(k);
     freed += it->second.buffer.size();
     device_.erase(it);
@@ -138,13 +137,13 @@ uint64_t WeightSet::reclaim_block(uint64_t bytes) {
   if (in_use()) return 0;
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || in_use()) return 0;
-  auto oldest = device_.end();
-  for (auto it = device_.begin(); it != device_.end(); ++it)
-    if (it->second.buffer.size() == bytes && it->second.buffer.pool() == Pool::WEIGHTS &&
-        (oldest == device_.end() || it->second.last_use < oldest->second.last_use))
-      oldest = it;
-  if (oldest == device_.end()) return 0;
-  device_.erase(oldest);
+  std::vector<EvictionCandidate> copies;  // the weight blocks of exactly that size
+  for (const auto& [k, c] : device_)
+    if (c.buffer.size() == bytes && c.buffer.pool() == Pool::WEIGHTS)
+      copies.push_back({k, c.last_use, bytes});
+  const EvictionCandidate* oldest = eviction_block(copies);  // Note [eviction policy]
+  if (!oldest) return 0;
+  device_.erase(oldest->key);
   return bytes;
 }
 

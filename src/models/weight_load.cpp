@@ -14,8 +14,8 @@ DType load_dtype(const SafetensorsEntry& e, DType dtype) {
 
 }  // namespace
 
-Status weights_load_prefix(WeightSet& weights, const SafetensorsFile& file,
-                           std::string_view prefix, DType dtype) {
+Status weights_load_prefix(WeightSet& weights, const SafetensorsFile& file, std::string_view prefix,
+                           DType dtype) {
   for (const SafetensorsEntry& e : file.entries()) {
     if (e.name.compare(0, prefix.size(), prefix) != 0) continue;
     HR_ASSIGN_OR_RETURN(HostTensor t, file.load(e.name, load_dtype(e, dtype)));

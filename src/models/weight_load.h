@@ -14,8 +14,8 @@ namespace hr {
 
 // Loads every tensor of `file` whose name starts with `prefix` into `weights`, strips the prefix
 // and converts floats to `dtype` (integer tensors keep their type).
-Status weights_load_prefix(WeightSet& weights, const SafetensorsFile& file,
-                           std::string_view prefix, DType dtype);
+Status weights_load_prefix(WeightSet& weights, const SafetensorsFile& file, std::string_view prefix,
+                           DType dtype);
 // The same, but tensors already stored in their target dtype are not copied: they are views of
 // the file's mapping, which they keep open (Note [mapped weights] in memory/weight_set.cpp).
 Status weights_load_prefix(WeightSet& weights, const std::shared_ptr<const SafetensorsFile>& file,

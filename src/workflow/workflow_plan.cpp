@@ -13,6 +13,7 @@
 #include "core/bytes.h"
 #include "graph/executor.h"
 #include "memory/device_profile_cache.h"
+#include "memory/eviction.h"
 #include "workflow/execute.h"
 
 namespace hr {
@@ -132,7 +133,7 @@ void unreached_add(const Prompt& prompt, std::vector<NodePlan>& nodes) {
 // One plan run under `budget` (Note [plan run]).
 Result<WorkflowPlan> plan_run(const Prompt& prompt, const WorkflowPlanOptions& o, uint64_t budget) {
   std::unique_ptr<Backend> backend = plan_backend_create(*o.backend);
-  Allocator allocator(*backend, budget);
+  Allocator allocator(*backend, budget, eviction_policy());
   allocator.set_weights_cap(o.weights_cap);
   Executor executor(*backend, allocator);
   executor.set_device_profile(*o.device_profile);  // the run's clock (Note [device profile])

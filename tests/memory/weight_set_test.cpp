@@ -14,6 +14,7 @@
 
 #include "async_sim_backend.h"
 #include "graph/passes.h"
+#include "memory/eviction.h"
 #include "opaque_cpu_backend.h"
 
 namespace hr {
@@ -36,7 +37,7 @@ class WeightReclaimTest : public ::testing::Test {
 };
 
 TEST_F(WeightReclaimTest, LeastRecentlyUsedModelMakesRoom) {
-  Allocator alloc(dev_, 5 * kBytes);
+  Allocator alloc(dev_, 5 * kBytes, eviction_policy());
   WeightSet a, b;
   fill(a, 3);
   fill(b, 3);
@@ -57,7 +58,7 @@ TEST_F(WeightReclaimTest, LeastRecentlyUsedModelMakesRoom) {
 }
 
 TEST_F(WeightReclaimTest, ModelInUseIsNeverAsked) {
-  Allocator alloc(dev_, 4 * kBytes);
+  Allocator alloc(dev_, 4 * kBytes, eviction_policy());
   WeightSet a, b;
   fill(a, 3);
   fill(b, 3);
@@ -76,7 +77,7 @@ TEST_F(WeightReclaimTest, ModelInUseIsNeverAsked) {
 }
 
 TEST_F(WeightReclaimTest, WeightsCapTrimsAfterEachRun) {
-  Allocator alloc(dev_);
+  Allocator alloc(dev_, Allocator::kUnlimited, eviction_policy());
   WeightSet a;
   fill(a, 4);
   a.bind(&dev_, &alloc);
@@ -97,7 +98,7 @@ TEST_F(WeightReclaimTest, WeightsCapTrimsAfterEachRun) {
 // that holds one moves the second into the first one's blocks, with no device allocation or free,
 // and each reads its own values.
 TEST_F(WeightReclaimTest, ModelSwitchReusesTheOtherModelsBlocks) {
-  Allocator alloc(dev_, 3 * kBytes);
+  Allocator alloc(dev_, 3 * kBytes, eviction_policy());
   WeightSet a, b;
   for (int i = 0; i < 3; ++i) {
     HostTensor ta(DType::F32, Shape{1024}), tb(DType::F32, Shape{1024});
@@ -146,7 +147,7 @@ TEST_F(WeightReclaimTest, WeightsThatStartStreamingLeaveNoCachedBlocks) {
   HostTensor x(DType::F32, Shape{4, 32});
   for (int64_t j = 0; j < x.numel(); ++j) x.f32()[j] = 0.1f * float(j % 7);
   const HostInputs in = {{"x", &x}};
-  Allocator alloc(dev_);
+  Allocator alloc(dev_, Allocator::kUnlimited, eviction_policy());
   Executor ex(dev_, alloc);
   ResidencyOptions o = ex.residency_options();
   o.depth = 2;
@@ -170,7 +171,7 @@ TEST_F(WeightReclaimTest, WeightsThatStartStreamingLeaveNoCachedBlocks) {
 // An arena may count on the room idle models would give back, but not on the weights the run
 // itself will use.
 TEST_F(WeightReclaimTest, ArenaRoomCountsIdleWeights) {
-  Allocator alloc(dev_, 5 * kBytes);
+  Allocator alloc(dev_, 5 * kBytes, eviction_policy());
   Executor ex(dev_, alloc);
   WeightSet a;
   fill(a, 3);
@@ -200,7 +201,7 @@ TEST(WeightSetPinned, StreamedCopiesArePinnedWithinThePinnedBudget) {
   ws.put("b", std::move(b));
   AsyncSimBackend sim(SimOrder::ROUND_ROBIN);
   sim.set_host_visible(false);
-  Allocator alloc(sim);
+  Allocator alloc(sim, Allocator::kUnlimited, eviction_policy());
   alloc.set_pinned_budget(24 + 8);  // the 24-byte weight fits, then the 12-byte bias does not
   ws.bind(&sim, &alloc);
   auto pw = ws.weight_host("w", TensorDesc{DType::F32, Shape{2, 3}}, WeightLayout::STORED);
@@ -229,7 +230,7 @@ TEST(WeightSetPinned, StreamedCopiesShareOneBlockInOrder) {
   }
   AsyncSimBackend sim(SimOrder::ROUND_ROBIN);
   sim.set_host_visible(false);
-  Allocator alloc(sim);
+  Allocator alloc(sim, Allocator::kUnlimited, eviction_policy());
   ws.bind(&sim, &alloc);
   std::vector<WeightRequest> q = {{"c", TensorDesc{DType::F32, Shape{10}}, WeightLayout::STORED},
                                   {"b", TensorDesc{DType::F32, Shape{100}}, WeightLayout::STORED},
@@ -305,7 +306,7 @@ TEST_F(WeightStackTest, ServedAsTheConcatenationOnTheCpu) {
 
   // Bound to the CPU backend: the same values, its bytes counted (Note [adopted bytes]).
   std::unique_ptr<Backend> cpu = cpu_backend_create(1);
-  Allocator alloc(*cpu);
+  Allocator alloc(*cpu, Allocator::kUnlimited, eviction_policy());
   ws.bind(cpu.get(), &alloc);
   auto r = ws.weight_get(name, desc, WeightLayout::STACK);
   ASSERT_TRUE(r.ok()) << r.status().str();
@@ -345,7 +346,7 @@ TEST_F(WeightStackTest, ServedAsTheConcatenationOnTheCpu) {
 
 TEST_F(WeightStackTest, Errors) {
   std::unique_ptr<Backend> cpu = cpu_backend_create(1);
-  Allocator alloc(*cpu);
+  Allocator alloc(*cpu, Allocator::kUnlimited, eviction_policy());
   ws.bind(cpu.get(), &alloc);
   // A missing part: NOT_FOUND naming it.
   auto missing = ws.weight_get(weight_stack_name({"l1.to_k", "l1.nope", "l2.to_k"}),
@@ -389,7 +390,7 @@ TEST_F(WeightStackTest, Errors) {
 // after a part changes; streamed copies follow the part too.
 TEST_F(WeightStackTest, UploadedOnceAndAgainAfterAPartChanges) {
   OpaqueCpuBackend dev;
-  Allocator alloc(dev);
+  Allocator alloc(dev, Allocator::kUnlimited, eviction_policy());
   ws.bind(&dev, &alloc);
   auto r = ws.weight_get(name, desc, WeightLayout::STACK);
   ASSERT_TRUE(r.ok()) << r.status().str();
@@ -574,7 +575,7 @@ class StackedProjectionRunTest : public ::testing::Test {
 
 TEST_F(StackedProjectionRunTest, SameOutputsOnADevice) {
   OpaqueCpuBackend dev;
-  Allocator alloc(dev);
+  Allocator alloc(dev, Allocator::kUnlimited, eviction_policy());
   ws.bind(&dev, &alloc);
   const std::vector<HostTensor> ref = run(dev, alloc, false);
   // Each weight of the graph as built is resident now (2x3 of 512 bytes, 2048 for big).
@@ -619,7 +620,7 @@ TEST_F(StackedProjectionRunTest, SameOutputsOnADevice) {
 
 TEST_F(StackedProjectionRunTest, SameOutputsOnTheCpu) {
   std::unique_ptr<Backend> cpu = cpu_backend_create(1);
-  Allocator alloc(*cpu);
+  Allocator alloc(*cpu, Allocator::kUnlimited, eviction_policy());
   ws.bind(cpu.get(), &alloc);
   const std::vector<HostTensor> ref = run(*cpu, alloc, false);
   expect_same(run(*cpu, alloc, true), ref, "cpu");
@@ -636,7 +637,7 @@ TEST_F(StackedProjectionRunTest, SameOutputsOnTheCpu) {
 TEST_F(StackedProjectionRunTest, SelfAttentionOnADevice) {
   add_self_attention();
   OpaqueCpuBackend dev;
-  Allocator alloc(dev);
+  Allocator alloc(dev, Allocator::kUnlimited, eviction_policy());
   ws.bind(&dev, &alloc);
   const std::vector<HostTensor> ref = run(dev, alloc, false);
   ASSERT_EQ(ref.size(), 4u);
@@ -683,7 +684,7 @@ TEST_F(StackedProjectionRunTest, SelfAttentionOnTheCpu) {
   add_self_attention();
   qkv = true;
   std::unique_ptr<Backend> cpu = cpu_backend_create(1);
-  Allocator alloc(*cpu);
+  Allocator alloc(*cpu, Allocator::kUnlimited, eviction_policy());
   ws.bind(cpu.get(), &alloc);
   const std::vector<HostTensor> ref = run(*cpu, alloc, false);
   expect_same(run(*cpu, alloc, true), ref, "cpu qkv");

@@ -9,6 +9,7 @@
 
 #include "graph/passes.h"
 #include "graph/planner.h"
+#include "memory/eviction.h"
 #include "models/weight_load.h"
 #include "test_compare.h"
 #include "test_paths.h"
@@ -44,7 +45,7 @@ class UNetTest : public ::testing::Test {
     gold_ = open_golden("golden-unet-vae.safetensors");
     ASSERT_TRUE(sd1_ && sdxl_ && gold_);
     backend_ = cpu_backend_create();
-    alloc_ = std::make_unique<Allocator>(*backend_);
+    alloc_ = std::make_unique<Allocator>(*backend_, Allocator::kUnlimited, eviction_policy());
     ex_ = std::make_unique<Executor>(*backend_, *alloc_);
   }
 

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "graph/planner.h"
+#include "memory/eviction.h"
 #include "models/weight_load.h"
 #include "test_compare.h"
 #include "test_paths.h"
@@ -26,7 +27,7 @@ class VAETest : public ::testing::Test {
     ASSERT_TRUE(g.ok()) << g.status().str();
     gold_ = std::move(g).value();
     backend_ = cpu_backend_create();
-    alloc_ = std::make_unique<Allocator>(*backend_);
+    alloc_ = std::make_unique<Allocator>(*backend_, Allocator::kUnlimited, eviction_policy());
     ex_ = std::make_unique<Executor>(*backend_, *alloc_);
   }
 

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "memory/eviction.h"
 #include "opaque_cpu_backend.h"
 
 namespace hr {
@@ -108,7 +109,7 @@ TEST_F(WeightSetTest, WeightGetOnCpuReturnsHostPointers) {
   EXPECT_EQ(r0->data, ws.find("layer.weight")->data());
 
   std::unique_ptr<Backend> cpu = cpu_backend_create(1);
-  Allocator alloc(*cpu);
+  Allocator alloc(*cpu, Allocator::kUnlimited, eviction_policy());
   ws.bind(cpu.get(), &alloc);
   auto r = ws.weight_get("layer.weight", desc);
   ASSERT_TRUE(r.ok()) << r.status().str();
@@ -128,7 +129,7 @@ TEST_F(WeightSetTest, WeightGetErrors) {
   WeightSet ws;
   ASSERT_TRUE(weights_load_prefix(ws, *file_, "enc.", DType::F32).ok());
   std::unique_ptr<Backend> cpu = cpu_backend_create(1);
-  Allocator alloc(*cpu);
+  Allocator alloc(*cpu, Allocator::kUnlimited, eviction_policy());
   ws.bind(cpu.get(), &alloc);
 
   auto missing = ws.weight_get("layer.nope", TensorDesc{DType::F32, Shape{2}});
@@ -154,7 +155,7 @@ TEST_F(WeightSetTest, UploadOnceOnOpaqueBackend) {
   WeightSet ws;
   ASSERT_TRUE(weights_load_prefix(ws, *file_, "enc.", DType::F32).ok());
   OpaqueCpuBackend dev;
-  Allocator alloc(dev);
+  Allocator alloc(dev, Allocator::kUnlimited, eviction_policy());
   ws.bind(&dev, &alloc);
   TensorDesc desc{DType::F32, Shape{2, 3}};
 
@@ -207,7 +208,7 @@ TEST_F(WeightSetTest, MappedWhenNoConversionIsNeeded) {
   EXPECT_EQ(std::memcmp(half.find("layer.weight")->data(), w16_.data(), 12), 0);
 
   OpaqueCpuBackend dev;
-  Allocator alloc(dev);
+  Allocator alloc(dev, Allocator::kUnlimited, eviction_policy());
   half.bind(&dev, &alloc);
   TensorDesc desc{DType::F16, Shape{2, 3}};
   auto r = half.weight_get("layer.weight", desc);
@@ -229,13 +230,13 @@ TEST_F(WeightSetTest, OutlivesItsAllocator) {
   OpaqueCpuBackend dev;
   TensorDesc desc{DType::F32, Shape{2, 3}};
   {
-    Allocator alloc(dev);
+    Allocator alloc(dev, Allocator::kUnlimited, eviction_policy());
     ws.bind(&dev, &alloc);
     ASSERT_TRUE(ws.weight_get("layer.weight", desc).ok());
     EXPECT_GT(alloc.stats(Pool::WEIGHTS).current, 0u);
   }
   EXPECT_EQ(ws.device_bytes(), 0u);
-  Allocator again(dev);
+  Allocator again(dev, Allocator::kUnlimited, eviction_policy());
   ws.bind(&dev, &again);
   auto r = ws.weight_get("layer.weight", desc);
   ASSERT_TRUE(r.ok()) << r.status().str();

@@ -18,6 +18,7 @@
 #include "backend/backend.h"
 #include "core/alignment.h"
 #include "graph/executor.h"
+#include "memory/eviction.h"
 #include "models/make_model.h"
 #include "nodes/nodes.h"
 #include "core/png_io.h"
@@ -213,7 +214,7 @@ class PlanCoverageTest : public ::testing::Test {
     uint64_t peak = 0;
   };
   RunResult run(const Prompt& p, uint64_t budget) {
-    Allocator alloc(*backend_, budget);
+    Allocator alloc(*backend_, budget, eviction_policy());
     Executor ex(*backend_, alloc);
     ExecOptions o;
     o.models_dir = (dir_ / "models").string();

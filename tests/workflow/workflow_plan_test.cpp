@@ -14,6 +14,7 @@
 #include "core/alignment.h"
 #include "backend/backend.h"
 #include "graph/executor.h"
+#include "memory/eviction.h"
 #include "models/make_model.h"
 #include "nodes/nodes.h"
 #include "test_paths.h"
@@ -73,7 +74,7 @@ class WorkflowPlanTest : public ::testing::Test {
     std::vector<std::string> memory;  // MEMORY event messages
   };
   RunResult run(const Prompt& p, uint64_t budget) {
-    Allocator alloc(*backend_, budget);
+    Allocator alloc(*backend_, budget, eviction_policy());
     Executor ex(*backend_, alloc);
     ExecOptions o;
     o.models_dir = (dir_ / "models").string();
