@@ -25,6 +25,7 @@
 #include "bench_common.h"
 #include "graph/executor.h"
 #include "graph/planner.h"
+#include "memory/eviction.h"
 #include "models/make_model.h"
 #include "models/unet.h"
 #include "models/vae.h"
@@ -72,7 +73,8 @@ struct Runner {
   Allocator alloc;
   Executor ex;
   uint64_t driver_peak = 0;
-  explicit Runner(Backend& b) : backend(b), alloc(b), ex(b, alloc) {}
+  explicit Runner(Backend& b)
+      : backend(b), alloc(b, Allocator::kUnlimited, eviction_policy()), ex(b, alloc) {}
   void sample_driver() {
     DeviceInfo d = backend.info();
     driver_peak = std::max(driver_peak, d.memory_total - d.memory_free);

@@ -20,6 +20,7 @@
 #include "backend/allocator.h"
 #include "bench_common.h"
 #include "graph/planner.h"
+#include "memory/eviction.h"
 
 using namespace hr;
 
@@ -259,7 +260,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<Backend> backend = bench::backend_for(args.device);
   if (!backend) return 0;
   const DType dt = *dtype_from_name(dtype_s);
-  Allocator alloc(*backend);
+  Allocator alloc(*backend, Allocator::kUnlimited, eviction_policy());
   auto ceil = measure_ceilings(*backend, alloc, dt, args.device != "cuda");
   if (!ceil.ok()) {
     std::printf("ceilings: %s\n", ceil.status().str().c_str());

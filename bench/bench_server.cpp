@@ -13,6 +13,7 @@
 
 #include "backend/allocator.h"
 #include "graph/executor.h"
+#include "memory/eviction.h"
 #include "nodes/nodes.h"
 #include "server/serve_app.h"
 #include "server/server_client.h"
@@ -51,7 +52,7 @@ double rps_measure(int clients, double seconds, const std::function<bool()>& cal
 // The same workflow in-process: what `headroom run` does per job, without a server.
 struct InProcess {
   std::unique_ptr<Backend> backend = cpu_backend_create(1);
-  Allocator allocator{*backend};
+  Allocator allocator{*backend, Allocator::kUnlimited, eviction_policy()};
   Executor executor{*backend, allocator};
   NodeRegistry registry;
   PromptExecutor prompts;

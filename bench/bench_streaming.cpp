@@ -18,6 +18,7 @@
 #include "core/bytes.h"
 #include "graph/planner.h"
 #include "graph/residency.h"
+#include "memory/eviction.h"
 #include "models/checkpoint.h"
 #include "models/vae_tiled.h"
 
@@ -124,7 +125,7 @@ std::string timeline_text(const Executor::StreamTimeline& t, const std::vector<d
 Row time_steps(Backend& b, bench::Workload& w, uint64_t budget, int steps,
                const std::vector<double>* resident_node_ms, double bw, bool spread) {
   Row row;
-  Allocator alloc(b, budget == UINT64_MAX ? Allocator::kUnlimited : budget);
+  Allocator alloc(b, budget == UINT64_MAX ? Allocator::kUnlimited : budget, eviction_policy());
   Executor ex(b, alloc);
   ResidencyOptions o = ex.residency_options();
   o.spread = spread;
@@ -187,7 +188,7 @@ std::vector<int> budgets_wanted() {
 }
 
 void unet_rows(Backend& b, bench::Workload& w, int steps, double bw, std::vector<Row>& rows) {
-  Allocator a(b);
+  Allocator a(b, Allocator::kUnlimited, eviction_policy());
   Executor probe(b, a);
   auto c = probe.compile(w.graph);
   if (!c.ok()) {
@@ -234,7 +235,7 @@ void vae_rows(Backend& b, DType dt, int steps, std::vector<Row>& rows) {
   HostTensor latent = bench::filled(DType::F32, Shape{1, 4, 256, 256}, 1.0f);
   HostTensor images[2];
   for (int tiled = 0; tiled < 2; ++tiled) {
-    Allocator alloc(b, tiled ? (1ull << 30) : Allocator::kUnlimited);
+    Allocator alloc(b, tiled ? (1ull << 30) : Allocator::kUnlimited, eviction_policy());
     Executor ex(b, alloc);
     m.vae_weights.bind(&b, &alloc);
     Row row;
@@ -287,7 +288,7 @@ void vae_rows(Backend& b, DType dt, int steps, std::vector<Row>& rows) {
 void switch_rows(Backend& b, bench::Workload& w, int steps) {
   WeightSet other;
   for (const std::string& n : w.weights->names()) other.put(n, w.weights->find(n)->clone());
-  Allocator probe_alloc(b);
+  Allocator probe_alloc(b, Allocator::kUnlimited, eviction_policy());
   Executor probe(b, probe_alloc);
   auto c = probe.compile(w.graph);
   if (!c.ok()) return;
@@ -297,7 +298,7 @@ void switch_rows(Backend& b, bench::Workload& w, int steps) {
               "| device allocations per switch | blocks reused per switch |\n|---|---|---|---|---|---|\n",
               w.name.c_str(), bytes_format(budget).c_str());
   for (const bool cache : {true, false}) {
-    Allocator alloc(b, budget);
+    Allocator alloc(b, budget, eviction_policy());
     if (!cache) alloc.set_weight_cache_cap(0);
     Executor ex(b, alloc);
     w.weights->bind(&b, &alloc);

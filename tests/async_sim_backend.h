@@ -103,7 +103,7 @@ class AsyncSimBackend final : public Backend {
   }
 
   // --- test controls and counters ---
-  // weights.cpp and friends skip device copies on host-visible backends; tests of streaming
+  // weight_set.cpp and friends skip device copies on host-visible backends; tests of streaming
   // code set false so that the device path is taken (device memory stays host memory).
   void set_host_visible(bool v) { host_visible_ = v; }
   SimOrder order() const { return order_; }

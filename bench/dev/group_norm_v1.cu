@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_common.h"
+#include "core/alignment.h"
 #include "dev/dev_kernels.h"
 
 namespace hr::dev {
@@ -216,8 +217,8 @@ GroupNormNhwcPlan group_norm_nhwc_plan_v1(int64_t n, int64_t s, int64_t c, int g
   const int64_t chunks = std::min(want, most);
   p.rows_per_chunk = std::max<int64_t>(1, (s + chunks - 1) / chunks);
   p.chunks = std::max<int64_t>(1, (s + p.rows_per_chunk - 1) / p.rows_per_chunk);
-  p.partial_bytes = (size_t(n * p.chunks * c) * sizeof(float2) + 255) / 256 * 256;
-  p.stats_bytes = (size_t(n * groups) * sizeof(float2) + 255) / 256 * 256;
+  p.partial_bytes = align_up(size_t(n * p.chunks * c) * sizeof(float2));
+  p.stats_bytes = align_up(size_t(n * groups) * sizeof(float2));
   return p;
 }
 

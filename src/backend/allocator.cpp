@@ -42,7 +42,8 @@ void DeviceBuffer::reset() {
   size_ = 0;
 }
 
-Allocator::Allocator(Backend& backend, uint64_t budget) : backend_(backend), budget_(budget) {}
+Allocator::Allocator(Backend& backend, uint64_t budget, std::shared_ptr<ReclaimPolicy> policy)
+    : backend_(backend), budget_(budget), policy_(std::move(policy)) {}
 
 Allocator::~Allocator() {
   std::vector<Reclaimable*> holders;
@@ -72,11 +73,14 @@ MemorySegments Allocator::segments(uint64_t requested) const {
 
 // Note [reclaim]
 // An allocation that does not fit (over the budget, or refused by the device because another
-// process took memory) is not yet a failure: holders of cached memory that no run is using
-// (weight copies of models loaded earlier) are asked, least recently used first, to free what
-// is missing, and the allocation is tried once more. Holders are called with no allocator lock
-// held (they free through DeviceBuffer::reset, which takes mu_), and a holder in use by a run
-// is never asked, so a run's own weights stay put while it executes.
+// process took memory) is not yet a failure: memory nothing is using now (cached blocks, weight
+// copies of models loaded earlier, idle arenas) is given back and the allocation is tried again.
+// What goes, and in which order, is the eviction policy's decision (Note [eviction policy] in
+// memory/eviction.h), which the allocator calls through ReclaimPolicy; the allocator provides
+// the mechanism: its cached blocks (cache_release, cache_yield) and the registered holders
+// (holders_visit). Holders are called with no allocator lock held (they free through
+// DeviceBuffer::reset, which takes mu_) but under reclaim_mu_, so that none unregisters (and
+// dies) while it is asked. Without a policy only the allocator's own cached blocks go.
 Result<DeviceBuffer> Allocator::allocate(size_t bytes, Pool pool, const std::string& what) {
   return allocate_reclaiming(bytes, pool, what, nullptr);
 }
@@ -90,33 +94,26 @@ Result<DeviceBuffer> Allocator::adopt(void* p, size_t bytes, Pool pool, const st
   return allocate_reclaiming(bytes, pool, what, p);
 }
 
-// allocate_once, and again after freeing the shortfall: first from the weight block cache (Note
-// [weight block cache]: nothing uses those blocks), then from idle holders (Note [reclaim]),
-// whose freed weights land in the cache where this very request may find its size; what they
-// freed that it cannot use is then given back to the device.
+// allocate_once, and again after each step of the policy that frees memory (Note [reclaim]).
 Result<DeviceBuffer> Allocator::allocate_reclaiming(size_t bytes, Pool pool,
                                                     const std::string& what, void* external) {
-  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded == 0) rounded = kAlignment;
-  auto out_of_memory = [](const Result<DeviceBuffer>& r) {
-    return !r.ok() && r.status().code() == ErrorCode::OUT_OF_MEMORY;
-  };
+  size_t rounded = align_up(bytes);
+  if (rounded == 0) rounded = kDeviceAlignment;
   Result<DeviceBuffer> r = allocate_once(rounded, pool, what, external);
-  if (!out_of_memory(r)) return r;
-  if (pool == Pool::WEIGHTS && !external && reclaim_block(rounded) > 0) {
-    r = allocate_once(rounded, pool, what, external);  // the block just cached
-    if (!out_of_memory(r)) return r;
-  }
-  // Refused by the device although within the budget (another process took memory): what is
-  // free may be scattered, so every cached block goes back, not just as many bytes.
-  if (cache_release(fits_budget(rounded) ? UINT64_MAX : missing_for(rounded)) > 0) {
+  auto retry = [&] {
     r = allocate_once(rounded, pool, what, external);
-    if (!out_of_memory(r)) return r;
-  }
-  if (reclaim_holders(missing_for(rounded)) == 0) return r;
-  r = allocate_once(rounded, pool, what, external);
-  if (!out_of_memory(r) || cache_release(missing_for(rounded)) == 0) return r;
-  return allocate_once(rounded, pool, what, external);
+    return r.ok() || r.status().code() != ErrorCode::OUT_OF_MEMORY;
+  };
+  if (r.ok() || r.status().code() != ErrorCode::OUT_OF_MEMORY) return r;
+  if (policy_)
+    policy_->make_room(*this, ReclaimRequest{rounded, pool, external != nullptr}, retry);
+  else if (cache_yield(rounded))
+    retry();
+  return r;
+}
+
+bool Allocator::cache_yield(size_t rounded) {
+  return cache_release(fits_budget(rounded) ? UINT64_MAX : missing_for(rounded)) > 0;
 }
 
 bool Allocator::fits_budget(size_t rounded) const {
@@ -143,67 +140,21 @@ void Allocator::reclaimable_remove(Reclaimable* r) {
                       reclaimables_.end());
 }
 
-// Device memory given back: idle cached blocks first, then what idle holders free (which
-// passes through the cache on its way back, Note [weight block cache]).
+void Allocator::holders_visit(const std::function<void(const std::vector<Reclaimable*>&)>& fn) {
+  std::lock_guard<std::mutex> lock(reclaim_mu_);
+  fn(reclaimables_);
+}
+
+// The policy's decisions (Note [eviction policy]); without one, only cached blocks count and go.
 uint64_t Allocator::reclaim(uint64_t bytes) {
-  uint64_t freed = cache_release(bytes);
-  if (freed >= bytes) return freed;
-  const uint64_t asked = reclaim_holders(bytes - freed);
-  cache_release(asked);
-  return freed + asked;
-}
-
-std::vector<Reclaimable*> Allocator::idle_holders() const {
-  std::vector<Reclaimable*> order;
-  for (Reclaimable* r : reclaimables_)
-    if (!r->in_use()) order.push_back(r);
-  std::sort(order.begin(), order.end(),
-            [](Reclaimable* a, Reclaimable* b) { return a->last_use() < b->last_use(); });
-  return order;
-}
-
-uint64_t Allocator::reclaim_block(uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(reclaim_mu_);
-  for (Reclaimable* r : idle_holders())
-    if (const uint64_t n = r->reclaim_block(bytes); n > 0) {
-      reclaimed_ += n;
-      return n;
-    }
-  return 0;
-}
-
-uint64_t Allocator::reclaim_holders(uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(reclaim_mu_);
-  uint64_t freed = 0;
-  for (Reclaimable* r : idle_holders()) {
-    if (freed >= bytes) break;
-    freed += r->reclaim(bytes - freed);
-  }
-  reclaimed_ += freed;
-  return freed;
+  return policy_ ? policy_->reclaim(*this, bytes) : cache_release(bytes);
 }
 
 uint64_t Allocator::reclaimable_bytes(const Reclaimable* keep, const Reclaimable* also) {
-  uint64_t n = 0;
-  {
-    std::lock_guard<std::mutex> lock(reclaim_mu_);
-    for (Reclaimable* r : reclaimables_)
-      if (r != keep && r != also && !r->in_use()) n += r->reclaimable_bytes();
-  }
-  return n + stats(Pool::WEIGHTS).cached;
+  return policy_ ? policy_->reclaimable_bytes(*this, keep, also) : stats(Pool::WEIGHTS).cached;
 }
 
-// Weights above the cap go back to the device, cached blocks included (--lowvram and --novram
-// promise that the memory is free between uses).
-uint64_t Allocator::trim_weights() {
-  const uint64_t cap = weights_cap_.load();
-  if (cap == UINT64_MAX) return 0;
-  const PoolStats w = stats(Pool::WEIGHTS);
-  const uint64_t held = w.current - w.cached;
-  const uint64_t freed = held > cap ? reclaim_holders(held - cap) : 0;
-  cache_release(UINT64_MAX);
-  return freed;
-}
+uint64_t Allocator::trim_weights() { return policy_ ? policy_->trim_weights(*this) : 0; }
 
 // Note [weight block cache]
 // Evicting a weight used to free its block with cudaFree, which waits for the whole device, and
@@ -211,12 +162,13 @@ uint64_t Allocator::trim_weights() {
 // one architecture under a budget (the common case on a server: two SDXL fine-tunes) did that
 // for every one of their ~1700 tensors. Now a freed weight block stays held in the weights pool
 // as an idle cached block (PoolStats::cached), still counted against the budget, and the next
-// weight of exactly its size takes it without a device call. A weight that does not fit asks
-// idle holders for a block of its exact size first (Reclaimable::reclaim_block), so the new
-// model's tensors land in the old one's blocks one by one. Exact sizes only: a larger block
-// would hold bytes the plans do not count. Idle blocks are the first memory an allocation that
-// does not fit gets (before idle holders are asked; all of them when the device refused within
-// the budget), count as reclaimable room (reclaimable_bytes), and are given back by reclaim,
+// weight of exactly its size takes it without a device call. Under the eviction policy (Note
+// [eviction policy] in memory/eviction.h) a weight that does not fit asks idle holders for a
+// block of its exact size first (Reclaimable::reclaim_block), so the new model's tensors land in
+// the old one's blocks one by one. Exact sizes only: a larger block would hold bytes the plans do
+// not count. Idle blocks are the first other memory an allocation that does not fit gets (before
+// idle holders are asked; all of them when the device refused within the budget: cache_yield),
+// count as reclaimable room (reclaimable_bytes), and are given back by reclaim,
 // trim_weights, an executor whose new plan streams weights that were resident or that recovers
 // from an out-of-memory error, and when the cache would exceed its cap (1 GiB by default;
 // without a budget nothing else would free them).

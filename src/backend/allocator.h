@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,8 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/reclaim.h"
+#include "core/alignment.h"
 #include "core/status.h"
 
 namespace hr {
@@ -77,42 +80,19 @@ class DeviceBuffer {
   bool owned_ = true;  // false: Allocator::adopt accounting, the memory is someone else's
 };
 
-// Memory a holder can give back when an allocation does not fit: cached weight copies
-// (Note [reclaim] in allocator.cpp).
-class Reclaimable {
- public:
-  virtual ~Reclaimable() = default;
-  // Frees up to about `bytes` (at least that much if it can) of memory nothing is using now;
-  // returns the bytes freed. Called without any allocator lock held, possibly from another
-  // thread: a holder that is busy may return 0.
-  virtual uint64_t reclaim(uint64_t bytes) = 0;
-  // When it was last used (an Allocator::tick() value): the least recently used go first.
-  virtual uint64_t last_use() const = 0;
-  // True while a run uses it: it is not asked.
-  virtual bool in_use() const = 0;
-  // Bytes reclaim() could free now if asked for everything.
-  virtual uint64_t reclaimable_bytes() const = 0;
-  // Frees its least recently used idle device block of exactly `bytes` (an allocation's rounded
-  // size), if it holds one; returns the bytes freed (0 or `bytes`). Lets a model switch move the
-  // new model's weights into the old one's blocks (Note [weight block cache] in allocator.cpp).
-  virtual uint64_t reclaim_block(uint64_t bytes) { return 0; }
-  // The allocator it is registered with is being destroyed: give back every buffer it holds
-  // from it and forget it (a model whose weights outlived their allocator while still bound
-  // freed them into a destroyed object). Called without any allocator lock held.
-  virtual void allocator_gone() {}
-};
-
 class Allocator {
  public:
   static constexpr uint64_t kUnlimited = UINT64_MAX;
-  static constexpr size_t kAlignment = 256;
 
-  explicit Allocator(Backend& backend, uint64_t budget = kUnlimited);
+  // `policy` decides what memory goes when an allocation does not fit (Note [eviction policy] in
+  // memory/eviction.h); without one only the allocator's own cached blocks go.
+  explicit Allocator(Backend& backend, uint64_t budget = kUnlimited,
+                     std::shared_ptr<ReclaimPolicy> policy = nullptr);
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
   ~Allocator();
 
-  // Allocates `bytes` (rounded up to kAlignment) in `pool`; `what` names the requester
+  // Allocates `bytes` (rounded up to kDeviceAlignment) in `pool`; `what` names the requester
   // in errors ("unet arena", "conv workspace").
   Result<DeviceBuffer> allocate(size_t bytes, Pool pool, const std::string& what);
   // Note [adopted bytes]: counts `bytes` of memory the caller already holds (host memory a
@@ -131,20 +111,27 @@ class Allocator {
   // Holders of reclaimable memory (Note [reclaim]). A holder removes itself before it dies.
   void reclaimable_add(Reclaimable* r);
   void reclaimable_remove(Reclaimable* r);
+  // Calls `fn` with the registered holders under the lock that keeps them registered (a holder
+  // removing itself waits meanwhile); `fn` may ask them to free memory. For the policy.
+  void holders_visit(const std::function<void(const std::vector<Reclaimable*>&)>& fn);
   // A monotonically increasing use counter for Reclaimable::last_use.
   uint64_t tick() { return ticks_.fetch_add(1) + 1; }
-  // Gives back `bytes` of idle memory to the device: cached weight blocks, then what holders not
-  // in use free, least recently used first; returns bytes freed.
+  // Gives back `bytes` of idle memory to the device, in the policy's order (cached weight
+  // blocks, then what holders not in use free, least recently used first); returns bytes freed.
   uint64_t reclaim(uint64_t bytes);
-  // What idle holders other than `keep` and `also` could free now (they may free less if a run
-  // starts meanwhile): room an allocation can count on after reclaim.
+  // What idle holders other than `keep` and `also` could free now, with the cached blocks (they
+  // may free less if a run starts meanwhile): room an allocation can count on after reclaim.
   uint64_t reclaimable_bytes(const Reclaimable* keep = nullptr,
                              const Reclaimable* also = nullptr);
   // The most bytes of weights kept resident between uses (--lowvram, --novram); trim_weights()
-  // reclaims weights above it. UINT64_MAX: no cap.
+  // has the policy reclaim weights above it. UINT64_MAX: no cap.
   void set_weights_cap(uint64_t cap) { weights_cap_ = cap; }
   uint64_t weights_cap() const { return weights_cap_; }
   uint64_t trim_weights();
+  // Bytes the policy's holders freed, counted in reclaimed().
+  void reclaimed_add(uint64_t bytes) { reclaimed_ += bytes; }
+  // Bytes an allocation of `rounded` lacks within the budget (rounded when the device refused).
+  uint64_t missing_for(size_t rounded) const;
   // Note [weight block cache]: freed weight blocks are kept (counted in the weights pool and the
   // budget, reclaimable) for a later weight of the same size, up to `cap` bytes (1 GiB unless
   // set); 0 disables it (bench_streaming --only switch measures both). cache_release frees cached
@@ -153,6 +140,10 @@ class Allocator {
   void set_weight_cache_cap(uint64_t cap);
   uint64_t weight_cache_cap() const { return cache_cap_.load(); }
   uint64_t cache_release(uint64_t bytes);
+  // Gives back cached blocks for an allocation of `rounded` bytes that did not fit: every one
+  // when the device refused it within the budget (what is free may be scattered), else the
+  // shortfall; true when any went.
+  bool cache_yield(size_t rounded);
   uint64_t reclaimed() const { return reclaimed_.load(); }  // bytes freed by reclaim, ever
 
   // Note [pinned budget]: page-locked host memory (streamed weights' host copies, captured
@@ -187,21 +178,13 @@ class Allocator {
                                            void* external);
   Result<DeviceBuffer> allocate_once(size_t rounded, Pool pool, const std::string& what,
                                      void* external = nullptr);
-  // Asks holders not in use, least recently used first, to free `bytes` (weight blocks they free
-  // stay cached); returns bytes they freed.
-  uint64_t reclaim_holders(uint64_t bytes);
-  // Holders not in use, least recently used first; called with reclaim_mu_ held.
-  std::vector<Reclaimable*> idle_holders() const;
-  // Asks holders not in use, least recently used first, for one block of exactly `bytes`.
-  uint64_t reclaim_block(uint64_t bytes);
   // A cached weight block of exactly `rounded` bytes, or an empty buffer.
   Result<DeviceBuffer> cache_take(size_t rounded, const std::string& what);
   bool fits_budget(size_t rounded) const;
-  // Bytes an allocation of `rounded` lacks within the budget (rounded when the device refused).
-  uint64_t missing_for(size_t rounded) const;
 
   Backend& backend_;
   uint64_t budget_;
+  std::shared_ptr<ReclaimPolicy> policy_;  // Note [eviction policy]
   std::mutex reclaim_mu_;  // guards reclaimables_; never held with mu_
   std::vector<Reclaimable*> reclaimables_;
   std::atomic<uint64_t> ticks_{0};

@@ -17,6 +17,7 @@
 #include "graph/executor.h"
 #include "memory/budget.h"
 #include "memory/device_profile_cache.h"
+#include "memory/eviction.h"
 #include "memory/telemetry.h"
 
 namespace hr {
@@ -105,7 +106,7 @@ class ModeBench {
  public:
   ModeBench(const BenchSetup& s, const std::string& mode, const MemoryPolicy& policy)
       : s_(s),
-        alloc_(s.backend, policy.budget),
+        alloc_(s.backend, policy.budget, eviction_policy()),
         ex_(s.backend, alloc_),
         tel_(alloc_, DriverLens::open(s.backend), telemetry_options()) {
     out_.outcome.mode = mode;

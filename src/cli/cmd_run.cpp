@@ -15,6 +15,7 @@
 #include "graph/executor.h"
 #include "memory/device_profile_cache.h"
 #include "memory/driver_lens.h"
+#include "memory/eviction.h"
 #include "memory/telemetry.h"
 #include "workflow/execute.h"
 #include "workflow/prompt.h"
@@ -44,7 +45,7 @@ int cmd_run(const RunArgs& args) {
     std::fprintf(stderr, "headroom: %s\n", policy.status().message().c_str());
     return kExitInvalid;
   }
-  Allocator allocator(*backend, policy->budget);
+  Allocator allocator(*backend, policy->budget, eviction_policy());
   allocator.set_weights_cap(policy->weights_cap);
   allocator.set_pinned_budget(policy->pinned_budget);
   Executor executor(*backend, allocator);

@@ -13,6 +13,7 @@
 #include "core/bytes.h"
 #include "memory/device_measure.h"
 #include "memory/device_profile_cache.h"
+#include "memory/eviction.h"
 
 namespace hr {
 
@@ -111,7 +112,11 @@ Status device_bandwidth(ProbeReport& r, Backend& b, Allocator& alloc, const Prob
 class DeviceProbe {
  public:
   DeviceProbe(Backend& b, std::unique_ptr<DriverLens> lens, const ProbeOptions& o, ProbeReport& r)
-      : b_(b), o_(o), r_(r), alloc_(b), tel_(alloc_, std::move(lens), telemetry_options(o)) {}
+      : b_(b),
+        o_(o),
+        r_(r),
+        alloc_(b, Allocator::kUnlimited, eviction_policy()),
+        tel_(alloc_, std::move(lens), telemetry_options(o)) {}
 
   Status run() {
     const TelemetrySample first = tel_.latest();

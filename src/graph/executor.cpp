@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/env.h"
+#include "core/alignment.h"
 #include "graph/passes.h"
 #include "core/bytes.h"
 #include "graph/planner.h"
@@ -436,7 +437,7 @@ Status Executor::buffers_prepare(RunState& r, WeightSource& w) {
   if (allocator_.stats(Pool::WEIGHTS).cached > cached) allocator_.cache_release(UINT64_MAX);
   // The ring is exactly the plan's: a larger one left by another graph would eat the room the
   // plan counted on.
-  const uint64_t ring_bytes = r.res.streams() ? (r.res.ring_bytes + 255) / 256 * 256 : 0;
+  const uint64_t ring_bytes = r.res.streams() ? align_up(r.res.ring_bytes) : 0;
   if (ring_.size() != ring_bytes) ring_.reset();
   if (r.plan.arena_bytes > 0 && arena_.size() < r.plan.arena_bytes) {
     arena_.reset();  // free first: the old and the new arena never count together
@@ -469,7 +470,7 @@ Status Executor::weights_bind(RunState& r, WeightSource& w) {
   }
   std::vector<TensorRef> hosts;
   if (!requests.empty()) {
-    Result<std::vector<TensorRef>> got = w.weight_host_all(requests, 256);
+    Result<std::vector<TensorRef>> got = w.weight_host_all(requests, kDeviceAlignment);
     if (!got.ok())
       return got.status().with_context(node_context(r.g, size_t(r.uses[r.copy_order[0]].first)));
     hosts = std::move(*got);

@@ -40,6 +40,20 @@ const char* weight_layout_name(WeightLayout l) {
   }
 }
 
+// Note [weight keys]
+std::string weight_key(const std::string& name, WeightLayout layout) {
+  return layout == WeightLayout::STORED ? name : name + '@' + weight_layout_name(layout);
+}
+
+std::pair<std::string, WeightLayout> weight_key_split(const std::string& key) {
+  const size_t at = key.rfind('@');
+  if (at != std::string::npos)
+    for (WeightLayout l : {WeightLayout::CONV_OHWI, WeightLayout::STACK})
+      if (key.compare(at + 1, std::string::npos, weight_layout_name(l)) == 0)
+        return {key.substr(0, at), l};
+  return {key, WeightLayout::STORED};
+}
+
 std::string weight_stack_name(const std::vector<std::string>& parts) {
   std::string s;
   for (const std::string& p : parts) {
@@ -138,12 +152,6 @@ Result<HostTensor> weight_relayout(const HostTensor& stored, WeightLayout layout
   }
   return out;
 }
-
-namespace {
-std::string weight_key(const std::string& name, WeightLayout layout) {
-  return layout == WeightLayout::STORED ? name : name + '\x01' + weight_layout_name(layout);
-}
-}  // namespace
 
 ValueId Graph::weight(const std::string& name, TensorDesc desc, WeightLayout layout) {
   const std::string wkey = weight_key(name, layout);

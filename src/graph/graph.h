@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backend/op.h"
@@ -31,6 +32,12 @@ enum class ValueKind : uint8_t { INPUT, WEIGHT, INTERMEDIATE };
 // computes the projections of several layers that read the same input.
 enum class WeightLayout : uint8_t { STORED = 0, CONV_OHWI = 1, STACK = 2 };
 const char* weight_layout_name(WeightLayout l);
+// Note [weight keys]: the one key of a weight in a layout, wherever copies are kept by name (the
+// graph's weight values, a weight set's device, rearranged and page-locked copies): the name
+// itself as stored, `name@layout` otherwise (the checkpoints' tensor names have no '@').
+std::string weight_key(const std::string& name, WeightLayout layout);
+// The name and layout a weight_key was made from.
+std::pair<std::string, WeightLayout> weight_key_split(const std::string& key);
 std::string weight_stack_name(const std::vector<std::string>& parts);
 std::vector<std::string> weight_stack_parts(const std::string& name);
 // The descriptor of the parts concatenated along dim 0; INVALID_ARGUMENT when dtypes or trailing

@@ -46,10 +46,6 @@ namespace hr {
 
 namespace {
 
-uint64_t align_up(uint64_t n) {
-  return (n + ArenaPlan::kAlignment - 1) / ArenaPlan::kAlignment * ArenaPlan::kAlignment;
-}
-
 // One slot in the arena: a value with its views and in-place successors, or a workspace.
 struct Block {
   uint64_t size = 0;  // aligned

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/alignment.h"
 #include "core/bytes.h"
 #include "core/status.h"
 #include "graph/graph.h"
@@ -37,8 +38,7 @@ struct NodeSlot {
 };
 
 struct ArenaPlan {
-  static constexpr uint64_t kAlignment = 256;  // every offset and slot size is a multiple
-
+  // Every offset and slot size is a multiple of kDeviceAlignment (core/alignment.h).
   std::vector<ValueSlot> values;  // indexed by ValueId
   std::vector<NodeSlot> nodes;    // indexed by node index
   uint64_t arena_bytes = 0;       // the planned activation peak: one allocation of this size

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "backend/op.h"
+#include "core/alignment.h"
 #include "core/bytes.h"
 #include "graph/planner.h"
 
@@ -82,7 +83,7 @@ std::vector<WeightUse> weight_uses(const Graph& g, const ArenaPlan& plan, const 
         WeightUse u;
         u.value = s;
         const uint64_t b = g.desc(s).bytes();
-        u.bytes = std::max<uint64_t>(256, (b + 255) / 256 * 256);
+        u.bytes = std::max<uint64_t>(kDeviceAlignment, align_up(b));
         u.first = int32_t(i);
         const Shape& ws = g.desc(s).shape;
         const double rows = ws.rank > 0 && ws[0] > 0 ? double(ws[0]) : 1.0;
@@ -443,7 +444,7 @@ bool plan_into(const std::vector<WeightUse>& uses, uint64_t room, const Residenc
       found = true;
     }
     smallest_ring = p.ring_bytes;
-    const uint64_t smaller = std::max<uint64_t>(depth * p.largest_streamed, 256);
+    const uint64_t smaller = std::max<uint64_t>(depth * p.largest_streamed, kDeviceAlignment);
     if (smaller >= ring) break;
     ring = smaller;  // a smaller ring leaves more room for residents: plan again
   }

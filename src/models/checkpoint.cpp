@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "models/weight_load.h"
+
 namespace hr {
 
 const char* model_family_name(ModelFamily f) {
@@ -206,14 +208,14 @@ Result<std::unique_ptr<LoadedModel>> model_load(std::shared_ptr<const Safetensor
       m->unet.num_head_channels = *head_ch;
     }
     m->unet_dtype = options.unet_dtype;
-    HR_TRY(m->unet_weights.load_prefix(file, ci.unet_prefix, options.unet_dtype)
+    HR_TRY(weights_load_prefix(m->unet_weights, file, ci.unet_prefix, options.unet_dtype)
                .with_context("loading the UNet"));
     m->has_unet = true;
   }
   if (ci.has_vae && options.load_vae) {
     HR_ASSIGN_OR_RETURN(m->vae, vae_config_detect(*file, ci.vae_prefix));
     m->vae_dtype = options.vae_dtype;
-    HR_TRY(m->vae_weights.load_prefix(file, ci.vae_prefix, options.vae_dtype)
+    HR_TRY(weights_load_prefix(m->vae_weights, file, ci.vae_prefix, options.vae_dtype)
                .with_context("loading the VAE"));
     m->has_vae = true;
   }

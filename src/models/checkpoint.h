@@ -12,11 +12,11 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "graph/executor.h"
+#include "memory/weight_set.h"
 #include "models/model_config.h"
 #include "models/safetensors.h"
 #include "models/unet.h"
 #include "models/vae.h"
-#include "models/weights.h"
 
 namespace hr {
 

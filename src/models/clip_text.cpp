@@ -142,7 +142,7 @@ Result<CLIPTextConfig> clip_text_detect(const SafetensorsFile& file, std::string
       [&](const std::string& name) -> std::optional<TensorDesc> {
         const SafetensorsEntry* e = file.find(std::string(prefix) + name);
         if (!e) return std::nullopt;
-        // As WeightSet::load_prefix: floats are converted to the compute dtype.
+        // As weights_load_prefix: floats are converted to the compute dtype.
         return TensorDesc{dtype_is_float(e->dtype) ? dtype : e->dtype, e->shape};
       },
       heads);

@@ -11,8 +11,9 @@
 #include "core/tensor.h"
 #include "graph/executor.h"
 #include "graph/graph.h"
+#include "memory/weight_set.h"
 #include "models/prompt_weights.h"
-#include "models/weights.h"
+#include "models/safetensors.h"
 
 namespace hr {
 

@@ -7,10 +7,10 @@
 #include <string>
 
 #include "core/status.h"
+#include "memory/weight_set.h"
 #include "models/clip_text.h"
 #include "models/unet.h"
 #include "models/vae.h"
-#include "models/weights.h"
 
 namespace hr {
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_parse.h"
+#include "core/mapped_pages.h"
 
 namespace hr {
 namespace {
@@ -392,13 +393,6 @@ void SafetensorsFile::pages_release() const {
 
 void SafetensorsFile::pages_release(const SafetensorsEntry& e) const {
   mapped_pages_release(data_ + e.begin, e.end - e.begin);
-}
-
-void mapped_pages_release(const void* p, size_t n) {
-  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = (uintptr_t(p) + page - 1) / page * page;
-  const uintptr_t end = (uintptr_t(p) + n) / page * page;
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 std::optional<HostTensor> SafetensorsFile::view(const std::shared_ptr<const SafetensorsFile>& self,

@@ -59,7 +59,7 @@ class SafetensorsFile {
   void pages_release(const SafetensorsEntry& e) const;
   // A tensor's stored bytes as a HostTensor without copying (a view of the read-only mapping
   // that keeps `self`, this file, alive), when the stored dtype is `dtype` and the bytes are
-  // aligned for it; nullopt otherwise. Note [mapped weights] in models/weights.cpp.
+  // aligned for it; nullopt otherwise. Note [mapped weights] in memory/weight_set.cpp.
   static std::optional<HostTensor> view(const std::shared_ptr<const SafetensorsFile>& self,
                                         const SafetensorsEntry& e, DType dtype);
 
@@ -74,10 +74,6 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
   TensorData data_mode_ = TensorData::READ;
 };
-
-// Drops the whole pages inside [p, p + n) of a read-only file mapping from this process's
-// memory (Note [page release]); they are read from the file again when touched.
-void mapped_pages_release(const void* p, size_t n);
 
 // Writes tensors (in their dtypes) and metadata; the file is written to a temporary name
 // and renamed, so readers never see a partial file.

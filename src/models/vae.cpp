@@ -6,7 +6,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "models/weights.h"
+#include "memory/weight_set.h"
+#include "models/safetensors.h"
 
 namespace hr {
 

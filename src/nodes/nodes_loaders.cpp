@@ -1,6 +1,7 @@
 // Loader nodes: CheckpointLoaderSimple, UNETLoader, VAELoader, CLIPLoader.
 #include <cstdlib>
 
+#include "models/weight_load.h"
 #include "nodes/nodes.h"
 #include "nodes/values.h"
 #include "workflow/execute.h"
@@ -34,7 +35,7 @@ Result<CLIPValue> clip_from_file(const std::shared_ptr<const SafetensorsFile>& f
     TextEncoder enc;
     enc.kind = part.kind;
     enc.weights = std::make_shared<WeightSet>();
-    HR_TRY(enc.weights->load_prefix(file, part.prefix, dtype));
+    HR_TRY(weights_load_prefix(*enc.weights, file, part.prefix, dtype));
     // Heads: the settings (config file, metadata; Note [model settings order]) or detection.
     HR_ASSIGN_OR_RETURN(enc.config,
                         clip_text_detect(*enc.weights, info.settings.text_encoder_heads_at(i)));

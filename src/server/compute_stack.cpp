@@ -7,6 +7,7 @@
 #include "backend/backend_open.h"
 #include "memory/device_profile_cache.h"
 #include "memory/driver_lens.h"
+#include "memory/eviction.h"
 #include "models/model_paths.h"
 #include "nodes/nodes.h"
 
@@ -17,7 +18,7 @@ Status compute_stack_open(const ComputeChoice& c, ComputeStack& s) {
   HR_ASSIGN_OR_RETURN(s.dtype, compute_dtype_pick(c.dtype, *s.backend));
   HR_ASSIGN_OR_RETURN(s.preview, preview_method_parse(c.preview_method));
   HR_ASSIGN_OR_RETURN(s.policy, memory_policy_resolve(c.memory, s.backend->info()));
-  s.allocator = std::make_unique<Allocator>(*s.backend, s.policy.budget);
+  s.allocator = std::make_unique<Allocator>(*s.backend, s.policy.budget, eviction_policy());
   s.allocator->set_weights_cap(s.policy.weights_cap);
   s.allocator->set_pinned_budget(s.policy.pinned_budget);
   s.executor = std::make_unique<Executor>(*s.backend, *s.allocator);

@@ -9,9 +9,11 @@
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "backend/plan/plan_backend.h"
+#include "core/alignment.h"
 #include "core/bytes.h"
 #include "graph/executor.h"
 #include "memory/device_profile_cache.h"
+#include "memory/eviction.h"
 #include "workflow/execute.h"
 
 namespace hr {
@@ -131,7 +133,7 @@ void unreached_add(const Prompt& prompt, std::vector<NodePlan>& nodes) {
 // One plan run under `budget` (Note [plan run]).
 Result<WorkflowPlan> plan_run(const Prompt& prompt, const WorkflowPlanOptions& o, uint64_t budget) {
   std::unique_ptr<Backend> backend = plan_backend_create(*o.backend);
-  Allocator allocator(*backend, budget);
+  Allocator allocator(*backend, budget, eviction_policy());
   allocator.set_weights_cap(o.weights_cap);
   Executor executor(*backend, allocator);
   executor.set_device_profile(*o.device_profile);  // the run's clock (Note [device profile])
@@ -167,8 +169,8 @@ Result<WorkflowPlan> plan_run(const Prompt& prompt, const WorkflowPlanOptions& o
 Result<uint64_t> smallest_budget(const Prompt& prompt, const WorkflowPlanOptions& o,
                                  uint64_t unlimited_peak) {
   uint64_t lo = 0, hi = unlimited_peak;  // fits at hi; lo does not (or is 0)
-  while (hi - lo > Allocator::kAlignment) {
-    const uint64_t mid = lo + (hi - lo) / 2 / Allocator::kAlignment * Allocator::kAlignment;
+  while (hi - lo > kDeviceAlignment) {
+    const uint64_t mid = lo + (hi - lo) / 2 / kDeviceAlignment * kDeviceAlignment;
     if (mid == lo) break;
     HR_ASSIGN_OR_RETURN(WorkflowPlan p, plan_run(prompt, o, mid));
     (p.fits ? hi : lo) = mid;

@@ -18,7 +18,7 @@
 namespace hr {
 namespace {
 
-constexpr size_t kA = Allocator::kAlignment;
+constexpr size_t kA = kDeviceAlignment;
 
 // A backend whose device memory is host memory and which refuses allocations on demand.
 // Only the memory calls matter here; the rest report UNSUPPORTED.

@@ -66,7 +66,7 @@ class MapWeights final : public WeightSource {
     if (it == tensors.end())
       return make_error(ErrorCode::NOT_FOUND, "weight '{}' ({}) not found", name, desc.str());
     if (layout == WeightLayout::STORED) return it->second.ref();
-    const std::string key = name + "@" + weight_layout_name(layout);
+    const std::string key = weight_key(name, layout);
     auto r = relaid.find(key);
     if (r == relaid.end()) {
       HR_ASSIGN_OR_RETURN(HostTensor t, weight_relayout(it->second, layout));
@@ -239,7 +239,7 @@ inline ::testing::AssertionResult plan_check(const Graph& g, const ArenaPlan& p)
                  g.value(g.storage_of(ValueId(v))).kind != ValueKind::WEIGHT;
     if (arena != (s.offset >= 0)) return ::testing::AssertionFailure() << "value " << v << " placement";
     if (!arena) continue;
-    if (uint64_t(s.offset) % ArenaPlan::kAlignment != 0)
+    if (uint64_t(s.offset) % kDeviceAlignment != 0)
       return ::testing::AssertionFailure() << "value " << v << " misaligned at " << s.offset;
     if (uint64_t(s.offset) + s.bytes > p.arena_bytes)
       return ::testing::AssertionFailure() << "value " << v << " outside the arena";
@@ -253,7 +253,7 @@ inline ::testing::AssertionResult plan_check(const Graph& g, const ArenaPlan& p)
   for (int32_t i = 0; i < n; ++i) {
     const NodeSlot& ns = p.nodes[size_t(i)];
     if (ns.workspace_bytes == 0) continue;
-    if (ns.workspace_offset % ArenaPlan::kAlignment != 0 ||
+    if (ns.workspace_offset % kDeviceAlignment != 0 ||
         ns.workspace_offset + ns.workspace_bytes > p.arena_bytes)
       return ::testing::AssertionFailure() << "workspace of node " << i << " misplaced";
     items.push_back({ns.workspace_offset, ns.workspace_bytes, i, i, -2 - int64_t(i)});
@@ -291,7 +291,7 @@ inline ::testing::AssertionResult plan_check(const Graph& g, const ArenaPlan& p)
     uint64_t live = 0;
     for (const auto& [k, it] : groups)
       if (it.first <= i && i <= it.last)
-        live += (it.size + ArenaPlan::kAlignment - 1) / ArenaPlan::kAlignment * ArenaPlan::kAlignment;
+        live += (it.size + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
     bound = std::max(bound, live);
   }
   if (n > 0 && bound != p.lower_bound)

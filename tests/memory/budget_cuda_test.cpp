@@ -8,6 +8,7 @@
 
 #include "backend/allocator.h"
 #include "backend/backend.h"
+#include "memory/eviction.h"
 #include "test_gpu.h"
 
 namespace hr {
@@ -19,7 +20,7 @@ TEST(CudaBudget, BehavesLikeASmallerCard) {
   Backend& gpu = **b;
   constexpr uint64_t kBudget = 256ull << 20, kBlock = 24ull << 20;
   const uint64_t free_before = gpu.info().memory_free;
-  Allocator alloc(gpu, kBudget);
+  Allocator alloc(gpu, kBudget, eviction_policy());
   std::vector<DeviceBuffer> held;
   for (int i = 0; i < 64; ++i) {
     Result<DeviceBuffer> r = alloc.allocate(kBlock, Pool::ACTIVATIONS, "block");

@@ -10,6 +10,7 @@
 
 #include "backend/allocator.h"
 #include "backend/backend.h"
+#include "memory/eviction.h"
 
 namespace hr {
 namespace {
@@ -48,7 +49,7 @@ DeviceBuffer alloc_ok(Allocator& a, uint64_t bytes, Pool pool) {
 
 TEST(Telemetry, RingWrapsAndKeepsTheNewest) {
   std::unique_ptr<Backend> cpu = cpu_backend_create(1);
-  Allocator alloc(*cpu);
+  Allocator alloc(*cpu, Allocator::kUnlimited, eviction_policy());
   DriverSample d = driver_fake(kGiB, 0, 0);
   TelemetryOptions o;
   o.capacity = 4;
@@ -70,7 +71,7 @@ TEST(Telemetry, RingWrapsAndKeepsTheNewest) {
 
 TEST(Telemetry, NodeBoundariesRecordPlannedAndMeasuredPeaks) {
   std::unique_ptr<Backend> cpu = cpu_backend_create(1);
-  Allocator alloc(*cpu, 64 * kMiB);
+  Allocator alloc(*cpu, 64 * kMiB, eviction_policy());
   DriverSample d = driver_fake(kGiB, 0, 0);
   Telemetry t(alloc, std::make_unique<FakeLens>(&d));
 
@@ -131,7 +132,7 @@ TEST(Telemetry, NodeBoundariesRecordPlannedAndMeasuredPeaks) {
 
 TEST(Telemetry, NodeBeginWhileANodeRunsEndsIt) {
   std::unique_ptr<Backend> cpu = cpu_backend_create(1);
-  Allocator alloc(*cpu);
+  Allocator alloc(*cpu, Allocator::kUnlimited, eviction_policy());
   DriverSample d = driver_fake(kGiB, 0, 0);
   Telemetry t(alloc, std::make_unique<FakeLens>(&d));
   t.node_begin("a", 1);
@@ -148,7 +149,7 @@ TEST(Telemetry, NodeBeginWhileANodeRunsEndsIt) {
 
 TEST(Telemetry, SamplerThreadProducesSamplesAndStopsCleanly) {
   std::unique_ptr<Backend> cpu = cpu_backend_create(1);
-  Allocator alloc(*cpu);
+  Allocator alloc(*cpu, Allocator::kUnlimited, eviction_policy());
   DriverSample d = driver_fake(kGiB, 0, 0);
   TelemetryOptions o;
   o.period_ms = 5;
@@ -182,7 +183,7 @@ TEST(Telemetry, SamplerThreadProducesSamplesAndStopsCleanly) {
 
 TEST(Telemetry, DriverPeakAndSummaryLinesNameBothLenses) {
   std::unique_ptr<Backend> cpu = cpu_backend_create(1);
-  Allocator alloc(*cpu, 64 * kMiB);
+  Allocator alloc(*cpu, 64 * kMiB, eviction_policy());
   DriverSample d = driver_fake(1 * kGiB, 512 * kMiB, 512 * kMiB);
   Telemetry t(alloc, std::make_unique<FakeLens>(&d));
   EXPECT_EQ(t.context_overhead(), 512 * kMiB);  // this process at start, allocator empty
@@ -214,7 +215,7 @@ TEST(Telemetry, DriverPeakAndSummaryLinesNameBothLenses) {
 
 TEST(Telemetry, SummaryOnTheCpuUsesTheHostLens) {
   std::unique_ptr<Backend> cpu = cpu_backend_create(1);
-  Allocator alloc(*cpu);
+  Allocator alloc(*cpu, Allocator::kUnlimited, eviction_policy());
   Telemetry t(alloc, DriverLens::open(*cpu));
   { DeviceBuffer b = alloc_ok(alloc, 1 * kMiB, Pool::ACTIVATIONS); }
   t.sample_now();
@@ -228,7 +229,7 @@ TEST(Telemetry, SummaryOnTheCpuUsesTheHostLens) {
 
 TEST(Telemetry, PerProcessNotMeasuredIsSaid) {
   std::unique_ptr<Backend> cpu = cpu_backend_create(1);
-  Allocator alloc(*cpu);
+  Allocator alloc(*cpu, Allocator::kUnlimited, eviction_policy());
   DriverSample d;
   d.kind = DriverSource::CUDA_MEM_GET_INFO;
   d.source = "cudaMemGetInfo (NVML not available: fake)";

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 
+#include "memory/eviction.h"
 #include "test_compare.h"
 #include "test_paths.h"
 
@@ -183,7 +184,7 @@ TEST_F(CheckpointTest, LoadedModelRunsGoldens) {
   ASSERT_TRUE(gold);
   auto get = [&](const std::string& n) { return gold->load(n, DType::F32).value(); };
   auto backend = cpu_backend_create();
-  Allocator alloc(*backend);
+  Allocator alloc(*backend, Allocator::kUnlimited, eviction_policy());
   Executor ex(*backend, alloc);
 
   auto m = model_load(test::golden_path("tiny-sd1.safetensors"));

@@ -12,9 +12,11 @@
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "graph/executor.h"
+#include "memory/eviction.h"
 #include "models/clip_tokenizer.h"
 #include "models/prompt_weights.h"
 #include "models/safetensors.h"
+#include "models/weight_load.h"
 #include "test_compare.h"
 #include "test_paths.h"
 
@@ -60,14 +62,14 @@ class CLIPText : public ::testing::Test {
 
   void SetUp() override {
     backend_ = cpu_backend_create();
-    alloc_ = std::make_unique<Allocator>(*backend_);
+    alloc_ = std::make_unique<Allocator>(*backend_, Allocator::kUnlimited, eviction_policy());
     ex_ = std::make_unique<Executor>(*backend_, *alloc_);
   }
 
   // Weights of one encoder, f32, bound to the CPU backend.
   std::unique_ptr<WeightSet> load(const SafetensorsFile& file, const std::string& prefix) {
     auto w = std::make_unique<WeightSet>();
-    Status s = w->load_prefix(file, prefix, DType::F32);
+    Status s = weights_load_prefix(*w, file, prefix, DType::F32);
     EXPECT_TRUE(s.ok()) << s.str();
     w->bind(backend_.get(), alloc_.get());
     return w;

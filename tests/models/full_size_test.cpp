@@ -11,6 +11,7 @@
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "graph/executor.h"
+#include "memory/eviction.h"
 #include "models/make_model.h"
 #include "models/unet.h"
 #include "test_compare.h"
@@ -38,7 +39,7 @@ TEST(FullSizeSD15, OneStepAsBuiltEqualsTheGpuPassesAt64x64) {
   for (const std::string& n : w.names()) params += uint64_t(w.find(n)->numel());
   EXPECT_EQ(params, 859520964u);
   auto backend = cpu_backend_create(0);
-  Allocator alloc(*backend);
+  Allocator alloc(*backend, Allocator::kUnlimited, eviction_policy());
   Executor ex(*backend, alloc);
   HostTensor x(DType::F32, Shape{1, 4, 64, 64}), t(DType::F32, Shape{1}), c(DType::F32, Shape{1, 77, 768});
   for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = std::sin(float(i) * 0.01f);

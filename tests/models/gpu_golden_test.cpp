@@ -7,6 +7,7 @@
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "graph/executor.h"
+#include "memory/eviction.h"
 #include "models/checkpoint.h"
 #include "test_compare.h"
 #include "test_gpu.h"
@@ -32,7 +33,7 @@ TEST_P(CudaGolden, UNetAndVAEMatchReference) {
   // f32 on the GPU differs from the CPU only by summation order (~1e-6); f16 storage of
   // activations costs ~1e-3 per op, compounded over ~100 ops of the tiny UNet.
   double tol = dt == DType::F32 ? 1e-4 : dt == DType::F16 ? 2e-2 : 6e-2;
-  Allocator alloc(*backend_);
+  Allocator alloc(*backend_, Allocator::kUnlimited, eviction_policy());
   Executor ex(*backend_, alloc);
   LoadOptions o;
   o.unet_dtype = o.vae_dtype = dt;
@@ -86,7 +87,7 @@ TEST(CudaCapture, ReplayMatchesPlainRuns) {
   auto b = cuda_backend_create(0);
   HR_SKIP_UNLESS_GPU(b.ok(), b.status().message());
   std::unique_ptr<Backend> backend = std::move(b).value();
-  Allocator alloc(*backend);
+  Allocator alloc(*backend, Allocator::kUnlimited, eviction_policy());
   Executor captured(*backend, alloc);
   setenv("HEADROOM_CUDA_GRAPHS", "0", 1);
   Executor plain(*backend, alloc);

@@ -10,6 +10,7 @@
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "graph/executor.h"
+#include "memory/eviction.h"
 #include "models/checkpoint.h"
 #include "test_gpu.h"
 #include "test_paths.h"
@@ -64,7 +65,7 @@ class CudaStreaming : public ::testing::Test {
   };
   Streamed streamed_executor(uint64_t budget) {
     Streamed s;
-    s.alloc = std::make_unique<Allocator>(*backend_, budget);
+    s.alloc = std::make_unique<Allocator>(*backend_, budget, eviction_policy());
     s.ex = std::make_unique<Executor>(*backend_, *s.alloc);
     ResidencyOptions o;
     o.depth = 2;
@@ -80,7 +81,7 @@ TEST_F(CudaStreaming, ManyStepsThroughTwoSlotsEqualTheResidentRunBitwise) {
   constexpr int kSteps = 24;
   auto resident_model = load(), streamed_model = load();
   ASSERT_TRUE(resident_model && streamed_model);
-  Allocator a1(*backend_);
+  Allocator a1(*backend_, Allocator::kUnlimited, eviction_policy());
   Executor e1(*backend_, a1);
   resident_model->unet_weights.bind(backend_.get(), &a1);
   Unbind unbind1{resident_model->unet_weights};
@@ -120,7 +121,7 @@ TEST_F(CudaStreaming, ManyStepsThroughTwoSlotsEqualTheResidentRunBitwise) {
 TEST_F(CudaStreaming, CapturedStepsSurviveBuffersFreedAndReallocated) {
   auto resident_model = load(), streamed_model = load();
   ASSERT_TRUE(resident_model && streamed_model);
-  Allocator a1(*backend_);
+  Allocator a1(*backend_, Allocator::kUnlimited, eviction_policy());
   Executor e1(*backend_, a1);
   resident_model->unet_weights.bind(backend_.get(), &a1);
   Unbind unbind1{resident_model->unet_weights};
@@ -149,7 +150,8 @@ TEST_F(CudaStreaming, CapturedStepsSurviveBuffersFreedAndReallocated) {
 TEST_F(CudaStreaming, MemoryTakenBetweenStepsIsRecoveredByStreaming) {
   auto m = load();
   ASSERT_TRUE(m);
-  Allocator alloc(*backend_);  // no budget: only the device refuses
+  // No budget: only the device refuses.
+  Allocator alloc(*backend_, Allocator::kUnlimited, eviction_policy());
   Executor ex(*backend_, alloc);
   m->unet_weights.bind(backend_.get(), &alloc);
   Unbind unbind{m->unet_weights};

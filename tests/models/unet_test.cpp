@@ -9,7 +9,8 @@
 
 #include "graph/passes.h"
 #include "graph/planner.h"
-#include "models/weights.h"
+#include "memory/eviction.h"
+#include "models/weight_load.h"
 #include "test_compare.h"
 #include "test_paths.h"
 
@@ -44,7 +45,7 @@ class UNetTest : public ::testing::Test {
     gold_ = open_golden("golden-unet-vae.safetensors");
     ASSERT_TRUE(sd1_ && sdxl_ && gold_);
     backend_ = cpu_backend_create();
-    alloc_ = std::make_unique<Allocator>(*backend_);
+    alloc_ = std::make_unique<Allocator>(*backend_, Allocator::kUnlimited, eviction_policy());
     ex_ = std::make_unique<Executor>(*backend_, *alloc_);
   }
 
@@ -165,7 +166,7 @@ TEST_P(UNetGoldenTest, MatchesGolden) {
     cfg->num_head_channels = 32;
   }
   WeightSet w;
-  ASSERT_TRUE(w.load_prefix(ckpt, "model.diffusion_model.", DType::F32).ok());
+  ASSERT_TRUE(weights_load_prefix(w, ckpt, "model.diffusion_model.", DType::F32).ok());
   std::unique_ptr<SafetensorsFile> gold = open_golden(c.file);
   ASSERT_TRUE(gold);
   std::string pre = c.golden;

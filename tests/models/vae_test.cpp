@@ -8,7 +8,8 @@
 #include <set>
 
 #include "graph/planner.h"
-#include "models/weights.h"
+#include "memory/eviction.h"
+#include "models/weight_load.h"
 #include "test_compare.h"
 #include "test_paths.h"
 
@@ -26,7 +27,7 @@ class VAETest : public ::testing::Test {
     ASSERT_TRUE(g.ok()) << g.status().str();
     gold_ = std::move(g).value();
     backend_ = cpu_backend_create();
-    alloc_ = std::make_unique<Allocator>(*backend_);
+    alloc_ = std::make_unique<Allocator>(*backend_, Allocator::kUnlimited, eviction_policy());
     ex_ = std::make_unique<Executor>(*backend_, *alloc_);
   }
 
@@ -37,7 +38,7 @@ class VAETest : public ::testing::Test {
     if (!f.ok()) return {};
     auto cfg = vae_config_detect(**f, "first_stage_model.");
     EXPECT_TRUE(cfg.ok()) << cfg.status().str();
-    EXPECT_TRUE(w.load_prefix(**f, "first_stage_model.", DType::F32).ok());
+    EXPECT_TRUE(weights_load_prefix(w, **f, "first_stage_model.", DType::F32).ok());
     return cfg.ok() ? *cfg : VAEConfig{};
   }
 

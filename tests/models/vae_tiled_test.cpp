@@ -14,6 +14,7 @@
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "core/bytes.h"
+#include "memory/eviction.h"
 #include "models/checkpoint.h"
 #include "test_compare.h"
 #include "test_paths.h"
@@ -49,7 +50,7 @@ class VAETiledTest : public ::testing::Test {
  protected:
   void SetUp() override {
     backend_ = cpu_backend_create(1);  // one thread: tiny ops, shared 2-core machines
-    alloc_ = std::make_unique<Allocator>(*backend_);
+    alloc_ = std::make_unique<Allocator>(*backend_, Allocator::kUnlimited, eviction_policy());
     ex_ = std::make_unique<Executor>(*backend_, *alloc_);
     LoadOptions o;
     o.load_unet = false;

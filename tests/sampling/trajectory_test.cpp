@@ -7,6 +7,7 @@
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "graph/executor.h"
+#include "memory/eviction.h"
 #include "models/checkpoint.h"
 #include "sampling/cfg.h"
 #include "sampling/model_sampling.h"
@@ -23,7 +24,7 @@ using test::rel_err;
 
 struct Fixture {
   std::unique_ptr<Backend> backend = cpu_backend_create(0);
-  Allocator alloc{*backend};
+  Allocator alloc{*backend, Allocator::kUnlimited, eviction_policy()};
   Executor ex{*backend, alloc};
   std::unique_ptr<LoadedModel> model;
   std::unique_ptr<SafetensorsFile> golden;

@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "graph/executor.h"
+#include "memory/eviction.h"
 #include "models/safetensors.h"
 #include "nodes/nodes.h"
 #include "nodes/values.h"
@@ -61,7 +62,8 @@ class NodeHarness {
 // threads made a 4-step sampler run 30 times slower.
 struct CpuRuntime {
   std::unique_ptr<Backend> backend = cpu_backend_create(1);
-  std::unique_ptr<Allocator> allocator = std::make_unique<Allocator>(*backend);
+  std::unique_ptr<Allocator> allocator =
+      std::make_unique<Allocator>(*backend, Allocator::kUnlimited, eviction_policy());
   std::unique_ptr<Executor> executor = std::make_unique<Executor>(*backend, *allocator);
   void wire(ExecOptions& o) const {
     o.backend = backend.get();

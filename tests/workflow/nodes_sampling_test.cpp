@@ -14,6 +14,7 @@
 #include "models/clip_tokenizer.h"
 #include "models/prompt_weights.h"
 #include "models/unet.h"
+#include "models/weight_load.h"
 #include "node_harness.h"
 #include "test_compare.h"
 
@@ -241,7 +242,8 @@ class NodesCLIPLayer : public ::testing::Test {
     tokenizer_ = std::move(tok).value();
     TextEncoder enc;
     enc.weights = std::make_shared<WeightSet>();
-    ASSERT_TRUE(enc.weights->load_prefix(*file_, "cond_stage_model.transformer.", DType::F32).ok());
+    ASSERT_TRUE(
+        weights_load_prefix(*enc.weights, *file_, "cond_stage_model.transformer.", DType::F32).ok());
     auto cfg = clip_text_detect(*enc.weights, 4);
     ASSERT_TRUE(cfg.ok()) << cfg.status().str();
     enc.config = *cfg;

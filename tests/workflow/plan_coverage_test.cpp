@@ -16,7 +16,9 @@
 
 #include "backend/allocator.h"
 #include "backend/backend.h"
+#include "core/alignment.h"
 #include "graph/executor.h"
+#include "memory/eviction.h"
 #include "models/make_model.h"
 #include "nodes/nodes.h"
 #include "core/png_io.h"
@@ -212,7 +214,7 @@ class PlanCoverageTest : public ::testing::Test {
     uint64_t peak = 0;
   };
   RunResult run(const Prompt& p, uint64_t budget) {
-    Allocator alloc(*backend_, budget);
+    Allocator alloc(*backend_, budget, eviction_policy());
     Executor ex(*backend_, alloc);
     ExecOptions o;
     o.models_dir = (dir_ / "models").string();
@@ -264,7 +266,7 @@ class PlanCoverageTest : public ::testing::Test {
     ASSERT_GT(lo, 0u) << name;
     if (!all) return expect_plan_is_run(name, wf, lo, decisions);
     expect_plan_is_run(name, wf, UINT64_MAX, decisions);
-    for (uint64_t b : {lo - Allocator::kAlignment, lo, lo + (hi - lo) / 2})
+    for (uint64_t b : {lo - kDeviceAlignment, lo, lo + (hi - lo) / 2})
       expect_plan_is_run(name, wf, b, decisions);
   }
 

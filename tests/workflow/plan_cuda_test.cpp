@@ -14,6 +14,7 @@
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "graph/executor.h"
+#include "memory/eviction.h"
 #include "models/make_model.h"
 #include "nodes/nodes.h"
 #include "test_gpu.h"
@@ -90,7 +91,7 @@ class PlanCudaTest : public ::testing::Test {
     po.find_smallest_budget = false;
     Result<WorkflowPlan> pl = workflow_plan(v.prompt, po);
     ASSERT_TRUE(pl.ok()) << pl.status().str();
-    Allocator alloc(*backend_, budget);
+    Allocator alloc(*backend_, budget, eviction_policy());
     Executor ex(*backend_, alloc);
     ExecOptions o;
     o.models_dir = po.models_dir;

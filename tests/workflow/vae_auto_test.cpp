@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "core/bytes.h"
 #include "graph/executor.h"
+#include "memory/eviction.h"
 #include "models/make_model.h"
 #include "nodes/nodes.h"
 #include "test_paths.h"
@@ -62,7 +63,7 @@ TEST(VAEAuto, DefaultWorkflowTilesTheDecodeUnder40MiB) {
 
   constexpr uint64_t kBudget = 40ull << 20;
   std::unique_ptr<Backend> backend = cpu_backend_create(1);
-  Allocator alloc(*backend);
+  Allocator alloc(*backend, Allocator::kUnlimited, eviction_policy());
   alloc.set_budget(kBudget);  // what `headroom run --vram-budget 40MiB` sets
   Executor ex(*backend, alloc);
   ExecOptions o;

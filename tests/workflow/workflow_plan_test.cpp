@@ -11,8 +11,10 @@
 #include <fstream>
 
 #include "backend/allocator.h"
+#include "core/alignment.h"
 #include "backend/backend.h"
 #include "graph/executor.h"
+#include "memory/eviction.h"
 #include "models/make_model.h"
 #include "nodes/nodes.h"
 #include "test_paths.h"
@@ -72,7 +74,7 @@ class WorkflowPlanTest : public ::testing::Test {
     std::vector<std::string> memory;  // MEMORY event messages
   };
   RunResult run(const Prompt& p, uint64_t budget) {
-    Allocator alloc(*backend_, budget);
+    Allocator alloc(*backend_, budget, eviction_policy());
     Executor ex(*backend_, alloc);
     ExecOptions o;
     o.models_dir = (dir_ / "models").string();
@@ -155,7 +157,7 @@ TEST_F(WorkflowPlanTest, TooSmallABudgetGivesTheSmallestThatRuns) {
   auto at = plan(p, pl->smallest_budget);
   ASSERT_TRUE(at.ok());
   EXPECT_TRUE(at->fits);
-  auto below = plan(p, pl->smallest_budget - Allocator::kAlignment);
+  auto below = plan(p, pl->smallest_budget - kDeviceAlignment);
   ASSERT_TRUE(below.ok());
   EXPECT_FALSE(below->fits);
   RunResult r = run(p, pl->smallest_budget);

@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_ops.h"
+#include "core/alignment.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -45,8 +46,8 @@ class CpuBackend final : public Backend {
   bool host_visible() const override { return true; }
 
   Result<void*> device_alloc(size_t bytes) override {
-    size_t rounded = (bytes + 255) / 256 * 256;
-    void* p = std::aligned_alloc(256, rounded ? rounded : 256);
+    size_t rounded = align_up(bytes);
+    void* p = std::aligned_alloc(kDeviceAlignment, rounded ? rounded : kDeviceAlignment);
     if (!p) return make_error(ErrorCode::OUT_OF_MEMORY, "host allocation of {} bytes failed", bytes);
     return p;
   }

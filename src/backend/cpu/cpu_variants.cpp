@@ -7,12 +7,10 @@
 #include <cstring>
 
 #include "backend/cpu/cpu_ops.h"
+#include "core/alignment.h"
 
 namespace hr::cpu {
 namespace {
-
-constexpr size_t kAlign = 256;
-size_t align_up(size_t b) { return (b + kAlign - 1) / kAlign * kAlign; }
 
 // dst = src permuted by perm (out dim i = in dim perm[i]).
 Status permute_into(const TensorRef& src, const TensorRef& dst, std::initializer_list<int> perm) {

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "backend/cuda/cuda_ops.h"
+#include "core/alignment.h"
 #include "core/env.h"
 
 namespace hr {
@@ -101,7 +102,7 @@ std::array<TensorDesc, 3> attention_window_dense(const OpParams& p,
 }
 
 // Bytes of the dense copies the gathering path makes (K and V, and Q when it is a window too),
-// each rounded up to 256; `at` gets their offsets in the workspace.
+// each rounded up to kDeviceAlignment; `at` gets their offsets in the workspace.
 size_t attention_window_gather_bytes(const OpParams& p, std::span<const TensorDesc> in,
                                      std::array<size_t, 3>* at = nullptr) {
   const std::array<TensorDesc, 3> d = attention_window_dense(p, in);
@@ -109,7 +110,7 @@ size_t attention_window_gather_bytes(const OpParams& p, std::span<const TensorDe
   for (int i = 0; i < 3; ++i) {
     if (at) (*at)[size_t(i)] = n;
     if (i == 0 && p.q_width <= 0) continue;
-    n += (d[size_t(i)].bytes() + 255) / 256 * 256;
+    n += align_up(d[size_t(i)].bytes());
   }
   return n;
 }

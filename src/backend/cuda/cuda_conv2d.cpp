@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_ops.h"
+#include "core/alignment.h"
 
 namespace hr::cuda {
 namespace {
@@ -52,8 +53,6 @@ ConvKey conv_key(const Geometry& g) {
 cudnnDataType_t dnn_type(DType t) {
   return t == DType::F16 ? CUDNN_DATA_HALF : t == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 }
-
-size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 
 struct DnnDescs {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
@@ -129,7 +128,7 @@ ConvPlan plan_build(CudaContext& ctx, const Geometry& g) {
     plan.algo_bytes = bytes;
     plan.pre_pad = g.asym();
     if (plan.pre_pad)
-      plan.pad_bytes = align256(size_t(g.n) * g.c * (g.h + g.pt + g.pb) * (g.w + g.pl + g.pr) *
+      plan.pad_bytes = align_up(size_t(g.n) * g.c * (g.h + g.pt + g.pb) * (g.w + g.pl + g.pr) *
                                 dtype_size(g.dtype));
     break;
   }

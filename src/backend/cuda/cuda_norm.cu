@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_norm.h"
+#include "core/alignment.h"
 #include "core/env.h"
 
 namespace hr::cuda {
@@ -944,8 +945,8 @@ GroupNormNhwcPlan group_norm_nhwc_plan(int64_t n, int64_t s, int64_t c, int grou
   const int64_t chunks = std::min(want, most);
   p.rows_per_chunk = std::max<int64_t>(1, (s + chunks - 1) / chunks);
   p.chunks = std::max<int64_t>(1, (s + p.rows_per_chunk - 1) / p.rows_per_chunk);
-  p.partial_bytes = (size_t(n * p.chunks * c) * sizeof(float2) + 255) / 256 * 256;
-  p.stats_bytes = (size_t(n * groups) * sizeof(float2) + 255) / 256 * 256;
+  p.partial_bytes = align_up(size_t(n * p.chunks * c) * sizeof(float2));
+  p.stats_bytes = align_up(size_t(n * groups) * sizeof(float2));
   return p;
 }
 

@@ -48,7 +48,7 @@ struct ConvPlan {
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   bool pre_pad = false;   // Note [asymmetric conv padding]
-  size_t pad_bytes = 0;   // padded input at the start of the workspace (256-aligned size)
+  size_t pad_bytes = 0;   // padded input at the start of the workspace (size rounded to kDeviceAlignment)
   size_t algo_bytes = 0;  // cuDNN's workspace for `algo`, after the padded input
   bool fuse_refused = false;  // cuDNN refused the fused bias (Note [fused conv bias])
   size_t workspace() const { return pad_bytes + algo_bytes; }

@@ -1,13 +1,13 @@
-// WeightSet: a model's parameters as host tensors (converted to the compute dtype on load, or
-// views of the checkpoint's mapping when no conversion is needed: Note [mapped weights]),
-// served to the executor by name. On a backend whose memory is not host-visible, tensors are
-// uploaded on first use into Pool::WEIGHTS buffers and stay resident until the allocator needs
-// the room: a set no run is using gives its least recently used copies back (Note [reclaim] in
-// backend/allocator.cpp), and after each run copies above the allocator's weights cap go
-// (--lowvram, --novram). On the CPU the host copies are used in place and their bytes are
-// counted the same way (Note [adopted bytes]). Weights the executor streams are served from
-// host memory (page-locked copies on the GPU, made once, laid out in streaming order: Note
-// [pinned copies]) and have no device copy.
+// WeightSet, the weight store: a model's parameters as host tensors (converted to the compute
+// dtype on load, or views of a checkpoint's mapping: Note [mapped weights]; models/weight_load.h
+// fills it), served to the executor by name. On a backend whose memory is not host-visible,
+// tensors are uploaded on first use into Pool::WEIGHTS buffers and stay resident until the
+// allocator needs the room: a set no run is using gives copies back, and after each run copies
+// above the allocator's weights cap go (--lowvram, --novram); the eviction policy decides which
+// (Note [eviction policy] in memory/eviction.h). On the CPU the host copies are used in place
+// and their bytes are counted the same way (Note [adopted bytes]). Weights the executor streams
+// are served from host memory (page-locked copies on the GPU, made once, laid out in streaming
+// order: Note [pinned copies]) and have no device copy.
 #pragma once
 
 #include <atomic>
@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "backend/allocator.h"
+#include "core/tensor.h"
 #include "graph/executor.h"
-#include "models/safetensors.h"
 
 namespace hr {
 
@@ -33,14 +33,11 @@ class WeightSet final : public WeightSource, public Reclaimable {
   WeightSet(const WeightSet&) = delete;
   WeightSet& operator=(const WeightSet&) = delete;
 
-  // Loads every tensor of `file` whose name starts with `prefix`, strips the prefix and
-  // converts floats to `dtype` (integer tensors keep their type).
-  Status load_prefix(const SafetensorsFile& file, std::string_view prefix, DType dtype);
-  // The same, but tensors already stored in their target dtype are not copied: they are views
-  // of the file's mapping, which they keep open (Note [mapped weights]).
-  Status load_prefix(const std::shared_ptr<const SafetensorsFile>& file, std::string_view prefix,
-                     DType dtype);
+  // Stores `t` as `name`, replacing what was there (and every copy made from it).
   void put(const std::string& name, HostTensor t);
+  // The same for a view of a read-only file mapping that `t` keeps alive (HostTensor::view): its
+  // pages are given back each time the weight has been copied (Note [mapped weights]).
+  void put_mapped(const std::string& name, HostTensor t);
   const HostTensor* find(std::string_view name) const;
   bool contains(std::string_view name) const { return find(name) != nullptr; }
   std::vector<std::string> names() const;
@@ -67,7 +64,8 @@ class WeightSet final : public WeightSource, public Reclaimable {
   // Bytes of host tensors that are views of a checkpoint's mapping (Note [mapped weights]).
   uint64_t mapped_bytes() const;
 
-  // Reclaimable: frees least recently used device copies while no run uses the set.
+  // Reclaimable: frees device copies while no run uses the set, in the order eviction_order and
+  // eviction_block choose (Note [eviction policy]).
   uint64_t reclaim(uint64_t bytes) override;
   uint64_t reclaim_block(uint64_t bytes) override;
   uint64_t last_use() const override { return last_use_.load(); }

@@ -1,67 +1,34 @@
-// WeightSet: host copies, lazy device upload.
-#include "models/weights.h"
+// WeightSet: host copies, lazy device upload, page-locked copies for streaming.
+#include "memory/weight_set.h"
 
 #include <algorithm>
 #include <cstring>
 
+#include "core/mapped_pages.h"
+#include "memory/eviction.h"
+
 namespace hr {
-
-namespace {
-
-std::string weight_key(const std::string& name, WeightLayout layout) {
-  return layout == WeightLayout::STORED ? name : name + "@" + weight_layout_name(layout);
-}
-
-DType load_dtype(const SafetensorsEntry& e, DType dtype) {
-  return dtype_is_float(e.dtype) ? dtype : (e.dtype == DType::I32 ? DType::I32 : DType::I64);
-}
-
-}  // namespace
-
-Status WeightSet::load_prefix(const SafetensorsFile& file, std::string_view prefix, DType dtype) {
-  for (const SafetensorsEntry& e : file.entries()) {
-    if (e.name.compare(0, prefix.size(), prefix) != 0) continue;
-    HR_ASSIGN_OR_RETURN(HostTensor t, file.load(e.name, load_dtype(e, dtype)));
-    file.pages_release(e);  // Note [page release]
-    put(e.name.substr(prefix.size()), std::move(t));
-  }
-  file.pages_release();
-  return Status();
-}
 
 // Note [mapped weights]
 // A checkpoint stored in the compute dtype (an f16 SDXL file run in f16) needs no conversion, so
-// its tensors are views of the file's read-only mapping instead of copies: loading reads
-// nothing, and the host side of a model costs no memory of its own. On a GPU a weight's pages
-// are read when it is first uploaded (or copied to page-locked memory for streaming) and
-// given back right after (mapped_pages_release); a weight evicted and uploaded again reads
-// them again, from the page cache or the disk. Host RSS then holds what is being copied, the
-// page-locked copies of streamed weights and converted tensors: one host copy per weight at
-// most, where copies of every tensor took the checkpoint's size again (issue: RSS at most
-// ~1.1x the checkpoint). On the CPU the views are computed on in place. The mapping is
-// private and read-only: nothing may write into a weight's host tensor (put() replaces it).
-// A checkpoint rewritten in place (truncated) under a running process would fault on the next
-// upload; headroom's own writers replace files by rename, which keeps the mapped inode.
-Status WeightSet::load_prefix(const std::shared_ptr<const SafetensorsFile>& file,
-                              std::string_view prefix, DType dtype) {
-  for (const SafetensorsEntry& e : file->entries()) {
-    if (e.name.compare(0, prefix.size(), prefix) != 0) continue;
-    const DType target = load_dtype(e, dtype);
-    std::optional<HostTensor> v = SafetensorsFile::view(file, e, target);
-    if (!v) {
-      HR_ASSIGN_OR_RETURN(HostTensor t, file->load(e.name, target));
-      file->pages_release(e);  // Note [page release]
-      v = std::move(t);
-    }
-    const bool mapped = v->is_view();
-    const std::string name = e.name.substr(prefix.size());
-    put(name, std::move(*v));
-    if (mapped) {
-      std::lock_guard<std::mutex> lock(mu_);
-      mapped_.insert(name);
-    }
-  }
-  return Status();
+// its tensors are views of the file's read-only mapping instead of copies (weights_load_prefix
+// in models/weight_load.cpp puts them with put_mapped): loading reads nothing, and the host side
+// of a model costs no memory of its own. On a GPU a weight's pages are read when it is first
+// uploaded (or copied to page-locked memory for streaming) and given back right after
+// (mapped_pages_release); a weight evicted and uploaded again reads them again, from the page
+// cache or the disk. Host RSS then holds what is being copied, the page-locked copies of
+// streamed weights and converted tensors: one host copy per weight at most, where copies of
+// every tensor took the checkpoint's size again (issue: RSS at most ~1.1x the checkpoint). On
+// the CPU the views are computed on in place. The mapping is private and read-only: nothing may
+// write into a weight's host tensor (put() replaces it). A checkpoint rewritten in place
+// (truncated) under a running process would fault on the next upload; headroom's own writers
+// replace files by rename, which keeps the mapped inode.
+void WeightSet::put_mapped(const std::string& name, HostTensor t) {
+  const bool mapped = t.is_view();
+  put(name, std::move(t));
+  if (!mapped) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  mapped_.insert(name);
 }
 
 WeightSet::~WeightSet() {
@@ -72,27 +39,13 @@ WeightSet::~WeightSet() {
 
 void WeightSet::put(const std::string& name, HostTensor t) {
   std::lock_guard<std::mutex> lock(mu_);
-  device_.erase(name);
-  for (int l = 1; l <= int(WeightLayout::CONV_OHWI); ++l) {
-    const std::string k = name + "@" + weight_layout_name(WeightLayout(l));
-    device_.erase(k);
-    relaid_.erase(k);
-  }
-  for (auto it = pinned_.begin(); it != pinned_.end();) {
-    if (it->first == name || it->first.rfind(name + "@", 0) == 0)
-      it = pinned_.erase(it);
-    else
-      ++it;
-  }
   mapped_.erase(name);
-  // Stacked weights with this part (Note [weight layouts]) are stale too.
-  const std::string stack_suffix = std::string("@") + weight_layout_name(WeightLayout::STACK);
+  // Every copy made from the old tensor is stale: its layouts, and the stacked weights it is a
+  // part of (Note [weight layouts], Note [weight keys]).
   auto stale = [&](const std::string& key) {
-    if (key.size() <= stack_suffix.size() ||
-        key.compare(key.size() - stack_suffix.size(), stack_suffix.size(), stack_suffix) != 0)
-      return false;
-    for (const std::string& p :
-         weight_stack_parts(key.substr(0, key.size() - stack_suffix.size())))
+    const auto [base, layout] = weight_key_split(key);
+    if (layout != WeightLayout::STACK) return base == name;
+    for (const std::string& p : weight_stack_parts(base))
       if (p == name) return true;
     return false;
   };
@@ -169,12 +122,10 @@ uint64_t WeightSet::reclaim(uint64_t bytes) {
   if (in_use()) return 0;
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || in_use()) return 0;
-  std::vector<std::pair<uint64_t, std::string>> order;  // (last use, key), oldest first
-  for (const auto& [k, c] : device_) order.emplace_back(c.last_use, k);
-  std::sort(order.begin(), order.end());
+  std::vector<EvictionCandidate> copies;
+  for (const auto& [k, c] : device_) copies.push_back({k, c.last_use, c.buffer.size()});
   uint64_t freed = 0;
-  for (const auto& [t, k] : order) {
-    if (freed >= bytes) break;
+  for (const std::string& k : eviction_order(std::move(copies), bytes)) {  // Note [eviction policy]
     auto it = device_.find(k);
     freed += it->second.buffer.size();
     device_.erase(it);
@@ -186,13 +137,13 @@ uint64_t WeightSet::reclaim_block(uint64_t bytes) {
   if (in_use()) return 0;
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || in_use()) return 0;
-  auto oldest = device_.end();
-  for (auto it = device_.begin(); it != device_.end(); ++it)
-    if (it->second.buffer.size() == bytes && it->second.buffer.pool() == Pool::WEIGHTS &&
-        (oldest == device_.end() || it->second.last_use < oldest->second.last_use))
-      oldest = it;
-  if (oldest == device_.end()) return 0;
-  device_.erase(oldest);
+  std::vector<EvictionCandidate> copies;  // the weight blocks of exactly that size
+  for (const auto& [k, c] : device_)
+    if (c.buffer.size() == bytes && c.buffer.pool() == Pool::WEIGHTS)
+      copies.push_back({k, c.last_use, bytes});
+  const EvictionCandidate* oldest = eviction_block(copies);  // Note [eviction policy]
+  if (!oldest) return 0;
+  device_.erase(oldest->key);
   return bytes;
 }
 
