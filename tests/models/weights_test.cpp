@@ -27,7 +27,7 @@ class OpaqueCpuBackend final : public Backend {
  public:
   OpaqueCpuBackend() : cpu_(cpu_backend_create(1)) {}
   DeviceInfo info() const override { return cpu_->info(); }
-  bool host_visible() const override { return false; }
+  bool memory_is_host() const override { return false; }
   Result<void*> device_alloc(size_t bytes) override {
     ++allocs;
     return cpu_->device_alloc(bytes);
@@ -478,7 +478,7 @@ TEST(WeightSetPinned, StreamedCopiesArePinnedWithinThePinnedBudget) {
   ws.put("w", std::move(w));
   ws.put("b", std::move(b));
   AsyncSimBackend sim(SimOrder::ROUND_ROBIN);
-  sim.set_host_visible(false);
+  sim.set_discrete(true);
   Allocator alloc(sim);
   alloc.set_pinned_budget(24 + 8);  // the 24-byte weight fits, then the 12-byte bias does not
   ws.bind(&sim, &alloc);
@@ -507,7 +507,7 @@ TEST(WeightSetPinned, StreamedCopiesShareOneBlockInOrder) {
     ws.put(n, std::move(t));
   }
   AsyncSimBackend sim(SimOrder::ROUND_ROBIN);
-  sim.set_host_visible(false);
+  sim.set_discrete(true);
   Allocator alloc(sim);
   ws.bind(&sim, &alloc);
   std::vector<WeightRequest> q = {{"c", TensorDesc{DType::F32, Shape{10}}, WeightLayout::STORED},
