@@ -345,7 +345,7 @@ int main(int argc, char** argv) {
   const bench::Args args = bench::args_parse(argc, argv, 10);
   std::unique_ptr<Backend> backend = bench::backend_for(args.device);
   if (!backend) return 0;
-  if (backend->host_visible())
+  if (backend->memory_is_host())
     std::printf("note: on the CPU 'streaming' copies host memory into staging slots; the "
                 "figures show the cost of the copies, not of a bus\n");
   const DType dt = *dtype_from_name(args.dtype);

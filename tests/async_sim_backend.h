@@ -103,9 +103,11 @@ class AsyncSimBackend final : public Backend {
   }
 
   // --- test controls and counters ---
-  // weight_set.cpp and friends skip device copies on host-visible backends; tests of streaming
-  // code set false so that the device path is taken (device memory stays host memory).
-  void set_host_visible(bool v) { host_visible_ = v; }
+  // True: every property of Note [device properties] (backend/device.h) answers as a discrete
+  // GPU's (device memory not host memory, CUDA's generator, stacked weights), so that weights
+  // are uploaded and streamed and nodes draw CUDA's noise; device memory stays host memory and
+  // the kernels stay the CPU's. Tests of streaming code set it.
+  void set_discrete(bool discrete) { discrete_ = discrete; }
   SimOrder order() const { return order_; }
   // Runs every stream until all queues are empty.
   Status drain() {
@@ -138,7 +140,10 @@ class AsyncSimBackend final : public Backend {
 
   // --- Backend: delegated ---
   DeviceInfo info() const override { return cpu_->info(); }
-  bool host_visible() const override { return host_visible_; }
+  bool memory_is_host() const override { return !discrete_; }
+  TorchGenerator torch_generator() const override {
+    return discrete_ ? TorchGenerator::CUDA_PHILOX : TorchGenerator::CPU_MT19937;
+  }
   Result<void*> device_alloc(size_t bytes) override { return cpu_->device_alloc(bytes); }
   Status device_sync() override {
     implicit_sync("device_sync");
@@ -159,6 +164,7 @@ class AsyncSimBackend final : public Backend {
   bool prefers_channels_last(DType dtype) const override {
     return cpu_->prefers_channels_last(dtype);
   }
+  bool prefers_stacked_weights() const override { return discrete_; }
   size_t op_workspace(OpKind kind, const OpParams& params, std::span<const TensorDesc> inputs,
                       const TensorDesc& output) const override {
     return cpu_->op_workspace(kind, params, inputs, output);
@@ -367,7 +373,7 @@ class AsyncSimBackend final : public Backend {
   std::unique_ptr<Backend> cpu_;
   SimOrder order_;
   std::mt19937_64 rng_;
-  bool host_visible_ = true;
+  bool discrete_ = false;
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<Queue>> queues_;
   std::unique_ptr<sim_detail::SimStream> default_;

@@ -12,7 +12,7 @@ namespace hr::test {
 class UnsupportedBackend : public Backend {
  public:
   DeviceInfo info() const override { return DeviceInfo{"fake", "fake", 0, 0, 0}; }
-  bool host_visible() const override { return true; }
+  bool memory_is_host() const override { return true; }
   Result<void*> device_alloc(size_t) override { return unsupported(); }
   void device_free(void*) override {}
   Result<void*> host_alloc_pinned(size_t) override { return unsupported(); }

@@ -15,7 +15,7 @@ class OpaqueCpuBackend final : public Backend {
  public:
   OpaqueCpuBackend() : cpu_(cpu_backend_create(1)) {}
   DeviceInfo info() const override { return cpu_->info(); }
-  bool host_visible() const override { return false; }
+  bool memory_is_host() const override { return false; }
   Result<void*> device_alloc(size_t bytes) override {
     ++allocs;
     return cpu_->device_alloc(bytes);

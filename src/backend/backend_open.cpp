@@ -22,7 +22,7 @@ Result<std::unique_ptr<Backend>> backend_open(const std::string& device, int thr
 }
 
 Result<DType> compute_dtype_pick(const std::string& name, const Backend& backend) {
-  DType dtype = backend.host_visible() ? DType::F32 : DType::F16;
+  DType dtype = backend.compute_dtype_default();  // Note [device properties]
   if (name != "auto") {
     std::optional<DType> d = dtype_from_name(name);
     if (!d) return make_error(ErrorCode::INVALID_ARGUMENT, "unknown --dtype {}", name);

@@ -42,13 +42,14 @@ CLIPTextConfig clip_bigg() {
 }
 
 // `--explain`: the segments per node, and the context outside the allocator where the driver
-// level measures it per process (the CUDA context this process holds; none on the CPU).
-void explain_print(const PlanArgs& a, const WorkflowPlan& plan, const Backend& backend) {
+// level measures it per process (the CUDA context this process holds; none where device memory
+// is host memory, Note [device properties] in backend/device.h).
+void explain_print(const PlanArgs& a, const WorkflowPlan& plan, const BackendDevice& device) {
   std::vector<NodeExplanation> nodes = plan_explain(plan);
   uint64_t context = 0;
   std::string source;
-  if (!backend.host_visible()) {
-    std::unique_ptr<DriverLens> lens = DriverLens::open(backend);
+  if (!device.memory_is_host()) {
+    std::unique_ptr<DriverLens> lens = DriverLens::open(device);
     DriverSample d = lens->sample();
     if (d.per_process) context = d.this_process;
     source = d.source;

@@ -261,7 +261,7 @@ ProbeReport probe_host(const ProbeOptions& options) {
 void probe_profile(ProbeReport& r, Backend& backend, const std::string& cache_path) {
   Result<DeviceProfile> p = device_profile_measure(backend);
   if (!p.ok()) {
-    r.profile = device_profile_default(backend.host_visible());
+    r.profile = device_profile_default(backend.memory_is_host());
     r.profile_error = p.status().message();
     return;
   }

@@ -81,7 +81,7 @@ struct ProbeReport {
   // The rates the residency planner plans with (Note [device profile] in
   // graph/device_profile.cpp), measured by probe_profile; profile.measured is false when they
   // were not (profile_error says why). profile_path: the cache file it was written to, "" when
-  // none (a host-visible backend, Note [device profile cache] in memory/device_profile_cache.cpp).
+  // none (memory_is_host(), Note [device profile cache] in memory/device_profile_cache.cpp).
   DeviceProfile profile;
   std::string profile_error;
   std::string profile_path;
@@ -90,7 +90,7 @@ struct ProbeReport {
 // Host memory bandwidth and RAM: what probe reports on a machine without a GPU.
 ProbeReport probe_host(const ProbeOptions& options);
 
-// The device probe on `backend` (not host-visible), observed through `lens`; host figures are
+// The device probe on `backend` (not memory_is_host()), observed through `lens`; host figures are
 // filled too. Never fails for lack of memory: a refused allocation ends a phase and says why.
 // INVALID_ARGUMENT for a zero block or a fraction outside [0, 1]; other backend errors (a copy
 // that fails) are returned.

@@ -30,8 +30,9 @@ using pass_util::value_uses;
 //   attention's pair.
 // - The stacked GEMM runs where the stack's first projection ran; its output lives until its
 //   last attention (the planner sees it like any other value, so the memory plan stays exact).
-// Backends that compute on host memory keep the projections separate (a stacked weight would be
-// a second host copy of those weights); HEADROOM_STACK_PROJECTIONS=0 turns the pass off.
+// It runs where BackendKernels::prefers_stacked_weights(): not on the CPU, whose device memory is
+// host memory, so a stacked weight would be a second host copy of those weights (Note [device
+// properties] in backend/device.h); HEADROOM_STACK_PROJECTIONS=0 turns the pass off.
 // Self-attention mode (PassOptions::stack_qkv; on wherever the pass runs, HEADROOM_STACK_QKV=0
 // turns it off; it gained in the SDXL step in two same-run attributions, bench/PERF_NOTES.md v10):
 // an attention whose Q, K and V are bias-free projections of one hidden state gets one

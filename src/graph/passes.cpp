@@ -53,23 +53,24 @@ int cl_axis(int axis) {
 
 }  // namespace
 
-PassOptions pass_options(const Graph& g, const Backend& backend) {
+PassOptions pass_options(const Graph& g, const BackendKernels& kernels) {
   PassOptions o;
   for (const Node& n : g.nodes())
     if (n.kind == OpKind::CONV2D && !n.params.channels_last &&
-        backend.prefers_channels_last(g.desc(n.inputs[0]).dtype))
+        kernels.prefers_channels_last(g.desc(n.inputs[0]).dtype))
       o.channels_last = true;
   // Note [stacked context projections] in pass_stack.cpp
-  o.stack = !backend.host_visible() && env_switch("HEADROOM_STACK_PROJECTIONS", true);
+  o.stack = kernels.prefers_stacked_weights() && env_switch("HEADROOM_STACK_PROJECTIONS", true);
   o.stack_qkv = o.stack && env_switch("HEADROOM_STACK_QKV", true);
   return o;
 }
 
-Result<Graph> graph_passes(const Graph& g, const PassOptions& options, const Backend* backend) {
+Result<Graph> graph_passes(const Graph& g, const PassOptions& options,
+                           const BackendKernels* kernels) {
   if (!g.ok()) return g.status();
   Graph cur = g;
   if (options.channels_last) {
-    HR_ASSIGN_OR_RETURN(cur, pass_channels_last(cur, backend));
+    HR_ASSIGN_OR_RETURN(cur, pass_channels_last(cur, kernels));
   }
   if (options.fuse) {
     HR_ASSIGN_OR_RETURN(cur, pass_fuse(cur));
@@ -80,14 +81,14 @@ Result<Graph> graph_passes(const Graph& g, const PassOptions& options, const Bac
   return cur;
 }
 
-Result<Graph> graph_passes(const Graph& g, const Backend& backend) {
-  return graph_passes(g, pass_options(g, backend), &backend);
+Result<Graph> graph_passes(const Graph& g, const BackendKernels& kernels) {
+  return graph_passes(g, pass_options(g, kernels), &kernels);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Channels last
 
-Result<Graph> pass_channels_last(const Graph& g, const Backend* backend) {
+Result<Graph> pass_channels_last(const Graph& g, const BackendKernels* kernels) {
   if (!g.ok()) return g.status();
   const auto& vals = g.values();
   const auto& nodes = g.nodes();
@@ -126,7 +127,7 @@ Result<Graph> pass_channels_last(const Graph& g, const Backend* backend) {
         const ValueId w = n.inputs[1];
         const DType t = g.desc(x0).dtype;
         if (p.channels_last || p.add_input || vals[size_t(w)].kind != ValueKind::WEIGHT ||
-            (backend && !backend->prefers_channels_last(t)))
+            (kernels && !kernels->prefers_channels_last(t)))
           break;
         Result<TensorDesc> wd = weight_layout_desc(g.desc(w), WeightLayout::CONV_OHWI);
         if (!wd.ok()) break;

@@ -3,7 +3,7 @@
 // the graph that runs (Note [graph passes]).
 #pragma once
 
-#include "backend/backend.h"
+#include "backend/kernels.h"
 #include "core/status.h"
 #include "graph/graph.h"
 
@@ -13,7 +13,7 @@ namespace hr {
 // Models build graphs in the layouts of their checkpoints (images NCHW) with one op per step
 // of the reference implementation. Passes then rewrite the graph for the backend:
 //
-// 1. pass_channels_last (when Backend::prefers_channels_last for a convolution's dtype):
+// 1. pass_channels_last (when BackendKernels::prefers_channels_last for a convolution's dtype):
 //    images around convolutions become NHWC. Convolutions read their filters as OHWI (weights
 //    are bound in that layout, Note [weight layouts] in graph.h); group norms, upsampling,
 //    element-wise ops, concatenation and slicing follow whichever layout their inputs have; a
@@ -26,7 +26,7 @@ namespace hr {
 //    is added in the op's epilogue: a residual, or a per-channel embedding for convolutions),
 //    also when a RESHAPE view sits between the LINEAR and the ADD. The fused op is emitted where
 //    the ADD was, so every input it reads is already computed.
-// 3. pass_stack_projections (backends that compute on device memory): the key/value
+// 3. pass_stack_projections (when BackendKernels::prefers_stacked_weights): the key/value
 //    projections of attentions that read one shared input (a UNet's text context) become one
 //    GEMM per stack of layers, each attention reading its column windows of the result (Note
 //    [stacked context projections] in pass_stack.cpp).
@@ -40,17 +40,17 @@ struct PassOptions {
                            // on wherever stack is, unless HEADROOM_STACK_QKV=0)
 };
 
-// The passes `backend` benefits from for g.
-PassOptions pass_options(const Graph& g, const Backend& backend);
-// g after the passes of pass_options(g, backend).
-Result<Graph> graph_passes(const Graph& g, const Backend& backend);
-// g after exactly these passes; with `backend`, channels-last converts only the convolutions
-// whose dtype it prefers channels-last (null: every convolution).
+// The passes `kernels` benefit from for g.
+PassOptions pass_options(const Graph& g, const BackendKernels& kernels);
+// g after the passes of pass_options(g, kernels).
+Result<Graph> graph_passes(const Graph& g, const BackendKernels& kernels);
+// g after exactly these passes; with `kernels`, channels-last converts only the convolutions
+// whose dtype they prefer channels-last (null: every convolution).
 Result<Graph> graph_passes(const Graph& g, const PassOptions& options,
-                           const Backend* backend = nullptr);
+                           const BackendKernels* kernels = nullptr);
 
-// The single passes. `backend` null in pass_channels_last converts every convolution.
-Result<Graph> pass_channels_last(const Graph& g, const Backend* backend);
+// The single passes. `kernels` null in pass_channels_last converts every convolution.
+Result<Graph> pass_channels_last(const Graph& g, const BackendKernels* kernels);
 Result<Graph> pass_fuse(const Graph& g);
 Result<Graph> pass_stack_projections(const Graph& g, bool self_attention = false);
 

@@ -128,7 +128,7 @@ bool op_allows_in_place(const Graph& g, const Node& n, ValueId input) {
   }
 }
 
-Result<ArenaPlan> arena_plan(const Graph& g, const Backend& backend) {
+Result<ArenaPlan> arena_plan(const Graph& g, const BackendKernels& kernels) {
   if (!g.status().ok()) return g.status().with_context("graph has a build error");
   const std::vector<Value>& vals = g.values();
   const std::vector<Node>& nodes = g.nodes();
@@ -219,7 +219,7 @@ Result<ArenaPlan> arena_plan(const Graph& g, const Backend& backend) {
     }
     descs.clear();
     for (ValueId x : node.inputs) descs.push_back(g.desc(x));
-    ns.workspace_bytes = backend.op_workspace(node.kind, node.params, descs, g.desc(o));
+    ns.workspace_bytes = kernels.op_workspace(node.kind, node.params, descs, g.desc(o));
     if (ns.workspace_bytes > 0) {
       Block w;
       w.size = align_up(ns.workspace_bytes);

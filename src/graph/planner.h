@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
+#include "backend/kernels.h"
 #include "core/alignment.h"
 #include "core/bytes.h"
 #include "core/status.h"
@@ -31,7 +31,7 @@ struct ValueSlot {
 
 struct NodeSlot {
   uint64_t workspace_offset = 0;
-  uint64_t workspace_bytes = 0;  // Backend::op_workspace; 0 when the op needs none
+  uint64_t workspace_bytes = 0;  // BackendKernels::op_workspace; 0 when the op needs none
   uint64_t live_bytes = 0;       // arena bytes live while this node runs (workspace included)
   bool in_place = false;         // the output reuses an input's slot
   bool view = false;             // RESHAPE: no kernel runs, the output aliases the input
@@ -60,9 +60,9 @@ struct ArenaPlan {
 // Every backend must accept output.data == inputs[k].data for these ops.
 bool op_allows_in_place(const Graph& g, const Node& n, ValueId input);
 
-// Plans g's activation arena for `backend` (which supplies op workspace sizes). Fails when
-// g.status() is not OK. Deterministic: the same graph and backend give the same plan.
-Result<ArenaPlan> arena_plan(const Graph& g, const Backend& backend);
+// Plans g's activation arena for `kernels` (which supply op workspace sizes). Fails when
+// g.status() is not OK. Deterministic: the same graph and kernels give the same plan.
+Result<ArenaPlan> arena_plan(const Graph& g, const BackendKernels& kernels);
 
 // The plan as a table: per node index, op, name, output shape, output bytes, workspace and
 // live bytes; then totals for weights, arena, workspace, lower bound and arena/lower bound.

@@ -20,10 +20,11 @@ namespace hr {
 // kept in the user's cache folder, one file per device name, so that later processes start
 // with it at the cost of reading a file; `headroom probe` measures again and replaces it. A
 // file that does not parse, lacks a rate or names another device is measured over, with a
-// warning: a cache is never a reason not to start. Host-visible backends (the CPU) plan with
-// the fixed CPU profile instead of a measured one: streaming on the CPU only stands in for a
-// GPU in tests and `headroom plan`, whose plans must be the same on every machine and in
-// every process (a plan made by another Executor than the run's must match it).
+// warning: a cache is never a reason not to start. Backends whose memory is host memory (the
+// CPU; Note [device properties] in backend/device.h) plan with the fixed CPU profile instead of
+// a measured one: streaming on the CPU only stands in for a GPU in tests and `headroom plan`,
+// whose plans must be the same on every machine and in every process (a plan made by another
+// Executor than the run's must match it).
 namespace {
 
 constexpr int kVersion = 1;
@@ -134,7 +135,7 @@ DeviceProfile device_profile_cached(Backend& backend, const std::string& path) {
   }
   Result<DeviceProfile> measured = device_profile_measure(backend);
   if (!measured.ok()) {
-    DeviceProfile fallback = device_profile_default(backend.host_visible());
+    DeviceProfile fallback = device_profile_default(backend.memory_is_host());
     std::fprintf(stderr, "headroom: warning: cannot measure %s (%s); planning with %s\n",
                  device.c_str(), measured.status().message().c_str(),
                  device_profile_describe(fallback).c_str());
@@ -149,7 +150,7 @@ DeviceProfile device_profile_cached(Backend& backend, const std::string& path) {
 }
 
 DeviceProfile device_profile_load(Backend& backend) {
-  if (backend.host_visible()) return device_profile_default(true);  // Note [device profile cache]
+  if (backend.memory_is_host()) return device_profile_default(true);  // Note [device profile cache]
   return device_profile_cached(backend, device_profile_path(backend.info().name));
 }
 

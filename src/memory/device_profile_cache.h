@@ -29,8 +29,8 @@ Status device_profile_write(const std::string& path, const DeviceProfile& profil
 DeviceProfile device_profile_cached(Backend& backend, const std::string& path);
 
 // The profile an Executor on `backend` plans with (Executor::set_device_profile): for a GPU
-// device_profile_cached at device_profile_path; for a host-visible backend the CPU's fallback
-// (Note [device profile cache]).
+// device_profile_cached at device_profile_path; where device memory is host memory the CPU's
+// fallback (Note [device profile cache]; Note [device properties] in backend/device.h).
 DeviceProfile device_profile_load(Backend& backend);
 
 }  // namespace hr

@@ -1,4 +1,4 @@
-// Driver-level lenses: NVML through dlopen, cudaMemGetInfo through Backend::info(), /proc.
+// Driver-level lenses: NVML through dlopen, cudaMemGetInfo through BackendDevice::info(), /proc.
 #include "memory/driver_lens.h"
 
 #include <dlfcn.h>
@@ -131,11 +131,11 @@ class NvmlLens final : public DriverLens {
 
 class CudaInfoLens final : public DriverLens {
  public:
-  CudaInfoLens(const Backend& backend, std::string why)
-      : backend_(backend), source_(fmt::format("cudaMemGetInfo (NVML not available: {})", why)) {}
+  CudaInfoLens(const BackendDevice& device, std::string why)
+      : device_(device), source_(fmt::format("cudaMemGetInfo (NVML not available: {})", why)) {}
 
   DriverSample sample() override {
-    DeviceInfo d = backend_.info();
+    DeviceInfo d = device_.info();
     DriverSample s;
     s.kind = DriverSource::CUDA_MEM_GET_INFO;
     s.source = source_;
@@ -146,7 +146,7 @@ class CudaInfoLens final : public DriverLens {
   const std::string& source() const override { return source_; }
 
  private:
-  const Backend& backend_;
+  const BackendDevice& device_;
   std::string source_;
 };
 
@@ -272,12 +272,13 @@ Result<std::unique_ptr<DriverLens>> nvml_open(const DeviceInfo& info, const char
 
 std::unique_ptr<DriverLens> driver_lens_host() { return std::make_unique<HostLens>(); }
 
-std::unique_ptr<DriverLens> DriverLens::open(const Backend& backend, const char* nvml_library) {
-  DeviceInfo info = backend.info();
+std::unique_ptr<DriverLens> DriverLens::open(const BackendDevice& device,
+                                             const char* nvml_library) {
+  DeviceInfo info = device.info();
   if (info.kind != "cuda") return driver_lens_host();
   Result<std::unique_ptr<DriverLens>> nvml = nvml_open(info, nvml_library);
   if (nvml.ok()) return std::move(*nvml);
-  return std::make_unique<CudaInfoLens>(backend, nvml.status().message());
+  return std::make_unique<CudaInfoLens>(device, nvml.status().message());
 }
 
 }  // namespace hr

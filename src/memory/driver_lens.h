@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "backend/backend.h"
+#include "backend/device.h"
 
 namespace hr {
 
@@ -40,10 +40,10 @@ class DriverLens {
   DriverLens(const DriverLens&) = delete;
   DriverLens& operator=(const DriverLens&) = delete;
 
-  // The best lens for `backend`, which must outlive it: NVML for a CUDA backend when
+  // The best lens for `device`, which must outlive it: NVML for a CUDA device when
   // `nvml_library` loads and names the same device, else cudaMemGetInfo with the reason in
-  // source; /proc for the CPU backend. Never fails: a missing library is a fallback, not an error.
-  static std::unique_ptr<DriverLens> open(const Backend& backend,
+  // source; /proc for the CPU. Never fails: a missing library is a fallback, not an error.
+  static std::unique_ptr<DriverLens> open(const BackendDevice& device,
                                           const char* nvml_library = "libnvidia-ml.so.1");
 
   virtual DriverSample sample() = 0;

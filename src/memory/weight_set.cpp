@@ -214,7 +214,7 @@ Result<TensorRef> WeightSet::weight_get(const std::string& name, const TensorDes
   auto dit = device_.find(key);
   if (dit == device_.end() || !allocator_) {
     HR_ASSIGN_OR_RETURN(const HostTensor* t, host_source(name, desc, layout, &key));
-    const bool host = !backend_ || backend_->host_visible();
+    const bool host = !backend_ || backend_->memory_is_host();
     if (host && !allocator_) return t->ref();
     if (!allocator_) return make_error(ErrorCode::INTERNAL, "WeightSet bound without allocator");
     if (host) {  // Note [adopted bytes]: counted, not copied
@@ -306,7 +306,7 @@ Result<TensorRef> WeightSet::weight_host(const std::string& name, const TensorDe
 Result<std::vector<TensorRef>> WeightSet::weight_host_all(const std::vector<WeightRequest>& requests,
                                                           size_t align) {
   std::lock_guard<std::mutex> lock(mu_);
-  const bool host = !backend_ || backend_->host_visible();
+  const bool host = !backend_ || backend_->memory_is_host();
   std::vector<std::string> keys;
   std::vector<const WeightRequest*> missing;
   for (const WeightRequest& q : requests) {

@@ -221,8 +221,8 @@ Result<std::vector<std::any>> ksampler_run(ExecContext& ctx, const SamplerInputs
   p.sampler = s.sampler;
   p.sigmas = sigmas;
   p.seed = s.seed;
-  p.noise_device = ctx.opts.backend && !ctx.opts.backend->host_visible() ? NoiseDevice::CUDA
-                                                                         : NoiseDevice::CPU;
+  p.noise_device = ctx.opts.backend && ctx.opts.backend->torch_generator() ==
+                    TorchGenerator::CUDA_PHILOX ? NoiseDevice::CUDA : NoiseDevice::CPU;
   int total = int(sigmas.size()) - 1;
   ModelFamily family = m.family();
   p.callback = [&ctx, total, family](int step, int, const HostTensor&, const HostTensor& x0) {

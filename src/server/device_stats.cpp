@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "backend/allocator.h"
-#include "backend/backend.h"
+#include "backend/device.h"
 #include "memory/telemetry.h"
 
 namespace hr {
@@ -25,8 +25,9 @@ TelemetrySample telemetry_now(Telemetry& t) {
 // PyTorch's caching allocator. headroom fills vram_* from its driver-level lens and torch_vram_*
 // from its allocator-level lens: torch_vram_total is what the allocator holds and
 // torch_vram_free what it may still allocate within the budget. The `headroom` block names them.
-Json device_stats_json(const Backend& backend, const Allocator& allocator, Telemetry& telemetry) {
-  const DeviceInfo info = backend.info();
+Json device_stats_json(const BackendDevice& device, const Allocator& allocator,
+                       Telemetry& telemetry) {
+  const DeviceInfo info = device.info();
   const TelemetrySample s = telemetry_now(telemetry);
   const uint64_t held = allocator.total().current, budget = allocator.budget();
   const uint64_t vram_total = s.driver.total ? s.driver.total : info.memory_total;

@@ -9,9 +9,10 @@ namespace hr {
 
 using Json = nlohmann::json;
 class Allocator;
-class Backend;
+class BackendDevice;
 class Telemetry;
 
-Json device_stats_json(const Backend& backend, const Allocator& allocator, Telemetry& telemetry);
+Json device_stats_json(const BackendDevice& device, const Allocator& allocator,
+                       Telemetry& telemetry);
 
 }  // namespace hr

@@ -65,7 +65,7 @@ struct WorkflowPlan {
   bool fits = true;
   std::string why_not;               // when !fits: the first node that cannot run and why
   uint64_t smallest_budget = 0;      // the smallest budget at which the workflow fits
-  bool weights_counted = false;      // device weights count against the budget (not host-visible)
+  bool weights_counted = false;      // device weights count against the budget (!memory_is_host)
 };
 
 // Plans `prompt` (validated): every node that can run can be planned. A node's error other than

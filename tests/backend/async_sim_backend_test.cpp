@@ -314,7 +314,7 @@ TEST(AsyncSimSemantics, NothingRunsBeforeASync) {
 // even though the new owner overwrites the block at once (cudaFree used to give this for free).
 TEST(AsyncSimSemantics, ReusedWeightBlockWaitsForItsLastReader) {
   AsyncSimBackend b(SimOrder::COPIES_LATE);
-  b.set_host_visible(false);
+  b.set_discrete(true);
   Allocator a(b);
   std::unique_ptr<Stream> s = make_stream(b);
   Result<DeviceBuffer> old = a.allocate(kBytes, Pool::WEIGHTS, "old weight");
@@ -469,9 +469,14 @@ TEST(AsyncSimSemantics, DelegatesAndRefuses) {
   AsyncSimBackend b(SimOrder::COPIES_EARLY);
   std::unique_ptr<Backend> cpu = cpu_backend_create(1);
   EXPECT_EQ(b.info().kind, "cpu");
-  EXPECT_TRUE(b.host_visible());
-  b.set_host_visible(false);
-  EXPECT_FALSE(b.host_visible());
+  EXPECT_TRUE(b.memory_is_host());
+  EXPECT_EQ(b.torch_generator(), TorchGenerator::CPU_MT19937);
+  EXPECT_FALSE(b.prefers_stacked_weights());
+  b.set_discrete(true);  // Note [device properties]: every property answers as a GPU's
+  EXPECT_FALSE(b.memory_is_host());
+  EXPECT_EQ(b.torch_generator(), TorchGenerator::CUDA_PHILOX);
+  EXPECT_TRUE(b.prefers_stacked_weights());
+  EXPECT_EQ(b.compute_dtype_default(), DType::F32) << "its kernels are the CPU's";
   EXPECT_EQ(b.op_supported(OpKind::MUL, DType::F16), cpu->op_supported(OpKind::MUL, DType::F16));
   EXPECT_FALSE(b.capture_supported());
   EXPECT_EQ(b.timing_event_create().status().code(), ErrorCode::UNSUPPORTED);

@@ -202,7 +202,7 @@ class FaultyBackend final : public Backend {
   FaultyBackend(Backend& inner, Fault fault) : inner_(inner), fault_(fault) {}
 
   DeviceInfo info() const override { return inner_.info(); }
-  bool host_visible() const override { return inner_.host_visible(); }
+  bool memory_is_host() const override { return inner_.memory_is_host(); }
   Result<void*> device_alloc(size_t b) override { return inner_.device_alloc(b); }
   void device_free(void* p) override { inner_.device_free(p); }
   Result<void*> host_alloc_pinned(size_t b) override { return inner_.host_alloc_pinned(b); }
@@ -275,7 +275,7 @@ OpCase small_add_case() {
 }
 
 TEST(OpHarness, CatchesFaults) {
-  ASSERT_TRUE(harness_cpu().host_visible()) << "the fault injector writes device memory directly";
+  ASSERT_TRUE(harness_cpu().memory_is_host()) << "the fault injector writes device memory directly";
   OpCase c = small_add_case();
   OpResult good = op_case_run(harness_cpu(), c, DType::F32, 1);
   ASSERT_TRUE(good.pass) << good.message;

@@ -53,7 +53,10 @@ TEST(CudaBackend, SupportsEveryOpInEveryFloatDtype) {
   for (int k = 0; k < int(OpKind::COUNT_); ++k)
     for (DType t : {DType::F32, DType::F16, DType::BF16})
       EXPECT_TRUE(gpu.op_supported(OpKind(k), t)) << op_name(OpKind(k)) << " " << dtype_name(t);
-  EXPECT_FALSE(gpu.host_visible());
+  EXPECT_FALSE(gpu.memory_is_host());
+  EXPECT_EQ(gpu.torch_generator(), TorchGenerator::CUDA_PHILOX);
+  EXPECT_EQ(gpu.compute_dtype_default(), DType::F16);
+  EXPECT_TRUE(gpu.prefers_stacked_weights());
   DeviceInfo info = gpu.info();
   EXPECT_EQ(info.kind, "cuda");
   EXPECT_GT(info.memory_total, 0u);

@@ -25,7 +25,7 @@ class CapacityBackend : public test::UnsupportedBackend {
  public:
   explicit CapacityBackend(uint64_t capacity) : capacity_(capacity) {}
   DeviceInfo info() const override { return DeviceInfo{"fake gpu", "cuda", 0, capacity_, free()}; }
-  bool host_visible() const override { return false; }
+  bool memory_is_host() const override { return false; }
   Result<void*> device_alloc(size_t bytes) override {
     std::lock_guard<std::mutex> l(mu_);
     if (used_ + taken_ + bytes > capacity_)

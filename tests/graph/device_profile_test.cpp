@@ -41,7 +41,7 @@ struct Planned {
 Planned sd15_planned(const DeviceProfile& profile, double fraction) {
   Graph g = test::unet_graph(test::UNetShape{});
   EXPECT_TRUE(g.ok()) << g.status().str();
-  test::PlanBackend backend;
+  test::PlanKernels backend;
   Result<ArenaPlan> arena = arena_plan(g, backend);
   EXPECT_TRUE(arena.ok()) << arena.status().str();
   const ResidencyOptions o = residency_options_for(profile);

@@ -1,4 +1,4 @@
-// Shared by the graph tests: a stand-in Backend for planning, a map WeightSource, a random
+// Shared by the graph tests: stand-in kernels for planning, a map WeightSource, a random
 // graph generator, an independent plan checker and an op-by-op reference runner.
 #pragma once
 
@@ -18,40 +18,24 @@
 
 namespace hr::test {
 
-// Planning only needs op_workspace; everything else refuses.
-class PlanBackend final : public Backend {
+// Planning and graph passes need the kernels only (BackendKernels): op workspaces from
+// `workspace`, every op supported, stacked weights preferred as on a GPU; op_run refuses.
+class PlanKernels final : public BackendKernels {
  public:
   std::function<size_t(OpKind, std::span<const TensorDesc>, const TensorDesc&)> workspace;
 
-  DeviceInfo info() const override { return DeviceInfo{"plan-only", "fake", 0, 0, 0}; }
-  bool host_visible() const override { return false; }
-  Result<void*> device_alloc(size_t) override { return no(); }
-  void device_free(void*) override {}
-  Result<void*> host_alloc_pinned(size_t) override { return no(); }
-  void host_free_pinned(void*) override {}
-  Stream* default_stream() override { return nullptr; }
-  Result<std::unique_ptr<Stream>> stream_create() override { return no(); }
-  Status stream_sync(Stream*) override { return no(); }
-  Result<std::unique_ptr<Event>> event_create() override { return no(); }
-  Status event_record(Event*, Stream*) override { return no(); }
-  Status stream_wait_event(Stream*, Event*) override { return no(); }
-  Status event_sync(Event*) override { return no(); }
-  Status copy_h2d(void*, const void*, size_t, Stream*) override { return no(); }
-  Status copy_d2h(void*, const void*, size_t, Stream*) override { return no(); }
-  Status copy_d2d(void*, const void*, size_t, Stream*) override { return no(); }
-  Status memset_zero(void*, size_t, Stream*) override { return no(); }
   bool op_supported(OpKind, DType) const override { return true; }
+  bool prefers_stacked_weights() const override { return true; }
   size_t op_workspace(OpKind kind, const OpParams&, std::span<const TensorDesc> in,
                       const TensorDesc& out) const override {
     return workspace ? workspace(kind, in, out) : 0;
   }
-  Status op_run(const OpCall&, Stream*) override { return no(); }
-
- private:
-  static Status no() { return Status(ErrorCode::UNSUPPORTED, "plan-only backend"); }
+  Status op_run(const OpCall&, Stream*) override {
+    return Status(ErrorCode::UNSUPPORTED, "plan-only kernels");
+  }
 };
 
-// Weights from a name -> host tensor map (host-visible backends only).
+// Weights from a name -> host tensor map (backends whose memory_is_host() only).
 class MapWeights final : public WeightSource {
  public:
   std::map<std::string, HostTensor> tensors;

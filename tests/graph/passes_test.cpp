@@ -505,7 +505,7 @@ TEST_F(PassesTest, StackProjectionsOnlyOnDeviceMemory) {
   EXPECT_FALSE(pass_options(g, *backend_).stack);
   EXPECT_FALSE(PassOptions{}.stack);
   // A backend with device memory stacks, unless HEADROOM_STACK_PROJECTIONS=0.
-  test::PlanBackend device;
+  test::PlanKernels device;
   const char* before = std::getenv("HEADROOM_STACK_PROJECTIONS");
   const std::string saved = before ? before : "";
   ::unsetenv("HEADROOM_STACK_PROJECTIONS");
@@ -700,7 +700,7 @@ TEST_F(PassesTest, SelfAttentionStackedProjectionsComputeTheSameResult) {
 TEST_F(PassesTest, StackQkvWhereverStackingRuns) {
   Graph g = cross_attention_graph(64);
   EXPECT_FALSE(PassOptions{}.stack_qkv);
-  test::PlanBackend device;
+  test::PlanKernels device;
   const char* names[] = {"HEADROOM_STACK_QKV", "HEADROOM_STACK_PROJECTIONS"};
   std::string saved[2];
   bool was_set[2];

@@ -13,11 +13,11 @@
 namespace hr {
 namespace {
 
-using test::PlanBackend;
+using test::PlanKernels;
 
 TensorDesc f32(std::initializer_list<int64_t> d) { return TensorDesc{DType::F32, Shape(d)}; }
 
-ArenaPlan plan_or_die(const Graph& g, const Backend& b) {
+ArenaPlan plan_or_die(const Graph& g, const BackendKernels& b) {
   Result<ArenaPlan> p = arena_plan(g, b);
   EXPECT_TRUE(p.ok()) << p.status().str();
   return p.ok() ? std::move(p).value() : ArenaPlan{};
@@ -32,7 +32,7 @@ TEST(Planner, ChainPeakIsLargestAdjacentPair) {
   ValueId c = g.linear(b, g.weight("w2", f32({256, 2048})));
   g.output(c, "c");
   ASSERT_TRUE(g.ok()) << g.status().str();
-  PlanBackend be;
+  PlanKernels be;
   ArenaPlan p = plan_or_die(g, be);
   EXPECT_TRUE(test::plan_check(g, p));
   EXPECT_EQ(p.nodes[0].live_bytes, 4096u + 2048u);
@@ -53,7 +53,7 @@ TEST(Planner, DiamondPeak) {
   ValueId b = g.linear(x, g.weight("wb", f32({1024, 1024})), kNoValue, "b");
   ValueId c = g.add(a, b, "c");
   g.output(c, "c");
-  PlanBackend be;
+  PlanKernels be;
   ArenaPlan p = plan_or_die(g, be);
   EXPECT_TRUE(test::plan_check(g, p));
   EXPECT_EQ(p.nodes[1].live_bytes, 3 * 4096u);
@@ -72,7 +72,7 @@ TEST(Planner, InPlaceChainUsesOneSlot) {
   h = g.scale(h, 2.0f);
   h = g.unary(OpKind::GELU, h);
   g.output(h, "y");
-  PlanBackend be;
+  PlanKernels be;
   ArenaPlan p = plan_or_die(g, be);
   EXPECT_TRUE(test::plan_check(g, p));
   EXPECT_EQ(p.arena_bytes, 4096u);
@@ -100,7 +100,7 @@ TEST(Planner, BroadcastOperandIsNotOverwritten) {
   ValueId a2 = g.unary(OpKind::SILU, a);  // a2 [1, 256] dies at the add
   ValueId c = g.add(a2, g.unary(OpKind::GELU, b));
   g.output(c, "c");
-  PlanBackend be;
+  PlanKernels be;
   ArenaPlan p = plan_or_die(g, be);
   EXPECT_TRUE(test::plan_check(g, p));
   EXPECT_NE(p.values[size_t(c)].storage, p.values[size_t(a2)].storage);
@@ -119,7 +119,7 @@ TEST(Planner, ViewExtendsStorageLifetime) {
   g.output(b, "b");
   EXPECT_EQ(g.value(v).view_of, a);
   EXPECT_EQ(g.value(v2).view_of, a);  // chains resolve to the root storage
-  PlanBackend be;
+  PlanKernels be;
   ArenaPlan p = plan_or_die(g, be);
   EXPECT_TRUE(test::plan_check(g, p));
   EXPECT_TRUE(p.nodes[1].view && p.nodes[2].view);
@@ -136,7 +136,7 @@ TEST(Planner, ViewOfOutputKeepsStorageToTheEnd) {
   g.output(g.reshape(a, Shape{1024}), "flat");
   ValueId b = g.unary(OpKind::SILU, a);  // must not write over a: its view is an output
   g.output(g.linear(b, g.weight("w2", f32({16, 128}))), "y");
-  PlanBackend be;
+  PlanKernels be;
   ArenaPlan p = plan_or_die(g, be);
   EXPECT_TRUE(test::plan_check(g, p));
   EXPECT_FALSE(p.nodes[2].in_place);
@@ -149,7 +149,7 @@ TEST(Planner, WorkspaceIsLiveOnlyAtItsNode) {
   ValueId a = g.linear(x, g.weight("w0", f32({1024, 1024})));
   ValueId b = g.linear(a, g.weight("w1", f32({1024, 1024})));
   g.output(b, "b");
-  PlanBackend be;
+  PlanKernels be;
   be.workspace = [](OpKind, std::span<const TensorDesc>, const TensorDesc&) { return size_t(1000); };
   ArenaPlan p = plan_or_die(g, be);
   EXPECT_TRUE(test::plan_check(g, p));
@@ -165,14 +165,14 @@ TEST(Planner, FailedGraphDoesNotPlan) {
   Graph g;
   ValueId x = g.input("x", f32({2, 3}));
   g.linear(x, g.weight("w", f32({4, 5})), kNoValue, "bad");
-  PlanBackend be;
+  PlanKernels be;
   Result<ArenaPlan> p = arena_plan(g, be);
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("bad"), std::string::npos) << p.status().str();
 }
 
 TEST(Planner, EmptyAndTrivialGraphs) {
-  PlanBackend be;
+  PlanKernels be;
   Graph empty;
   ArenaPlan p = plan_or_die(empty, be);
   EXPECT_EQ(p.arena_bytes, 0u);
@@ -208,7 +208,7 @@ size_t fake_workspace(OpKind kind, std::span<const TensorDesc>, const TensorDesc
 }
 
 TEST(Planner, DeterministicForEqualGraphs) {
-  PlanBackend be;
+  PlanKernels be;
   be.workspace = fake_workspace;
   for (uint32_t seed = 1; seed <= 20; ++seed) {
     Graph g1 = test::random_graph(seed, 80);
@@ -222,7 +222,7 @@ TEST(Planner, DeterministicForEqualGraphs) {
 // Note [planner quality]: greedy placement is a heuristic; the lower bound (max live bytes)
 // is not always reachable. These runs record how far above it the plans land.
 TEST(Planner, RandomGraphsProperties) {
-  PlanBackend be;
+  PlanKernels be;
   be.workspace = fake_workspace;
   std::vector<double> ratios;
   int in_place = 0, views = 0;
@@ -249,7 +249,7 @@ TEST(Planner, RandomGraphsProperties) {
   EXPECT_LE(q(0.5), 1.05);
 }
 
-void unet_check(const test::UNetShape& s, const Backend& be, const char* what) {
+void unet_check(const test::UNetShape& s, const BackendKernels& be, const char* what) {
   Graph g = test::unet_graph(s);
   ASSERT_TRUE(g.ok()) << g.status().str();
   ArenaPlan p = plan_or_die(g, be);
@@ -266,7 +266,7 @@ void unet_check(const test::UNetShape& s, const Backend& be, const char* what) {
 
 TEST(Planner, UNetShapedGraphNearLowerBound) {
   test::UNetShape s;  // SD1.5, 512x512, batch 2, f16
-  PlanBackend gpu_like;
+  PlanKernels gpu_like;
   gpu_like.workspace = [](OpKind kind, std::span<const TensorDesc> in, const TensorDesc& out) {
     if (kind == OpKind::CONV2D) return size_t(8) << 20;  // a cuDNN-like fixed workspace
     if (kind == OpKind::ATTENTION) return size_t(in[0].shape[1]) * 1024 * 2;
@@ -290,7 +290,7 @@ TEST(Planner, PlanFormatShowsNodesAndTotals) {
   ValueId x = g.input("x", f32({2, 64}));
   ValueId a = g.linear(x, g.weight("w", f32({32, 64})), kNoValue, "proj");
   g.output(g.unary(OpKind::SILU, a, "act"), "y");
-  PlanBackend be;
+  PlanKernels be;
   ArenaPlan p = plan_or_die(g, be);
   std::string s = plan_format(g, p);
   for (const char* want : {"proj", "linear", "act", "silu", "f32[2, 32]", "in place", "weights",

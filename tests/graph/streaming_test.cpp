@@ -150,7 +150,7 @@ TEST_F(StreamingTest, AsyncCopiesEarlyOrLateGiveTheSameResult) {
   for (uint64_t seed = 1; seed <= 6; ++seed) orders.push_back({SimOrder::RANDOM, seed});
   for (auto [order, seed] : orders) {
     AsyncSimBackend sim(order, seed);
-    sim.set_host_visible(false);
+    sim.set_discrete(true);
     ResidencyPlan res;
     std::vector<HostTensor> got = run_with(sim, g_, b_, arena_ + weights_ / 3, &res, 2);
     ASSERT_EQ(got.size(), 1u);
@@ -172,7 +172,7 @@ TEST_F(StreamingTest, CoalescedCopiesGiveTheSameResultWithFewerTransfers) {
              {SimOrder::COPIES_EARLY, 1}, {SimOrder::COPIES_LATE, 1}, {SimOrder::RANDOM, 3},
              {SimOrder::RANDOM, 4}}) {
       AsyncSimBackend sim(order, seed);
-      sim.set_host_visible(false);
+      sim.set_discrete(true);
       Allocator alloc(sim, arena_ + weights_ * 2 / 3);
       Executor ex(sim, alloc);
       ResidencyOptions o;

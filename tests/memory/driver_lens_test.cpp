@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "fake_backend.h"
 
 namespace hr {
 namespace {
@@ -16,14 +15,21 @@ namespace {
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kGiB = 1ull << 30;
 
-// A device-memory source that calls itself "cuda": only info() matters to the lens (it is what
-// cudaMemGetInfo answers through on the real backend); everything else is UNSUPPORTED.
-class FakeCudaBackend final : public test::UnsupportedBackend {
+// A device that calls itself "cuda": the lens takes a BackendDevice and reads only info() (what
+// cudaMemGetInfo answers through on the real backend); its memory is refused.
+class FakeCudaDevice final : public BackendDevice {
  public:
   DeviceInfo device{"", "cuda", 0, 8 * kGiB, 6 * kGiB};
 
   DeviceInfo info() const override { return device; }
-  bool host_visible() const override { return false; }
+  bool memory_is_host() const override { return false; }
+  Result<void*> device_alloc(size_t) override { return refused(); }
+  void device_free(void*) override {}
+  Result<void*> host_alloc_pinned(size_t) override { return refused(); }
+  void host_free_pinned(void*) override {}
+
+ private:
+  static Status refused() { return Status(ErrorCode::UNSUPPORTED, "fake device"); }
 };
 
 TEST(DriverLens, HostLensReadsPlausibleRssAndMemAvailable) {
@@ -51,7 +57,7 @@ TEST(DriverLens, HostLensReadsPlausibleRssAndMemAvailable) {
 }
 
 TEST(DriverLens, CudaWithoutNvmlFallsBackToCudaMemGetInfoAndSaysWhy) {
-  FakeCudaBackend gpu;
+  FakeCudaDevice gpu;
   std::unique_ptr<DriverLens> lens = DriverLens::open(gpu, "libhr-no-such-nvml.so.1");
   DriverSample s = lens->sample();
   EXPECT_EQ(s.kind, DriverSource::CUDA_MEM_GET_INFO);
@@ -69,7 +75,7 @@ TEST(DriverLens, CudaWithoutNvmlFallsBackToCudaMemGetInfoAndSaysWhy) {
 // With the real library name: NVML where this machine has it (then device 0's figures),
 // otherwise the fallback, saying why. Either way nothing crashes.
 TEST(DriverLens, CudaWithTheRealLibraryNameSaysWhichSourceItUsed) {
-  FakeCudaBackend gpu;  // empty name: no name check, NVML device 0
+  FakeCudaDevice gpu;  // empty name: no name check, NVML device 0
   std::unique_ptr<DriverLens> lens = DriverLens::open(gpu);
   DriverSample s = lens->sample();
   if (s.kind == DriverSource::NVML) {
@@ -88,7 +94,7 @@ TEST(DriverLens, CudaWithTheRealLibraryNameSaysWhichSourceItUsed) {
 }
 
 TEST(DriverLens, NvmlNamingAnotherDeviceFallsBack) {
-  FakeCudaBackend gpu;
+  FakeCudaDevice gpu;
   gpu.device.name = "headroom fake GPU";
   DriverSample s = DriverLens::open(gpu)->sample();
   EXPECT_EQ(s.kind, DriverSource::CUDA_MEM_GET_INFO);

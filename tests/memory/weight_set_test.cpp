@@ -200,7 +200,7 @@ TEST(WeightSetPinned, StreamedCopiesArePinnedWithinThePinnedBudget) {
   ws.put("w", std::move(w));
   ws.put("b", std::move(b));
   AsyncSimBackend sim(SimOrder::ROUND_ROBIN);
-  sim.set_host_visible(false);
+  sim.set_discrete(true);
   Allocator alloc(sim, Allocator::kUnlimited, eviction_policy());
   alloc.set_pinned_budget(24 + 8);  // the 24-byte weight fits, then the 12-byte bias does not
   ws.bind(&sim, &alloc);
@@ -229,7 +229,7 @@ TEST(WeightSetPinned, StreamedCopiesShareOneBlockInOrder) {
     ws.put(n, std::move(t));
   }
   AsyncSimBackend sim(SimOrder::ROUND_ROBIN);
-  sim.set_host_visible(false);
+  sim.set_discrete(true);
   Allocator alloc(sim, Allocator::kUnlimited, eviction_policy());
   ws.bind(&sim, &alloc);
   std::vector<WeightRequest> q = {{"c", TensorDesc{DType::F32, Shape{10}}, WeightLayout::STORED},

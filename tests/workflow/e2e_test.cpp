@@ -125,15 +125,15 @@ struct CaseRun {
 
 // Note [device noise reference]: ancestral samplers draw their step noise on the latent's device
 // (ComfyUI's default_noise_sampler): on a GPU that is torch's Philox stream, which headroom
-// computes on the host for any backend that is not host-visible (nodes_sampling.cpp), so the CPU
-// golden's later stages do not apply to the CUDA run. A CPU backend that says it is not
-// host-visible (AsyncSimBackend) draws that same stream, in f32 on the CPU's kernels: the
+// computes on the host for any backend whose torch_generator() is CUDA's (nodes_sampling.cpp), so
+// the CPU golden's later stages do not apply to the CUDA run. A CPU backend that answers as a GPU
+// (AsyncSimBackend::set_discrete) draws that same stream, in f32 on the CPU's kernels: the
 // reference the CUDA run of such a case is held to, with the same tolerances as against a golden.
 // DeviceNoiseReference.* shows that this run reproduces ComfyUI's golden where the noise device
 // does not matter and differs from it where it does.
 std::unique_ptr<AsyncSimBackend> device_noise_cpu() {
   auto sim = std::make_unique<AsyncSimBackend>(SimOrder::ROUND_ROBIN);
-  sim->set_host_visible(false);
+  sim->set_discrete(true);
   return sim;
 }
 

@@ -43,7 +43,7 @@ class CpuBackend final : public Backend {
     d.memory_free = uint64_t(avail) * uint64_t(page);
     return d;
   }
-  bool host_visible() const override { return true; }
+  bool memory_is_host() const override { return true; }  // Note [device properties]
 
   Result<void*> device_alloc(size_t bytes) override {
     size_t rounded = align_up(bytes);

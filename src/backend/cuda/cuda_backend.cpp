@@ -162,7 +162,9 @@ class CudaBackend final : public Backend {
     }
     return d;
   }
-  bool host_visible() const override { return false; }
+  // Note [device properties]
+  bool memory_is_host() const override { return false; }
+  TorchGenerator torch_generator() const override { return TorchGenerator::CUDA_PHILOX; }
 
   Result<void*> device_alloc(size_t bytes) override {
     cudaSetDevice(ctx_.device);
@@ -265,9 +267,11 @@ class CudaBackend final : public Backend {
     return Status();
   }
 
+  DType compute_dtype_default() const override { return DType::F16; }
   bool prefers_channels_last(DType t) const override {
     return t == DType::F16 || t == DType::BF16;
   }
+  bool prefers_stacked_weights() const override { return true; }
   bool op_supported(OpKind kind, DType dtype) const override {
     switch (kind) {
       case OpKind::CONCAT:

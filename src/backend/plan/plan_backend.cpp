@@ -14,9 +14,9 @@ class PlanStream final : public Stream {};
 class PlanEvent final : public Event {};
 
 // Note [plan memory]: allocations are mappings that reserve no memory. Nothing writes to device
-// memory in a plan run except host code on a host-visible backend (which then computes on the
-// arena as it would on the CPU: small inputs), so a plan of a model of any size costs address
-// space and a few pages.
+// memory in a plan run except host code on a backend whose memory is host memory (Note [device
+// properties] in backend/device.h; it then computes on the arena as it would on the CPU: small
+// inputs), so a plan of a model of any size costs address space and a few pages.
 class ReservedMemory {
  public:
   ~ReservedMemory() {
@@ -52,7 +52,8 @@ class PlanBackend final : public Backend {
   explicit PlanBackend(Backend& real) : real_(real) {}
 
   DeviceInfo info() const override { return real_.info(); }
-  bool host_visible() const override { return real_.host_visible(); }
+  bool memory_is_host() const override { return real_.memory_is_host(); }
+  TorchGenerator torch_generator() const override { return real_.torch_generator(); }
 
   Result<void*> device_alloc(size_t bytes) override { return memory_.map(bytes); }
   void device_free(void* p) override { memory_.unmap(p); }
@@ -79,9 +80,11 @@ class PlanBackend final : public Backend {
   bool op_supported(OpKind kind, DType dtype) const override {
     return real_.op_supported(kind, dtype);
   }
+  DType compute_dtype_default() const override { return real_.compute_dtype_default(); }
   bool prefers_channels_last(DType dtype) const override {
     return real_.prefers_channels_last(dtype);
   }
+  bool prefers_stacked_weights() const override { return real_.prefers_stacked_weights(); }
   size_t op_workspace(OpKind kind, const OpParams& params, std::span<const TensorDesc> inputs,
                       const TensorDesc& output) const override {
     return real_.op_workspace(kind, params, inputs, output);

@@ -1,5 +1,5 @@
 // The planning backend: a Backend that answers every question as the real one does (ops,
-// workspaces, layouts, whether memory is host-visible) but computes and copies nothing, so that
+// workspaces, layouts, Note [device properties]) but computes and copies nothing, so that
 // a memory plan is the run itself (Note [plan run] in workflow/workflow_plan.cpp).
 #pragma once
 
