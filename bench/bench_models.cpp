@@ -26,8 +26,8 @@
 #include "graph/executor.h"
 #include "graph/planner.h"
 #include "models/make_model.h"
-#include "models/unet.h"
-#include "models/vae.h"
+#include "models/sd/unet.h"
+#include "models/sd/vae.h"
 
 using namespace hr;
 

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "core/status.h"
-#include "models/clip_text.h"
-#include "models/unet.h"
-#include "models/vae.h"
+#include "models/sd/clip_text.h"
+#include "models/sd/unet.h"
+#include "models/sd/vae.h"
 #include "models/weights.h"
 
 namespace hr {

@@ -12,7 +12,7 @@
 #include "backend/backend.h"
 #include "graph/executor.h"
 #include "models/make_model.h"
-#include "models/unet.h"
+#include "models/sd/unet.h"
 #include "test_compare.h"
 
 namespace hr {
