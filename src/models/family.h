@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -92,6 +93,12 @@ struct ModelFamily {
   // that looks like the family in another layout ("" when none).
   std::string expected_keys;
   std::function<std::string(const SafetensorsFile&)> unsupported_hint;
+
+  // What the tensors cannot show, one (label, "value (source)") line per setting, for
+  // `headroom models` (Note [model settings order]); null: nothing beyond the prediction.
+  std::function<std::vector<std::pair<std::string, std::string>>(const SafetensorsFile&,
+                                                                 const CheckpointInfo&)>
+      settings_describe;
 
   LatentFormat latent;
   ModelSamplingSpec sampling;  // the default; a file's settings may name another prediction

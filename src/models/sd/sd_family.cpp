@@ -3,6 +3,8 @@
 // sampling, text-encoder kinds and the component factories.
 #include "models/sd/sd_family.h"
 
+#include "models/checkpoint.h"
+
 #include <array>
 
 #include <fmt/format.h>
@@ -149,6 +151,41 @@ LatentFormat sdxl_latent() {
           {0.1084f, -0.0175f, -0.0011f}};
 }
 
+// The UNet's and the CLIP encoders' heads and where each came from: the settings (config file,
+// metadata), else the rule detection applies (unet_config_detect, clip_text_detect).
+std::vector<std::pair<std::string, std::string>> sd_settings_describe(const SafetensorsFile& f,
+                                                                      const CheckpointInfo& info) {
+  std::vector<std::pair<std::string, std::string>> lines;
+  const ModelSettings& s = info.settings;
+  if (info.has_diffusion) {
+    std::string heads, from;
+    if (s.unet_num_heads.value) {
+      heads = fmt::format("num_heads {}", *s.unet_num_heads.value);
+      from = s.unet_num_heads.source;
+    } else if (s.unet_num_head_channels.value) {
+      heads = fmt::format("num_head_channels {}", *s.unet_num_head_channels.value);
+      from = s.unet_num_head_channels.source;
+    } else if (Result<UNetConfig> c = unet_config_detect(f, info.diffusion_prefix); c.ok()) {
+      heads = c->num_heads > 0 ? fmt::format("num_heads {}", c->num_heads)
+                               : fmt::format("num_head_channels {}", c->num_head_channels);
+      from = "detected from the projection kind";
+    }
+    lines.push_back({"unet heads", fmt::format("{} ({})", heads, from)});
+  }
+  for (size_t i = 0; i < info.text_encoders.size(); ++i) {
+    const TextEncoderPart& t = info.text_encoders[i];
+    std::string label = fmt::format("{} heads", t.kind);
+    if (int h = s.text_encoder_heads_at(i); h > 0) {
+      lines.push_back({label, fmt::format("{} ({})", h, s.text_encoder_heads.source)});
+      continue;
+    }
+    // Header only: the same rule clip_text_detect applies when nothing states the heads.
+    if (Result<CLIPTextConfig> c = clip_text_detect(f, t.prefix, DType::F32); c.ok())
+      lines.push_back({label, fmt::format("{} (detected: width {} / 64)", c->heads, c->width)});
+  }
+  return lines;
+}
+
 ModelFamily sd_family_make(const char* name, SDVariant variant, LatentFormat latent,
                            SDClipDefaults clip, std::vector<std::string> kinds) {
   ModelFamily f;
@@ -167,6 +204,7 @@ ModelFamily sd_family_make(const char* name, SDVariant variant, LatentFormat lat
   };
   f.expected_keys = sd_expected_keys();
   f.unsupported_hint = sd_unsupported_hint;
+  f.settings_describe = sd_settings_describe;
   f.latent = std::move(latent);
   f.sampling = ModelSamplingSpec{};  // discrete, eps (ComfyUI's ModelSamplingDiscrete)
   f.text_encoder_kinds = std::move(kinds);
