@@ -14,8 +14,8 @@
 #include "backend/backend.h"
 #include "graph/executor.h"
 #include "models/make_model.h"
-#include "models/unet.h"
-#include "models/vae.h"
+#include "models/sd/unet.h"
+#include "models/sd/vae.h"
 
 namespace hr::bench {
 

@@ -23,7 +23,7 @@
 #include "backend/backend.h"
 #include "graph/passes.h"
 #include "models/make_model.h"
-#include "models/unet.h"
+#include "models/sd/unet.h"
 
 namespace hr {
 namespace {

@@ -27,8 +27,8 @@
 #include "graph/planner.h"
 #include "memory/eviction.h"
 #include "models/make_model.h"
-#include "models/unet.h"
-#include "models/vae.h"
+#include "models/sd/unet.h"
+#include "models/sd/vae.h"
 
 using namespace hr;
 

@@ -20,7 +20,7 @@
 #include "graph/residency.h"
 #include "memory/eviction.h"
 #include "models/checkpoint.h"
-#include "models/vae_tiled.h"
+#include "models/sd/vae_tiled.h"
 
 namespace hr {
 namespace {
@@ -225,19 +225,16 @@ void unet_rows(Backend& b, bench::Workload& w, int steps, double bw, std::vector
 }
 
 void vae_rows(Backend& b, DType dt, int steps, std::vector<Row>& rows) {
-  LoadedModel m;
-  m.has_vae = true;
-  m.vae = vae_config_sd();
-  m.vae_dtype = dt;
-  auto g = vae_decode_graph(m.vae, 1, 8, 8, dt);
+  SDVAE m(vae_config_sd(), dt, "");
+  auto g = vae_decode_graph(m.config, 1, 8, 8, dt);
   if (!g.ok()) return;
-  make_model_random_weights(*g, 2, m.vae_weights);
+  make_model_random_weights(*g, 2, m.store);
   HostTensor latent = bench::filled(DType::F32, Shape{1, 4, 256, 256}, 1.0f);
   HostTensor images[2];
   for (int tiled = 0; tiled < 2; ++tiled) {
     Allocator alloc(b, tiled ? (1ull << 30) : Allocator::kUnlimited, eviction_policy());
     Executor ex(b, alloc);
-    m.vae_weights.bind(&b, &alloc);
+    m.store.bind(&b, &alloc);
     Row row;
     row.work = "SD VAE decode 2048x2048 b1";
     std::vector<double> ms;
@@ -267,8 +264,8 @@ void vae_rows(Backend& b, DType dt, int steps, std::vector<Row>& rows) {
     row.driver_peak = driver_peak > driver_base ? driver_peak - driver_base : 0;
     row.resident_frac = 1;
     rows.push_back(row);
-    m.vae_weights.release_device();
-    m.vae_weights.bind(nullptr, nullptr);
+    m.store.release_device();
+    m.store.bind(nullptr, nullptr);
   }
   if (images[0].numel() && images[0].numel() == images[1].numel()) {
     float most = 0;

@@ -6,7 +6,6 @@
 
 #include "cli/commands.h"
 #include "models/checkpoint.h"
-#include "models/clip_text.h"
 #include "models/model_paths.h"
 
 namespace hr {
@@ -23,35 +22,12 @@ void print_settings(const SafetensorsFile& f, const CheckpointInfo& info) {
   const ModelSettings& s = info.settings;
   std::printf("  settings (config file: %s)\n",
               s.config_path.empty() ? "none beside the checkpoint" : s.config_path.c_str());
-  if (info.has_unet) {
+  if (info.has_diffusion)
     std::printf("    %-20s %s (%s)\n", "prediction", prediction_name(info.prediction),
                 info.prediction_source.c_str());
-    std::string heads, from;
-    if (s.unet_num_heads.value) {
-      heads = fmt::format("num_heads {}", *s.unet_num_heads.value);
-      from = s.unet_num_heads.source;
-    } else if (s.unet_num_head_channels.value) {
-      heads = fmt::format("num_head_channels {}", *s.unet_num_head_channels.value);
-      from = s.unet_num_head_channels.source;
-    } else if (Result<UNetConfig> c = unet_config_detect(f, info.unet_prefix); c.ok()) {
-      heads = c->num_heads > 0 ? fmt::format("num_heads {}", c->num_heads)
-                               : fmt::format("num_head_channels {}", c->num_head_channels);
-      from = "detected from the projection kind";
-    }
-    std::printf("    %-20s %s (%s)\n", "unet heads", heads.c_str(), from.c_str());
-  }
-  for (size_t i = 0; i < info.text_encoders.size(); ++i) {
-    const TextEncoderPart& t = info.text_encoders[i];
-    std::string label = fmt::format("{} heads", text_encoder_kind_name(t.kind));
-    if (int h = s.text_encoder_heads_at(i); h > 0) {
-      std::printf("    %-20s %d (%s)\n", label.c_str(), h, s.text_encoder_heads.source.c_str());
-      continue;
-    }
-    // Header only: the same rule clip_text_detect applies when nothing states the heads.
-    if (Result<CLIPTextConfig> c = clip_text_detect(f, t.prefix, DType::F32); c.ok())
-      std::printf("    %-20s %d (detected: width %lld / 64)\n", label.c_str(), c->heads,
-                  (long long)c->width);
-  }
+  if (info.family->settings_describe)
+    for (const auto& [label, text] : info.family->settings_describe(f, info))
+      std::printf("    %-20s %s\n", label.c_str(), text.c_str());
 }
 
 void inspect(const std::string& path) {
@@ -68,10 +44,10 @@ void inspect(const std::string& path) {
   }
   std::printf("  %s\n", info->str().c_str());
   std::map<std::string, std::string> prefixes;
-  if (info->has_unet) prefixes["unet"] = info->unet_prefix;
+  if (info->has_diffusion) prefixes[info->family->diffusion_name] = info->diffusion_prefix;
   if (info->has_vae) prefixes["vae"] = info->vae_prefix;
   for (size_t i = 0; i < info->text_encoders.size(); ++i)
-    prefixes[std::string("text_encoder.") + text_encoder_kind_name(info->text_encoders[i].kind)] =
+    prefixes[std::string("text_encoder.") + info->text_encoders[i].kind] =
         info->text_encoders[i].prefix;
   for (const auto& [name, prefix] : prefixes) {
     ComponentStats st;

@@ -7,10 +7,10 @@
 #include <string>
 
 #include "core/status.h"
+#include "models/sd/clip_text.h"
+#include "models/sd/unet.h"
+#include "models/sd/vae.h"
 #include "memory/weight_set.h"
-#include "models/clip_text.h"
-#include "models/unet.h"
-#include "models/vae.h"
 
 namespace hr {
 

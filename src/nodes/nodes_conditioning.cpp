@@ -1,6 +1,6 @@
 // Text conditioning nodes: CLIPTextEncode, CLIPSetLastLayer, ConditioningCombine.
-#include "models/prompt_weights.h"
-#include "models/encoder_settings.h"
+#include <map>
+
 #include "nodes/nodes.h"
 #include "nodes/values.h"
 #include "workflow/execute.h"
@@ -8,57 +8,30 @@
 namespace hr {
 namespace {
 
-// The padding id of this encoder's token rows: EOS (CLIP-L) or 0 (OpenCLIP).
-int32_t pad_for(const CLIPValue& clip, const TextEncoder& enc) {
-  return encoder_settings(clip.family, enc.kind, clip.layer, enc.config.layers).pad_with_end ? clip.tokenizer->eos() : 0;
-}
-
-TokenChunks tokenize_for(const CLIPValue& clip, const TextEncoder& enc, const std::string& text) {
-  ChunkOptions co;
-  co.pad = pad_for(clip, enc);
-  return prompt_tokenize(*clip.tokenizer, text, co);
-}
-
-Result<CLIPConditioning> encode_chunks(ExecContext& ctx, const CLIPValue& clip,
-                                       const TextEncoder& enc, const TokenChunks& chunks) {
-  const EncoderSettings s = encoder_settings(clip.family, enc.kind, clip.layer, enc.config.layers);
-  const Tokenizer& tok = *clip.tokenizer;
-  for (const auto& row : chunks.ids)
-    for (int32_t id : row)
-      if (id < 0 || id >= enc.config.vocab)
-        return make_error(ErrorCode::INVALID_ARGUMENT,
-                          "token id {} is outside the text encoder's {}-entry vocabulary "
-                          "(is the tokenizer the one this checkpoint was trained with?)",
-                          id, enc.config.vocab);
-  CLIPEncodeOptions eo;
-  eo.layer = s.layer;
-  eo.layer_final_norm = s.final_norm;
-  eo.pad = pad_for(clip, enc);
-  eo.bos = tok.bos();
-  eo.eos = tok.eos();
-  enc.weights->bind(ctx.opts.backend, ctx.opts.allocator);
-  return clip_text_encode(*ctx.opts.executor, *enc.weights, enc.config, chunks, eo);
-}
-
-Result<CLIPConditioning> encode_one(ExecContext& ctx, const CLIPValue& clip, const TextEncoder& enc,
-                                    const std::string& text) {
-  return encode_chunks(ctx, clip, enc, tokenize_for(clip, enc, text));
-}
-
 Result<const CLIPValue*> clip_of(const NodeInputs& in) {
   auto clip = in.get<std::shared_ptr<const CLIPValue>>("clip");
-  if (!clip || !*clip)
+  if (!clip || !*clip || !(*clip)->encoder)
     return make_error(ErrorCode::INVALID_ARGUMENT,
                       "clip input is invalid: the checkpoint has no text encoder");
   return clip->get();
 }
 
-std::vector<std::any> cond_out(CLIPConditioning out, CondEntry e) {
-  e.cond = std::make_shared<const HostTensor>(std::move(out.cond));
-  e.pooled = std::make_shared<const HostTensor>(std::move(out.pooled));
+bool has_part(const TextEncoder& enc, const char* part) {
+  for (const std::string& p : enc.parts())
+    if (p == part) return true;
+  return false;
+}
+
+// Encodes `texts` and sets the node's extras on the entry (Note [model families]: the keys are
+// ComfyUI's, read by the family's diffusion model).
+Result<std::vector<std::any>> cond_out(ExecContext& ctx, const CLIPValue& c,
+                                       const std::map<std::string, std::string>& texts,
+                                       const std::vector<std::pair<const char*, CondExtras::Value>>& extras) {
+  HR_ASSIGN_OR_RETURN(CondEntry e, c.encoder->encode(*ctx.opts.executor, texts, c.layer));
+  for (const auto& [key, value] : extras) e.extras.set(key, value);
   Conditioning cond;
   cond.entries.push_back(std::move(e));
-  return {std::make_shared<const Conditioning>(std::move(cond))};
+  return std::vector<std::any>{std::make_shared<const Conditioning>(std::move(cond))};
 }
 
 }  // namespace
@@ -71,26 +44,8 @@ void nodes_register_conditioning(NodeRegistry& r, const NodeEnv&) {
   enc.inputs = {spec_string("text", "", true), spec_link("clip", IoType::CLIP)};
   enc.outputs = {{IoType::CONDITIONING, "CONDITIONING"}};
   enc.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
-    auto clip = in.get<std::shared_ptr<const CLIPValue>>("clip");
-    if (!clip || !*clip)
-      return make_error(ErrorCode::INVALID_ARGUMENT,
-                        "clip input is invalid: the checkpoint has no text encoder");
-    const CLIPValue& c = **clip;
-    std::string text = in.get_string("text");
-    CLIPConditioning out;
-    if (c.family == ModelFamily::SDXL && c.encoders.size() == 2) {
-      HR_ASSIGN_OR_RETURN(CLIPConditioning l, encode_one(ctx, c, c.encoders[0], text));
-      HR_ASSIGN_OR_RETURN(CLIPConditioning g, encode_one(ctx, c, c.encoders[1], text));
-      HR_ASSIGN_OR_RETURN(out, clip_sdxl_combine(l, g));
-    } else {
-      HR_ASSIGN_OR_RETURN(out, encode_one(ctx, c, c.encoders[0], text));
-    }
-    Conditioning cond;
-    CondEntry e;
-    e.cond = std::make_shared<const HostTensor>(std::move(out.cond));
-    e.pooled = std::make_shared<const HostTensor>(std::move(out.pooled));
-    cond.entries.push_back(std::move(e));
-    return std::vector<std::any>{std::make_shared<const Conditioning>(std::move(cond))};
+    HR_ASSIGN_OR_RETURN(const CLIPValue* c, clip_of(in));
+    return cond_out(ctx, *c, text_parts_all(*c->encoder, in.get_string("text")), {});
   };
   r.add(enc);
 
@@ -140,31 +95,16 @@ void nodes_register_conditioning(NodeRegistry& r, const NodeEnv&) {
   xl.outputs = {{IoType::CONDITIONING, "CONDITIONING"}};
   xl.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
     HR_ASSIGN_OR_RETURN(const CLIPValue* c, clip_of(in));
-    if (c->encoders.size() != 2)
+    if (c->encoder->parts().size() != 2 || !has_part(*c->encoder, "l") ||
+        !has_part(*c->encoder, "g"))
       return make_error(ErrorCode::INVALID_ARGUMENT, "CLIPTextEncodeSDXL needs an SDXL clip (CLIP-L + bigG)");
-    TokenChunks l = tokenize_for(*c, c->encoders[0], in.get_string("text_l"));
-    TokenChunks g = tokenize_for(*c, c->encoders[1], in.get_string("text_g"));
-    // ComfyUI pads the shorter prompt with empty chunks so both encoders see as many chunks.
-    TokenChunks el = tokenize_for(*c, c->encoders[0], ""), eg = tokenize_for(*c, c->encoders[1], "");
-    while (l.size() < g.size()) {
-      l.ids.push_back(el.ids[0]);
-      l.weights.push_back(el.weights[0]);
-    }
-    while (g.size() < l.size()) {
-      g.ids.push_back(eg.ids[0]);
-      g.weights.push_back(eg.weights[0]);
-    }
-    HR_ASSIGN_OR_RETURN(CLIPConditioning cl, encode_chunks(ctx, *c, c->encoders[0], l));
-    HR_ASSIGN_OR_RETURN(CLIPConditioning cg, encode_chunks(ctx, *c, c->encoders[1], g));
-    HR_ASSIGN_OR_RETURN(CLIPConditioning out, clip_sdxl_combine(cl, cg));
-    CondEntry e;
-    e.width = in.get_int("width");
-    e.height = in.get_int("height");
-    e.crop_w = in.get_int("crop_w");
-    e.crop_h = in.get_int("crop_h");
-    e.target_width = in.get_int("target_width");
-    e.target_height = in.get_int("target_height");
-    return cond_out(std::move(out), std::move(e));
+    return cond_out(ctx, *c, {{"l", in.get_string("text_l")}, {"g", in.get_string("text_g")}},
+                    {{kCondWidth, in.get_int("width")},
+                     {kCondHeight, in.get_int("height")},
+                     {kCondCropW, in.get_int("crop_w")},
+                     {kCondCropH, in.get_int("crop_h")},
+                     {kCondTargetWidth, in.get_int("target_width")},
+                     {kCondTargetHeight, in.get_int("target_height")}});
   };
   r.add(xl);
 
@@ -177,16 +117,13 @@ void nodes_register_conditioning(NodeRegistry& r, const NodeEnv&) {
   rf.outputs = {{IoType::CONDITIONING, "CONDITIONING"}};
   rf.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
     HR_ASSIGN_OR_RETURN(const CLIPValue* c, clip_of(in));
-    // The refiner's only text encoder is bigG: the last encoder of the clip.
-    const TextEncoder& g = c->encoders.back();
-    if (g.kind != TextEncoderKind::OPENCLIP_BIGG)
+    // The refiner encodes with bigG alone (the "g" part), whatever else the clip holds.
+    if (!has_part(*c->encoder, "g"))
       return make_error(ErrorCode::INVALID_ARGUMENT, "CLIPTextEncodeSDXLRefiner needs an OpenCLIP bigG clip");
-    HR_ASSIGN_OR_RETURN(CLIPConditioning out, encode_one(ctx, *c, g, in.get_string("text")));
-    CondEntry e;
-    e.width = in.get_int("width");
-    e.height = in.get_int("height");
-    e.aesthetic_score = in.get_float("ascore");
-    return cond_out(std::move(out), std::move(e));
+    return cond_out(ctx, *c, {{"g", in.get_string("text")}},
+                    {{kCondWidth, in.get_int("width")},
+                     {kCondHeight, in.get_int("height")},
+                     {kCondAestheticScore, in.get_float("ascore")}});
   };
   r.add(rf);
 }

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "core/path_confine.h"
-#include "models/vae_tiled.h"
+#include "models/autoencoder.h"
 #include "nodes/nodes.h"
 #include "core/png_io.h"
 #include "nodes/resample.h"
@@ -28,11 +28,11 @@ HostTensor decoded_to_image(const HostTensor& x) {
   return img;
 }
 
-Result<LoadedModel*> vae_of(const NodeInputs& in) {
+Result<Autoencoder*> vae_of(const NodeInputs& in) {
   auto v = in.get<std::shared_ptr<const VAEValue>>("vae");
-  if (!v || !*v || !(*v)->model || !(*v)->model->has_vae)
+  if (!v || !*v || !(*v)->model || !(*v)->model->vae)
     return make_error(ErrorCode::INVALID_ARGUMENT, "vae input is not a loaded VAE");
-  return (*v)->model.get();
+  return (*v)->model->vae.get();
 }
 
 Result<const Latent*> latent_of(const NodeInputs& in, const std::string& name) {
@@ -113,11 +113,11 @@ void nodes_register_images(NodeRegistry& r, const NodeEnv& env) {
   dec.inputs = {spec_link("samples", IoType::LATENT), spec_link("vae", IoType::VAE)};
   dec.outputs = {{IoType::IMAGE, "IMAGE"}};
   dec.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
-    HR_ASSIGN_OR_RETURN(LoadedModel * m, vae_of(in));
+    HR_ASSIGN_OR_RETURN(Autoencoder * m, vae_of(in));
     HR_ASSIGN_OR_RETURN(const Latent* l, latent_of(in, "samples"));
-    // Whole, per image or tiled, as the plan fits (Note [VAE auto tiling] in vae_tiled.cpp).
-    HR_ASSIGN_OR_RETURN(VAEDecoded d, vae_decode_auto(*ctx.opts.executor, *m, *l->samples,
-                                                      [&ctx] { return ctx.check_interrupt(); }));
+    // Whole, per image or tiled, as the plan fits (Note [VAE auto tiling] in models/sd/vae_tiled.cpp).
+    HR_ASSIGN_OR_RETURN(VAEDecoded d, m->decode(*ctx.opts.executor, *l->samples,
+                                                [&ctx] { return ctx.check_interrupt(); }));
     if (d.decision.mode != VAEMode::WHOLE) ctx.memory_decision(d.decision.reason);
     return image_out(decoded_to_image(d.image));
   };
@@ -133,15 +133,15 @@ void nodes_register_images(NodeRegistry& r, const NodeEnv& env) {
                   spec_int("temporal_overlap", 8, 4, 4096, 4)};
   tiled.outputs = {{IoType::IMAGE, "IMAGE"}};
   tiled.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
-    HR_ASSIGN_OR_RETURN(LoadedModel * m, vae_of(in));
+    HR_ASSIGN_OR_RETURN(Autoencoder * m, vae_of(in));
     HR_ASSIGN_OR_RETURN(const Latent* l, latent_of(in, "samples"));
     // VAEDecodeTiled.decode: the overlap is at most a quarter of the tile, both in pixels.
     int64_t tile_px = in.get_int("tile_size"), overlap_px = in.get_int("overlap");
     if (tile_px < overlap_px * 4) overlap_px = tile_px / 4;
     HR_ASSIGN_OR_RETURN(HostTensor x,
-                        vae_decode_tiled(*ctx.opts.executor, *m, *l->samples,
-                                         VAETileOptions{tile_px, overlap_px,
-                                                        [&ctx] { return ctx.check_interrupt(); }}));
+                        m->decode_tiled(*ctx.opts.executor, *l->samples,
+                                        VAETileOptions{tile_px, overlap_px,
+                                                       [&ctx] { return ctx.check_interrupt(); }}));
     return image_out(decoded_to_image(x));
   };
   r.add(tiled);
@@ -153,7 +153,7 @@ void nodes_register_images(NodeRegistry& r, const NodeEnv& env) {
   enc.inputs = {spec_link("pixels", IoType::IMAGE), spec_link("vae", IoType::VAE)};
   enc.outputs = {{IoType::LATENT, "LATENT"}};
   enc.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
-    HR_ASSIGN_OR_RETURN(LoadedModel * m, vae_of(in));
+    HR_ASSIGN_OR_RETURN(Autoencoder * m, vae_of(in));
     HR_ASSIGN_OR_RETURN(const HostTensor* px, image_of(in, "pixels"));
     const Shape& s = px->shape();
     // ComfyUI vae_encode_crop_pixels: centre-crop to multiples of 8, keep RGB, map to [-1, 1].
@@ -168,8 +168,8 @@ void nodes_register_images(NodeRegistry& r, const NodeEnv& env) {
           for (int64_t x = 0; x < w; ++x)
             img.f32()[((b * 3 + c) * h + y) * w + x] =
                 px->f32()[((b * s[1] + y + oy) * s[2] + x + ox) * s[3] + std::min<int64_t>(c, s[3] - 1)] * 2.0f - 1.0f;
-    HR_ASSIGN_OR_RETURN(VAEEncoded e, vae_encode_auto(*ctx.opts.executor, *m, img,
-                                                      [&ctx] { return ctx.check_interrupt(); }));
+    HR_ASSIGN_OR_RETURN(VAEEncoded e, m->encode(*ctx.opts.executor, img,
+                                                [&ctx] { return ctx.check_interrupt(); }));
     if (e.decision.mode != VAEMode::WHOLE) ctx.memory_decision(e.decision.reason);
     Latent like;
     return latent_out(std::move(e.moments.mean), like);

@@ -9,10 +9,12 @@
 namespace hr {
 namespace {
 
-LoadOptions load_options(DType dtype) {
+LoadOptions load_options(const ExecContext& ctx) {
   LoadOptions o;
-  o.unet_dtype = dtype;
-  o.vae_dtype = dtype;
+  o.diffusion_dtype = ctx.opts.compute_dtype;
+  o.vae_dtype = ctx.opts.compute_dtype;
+  o.text_encoder_dtype = ctx.opts.compute_dtype;
+  o.models_dir = ctx.opts.models_dir;
   return o;
 }
 
@@ -24,24 +26,14 @@ Result<std::shared_ptr<const SafetensorsFile>> open_file(const ExecContext& ctx,
   return std::shared_ptr<const SafetensorsFile>(std::move(f));
 }
 
-Result<CLIPValue> clip_from_file(const std::shared_ptr<const SafetensorsFile>& file,
-                                 const CheckpointInfo& info, DType dtype) {
+Result<std::shared_ptr<const CLIPValue>> clip_from_file(
+    const ExecContext& ctx, const std::shared_ptr<const SafetensorsFile>& file,
+    const CheckpointInfo& info) {
+  HR_ASSIGN_OR_RETURN(std::unique_ptr<TextEncoder> enc,
+                      text_encoder_load(file, info, load_options(ctx)));
   CLIPValue clip;
-  clip.family = info.family == ModelFamily::UNKNOWN ? ModelFamily::SD1 : info.family;
-  if (info.text_encoders.empty())
-    return make_error(ErrorCode::INVALID_ARGUMENT, "{} holds no text encoder", file->path());
-  for (size_t i = 0; i < info.text_encoders.size(); ++i) {
-    const TextEncoderPart& part = info.text_encoders[i];
-    TextEncoder enc;
-    enc.kind = part.kind;
-    enc.weights = std::make_shared<WeightSet>();
-    HR_TRY(weights_load_prefix(*enc.weights, file, part.prefix, dtype));
-    // Heads: the settings (config file, metadata; Note [model settings order]) or detection.
-    HR_ASSIGN_OR_RETURN(enc.config,
-                        clip_text_detect(*enc.weights, info.settings.text_encoder_heads_at(i)));
-    clip.encoders.push_back(std::move(enc));
-  }
-  return clip;
+  clip.encoder = std::move(enc);
+  return std::make_shared<const CLIPValue>(std::move(clip));
 }
 
 // ComfyUI's folder names; Note [model folder aliases] makes them search unet/ and clip/ too.
@@ -74,22 +66,20 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
   ckpt.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
     HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kCkptFolder, in.get_string("ckpt_name")));
     HR_ASSIGN_OR_RETURN(auto file, open_file(ctx, path));
-    HR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m,
-                        model_load(file, load_options(ctx.opts.compute_dtype)));
-    if (!m->has_unet || !m->has_vae)
+    HR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m, model_load(file, load_options(ctx)));
+    if (!m->diffusion || !m->vae)
       return make_error(ErrorCode::INVALID_ARGUMENT,
                         "{} is not a full checkpoint (UNet {}, VAE {}); use UNETLoader/VAELoader",
-                        path, m->has_unet ? "found" : "missing", m->has_vae ? "found" : "missing");
+                        path, m->diffusion ? "found" : "missing", m->vae ? "found" : "missing");
     std::shared_ptr<LoadedModel> model(std::move(m));
     std::vector<std::any> out;
     out.emplace_back(std::make_shared<const ModelValue>(ModelValue{model}));
     if (model->info.text_encoders.empty()) {
       out.emplace_back(std::shared_ptr<const CLIPValue>());
     } else {
-      HR_ASSIGN_OR_RETURN(CLIPValue clip, clip_from_file(file, model->info, ctx.opts.compute_dtype));
-      HR_ASSIGN_OR_RETURN(clip.tokenizer,
-                          tokenizer_for_checkpoint(file->metadata(), ctx.opts.models_dir));
-      out.emplace_back(std::make_shared<const CLIPValue>(std::move(clip)));
+      HR_ASSIGN_OR_RETURN(std::shared_ptr<const CLIPValue> clip,
+                          clip_from_file(ctx, file, model->info));
+      out.emplace_back(std::move(clip));
     }
     out.emplace_back(std::make_shared<const VAEValue>(VAEValue{model}));
     return out;
@@ -106,10 +96,10 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
   unet.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
     HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kUNetFolder, in.get_string("unet_name")));
     HR_ASSIGN_OR_RETURN(auto file, open_file(ctx, path));
-    LoadOptions o = load_options(ctx.opts.compute_dtype);
+    LoadOptions o = load_options(ctx);
     o.load_vae = false;
     HR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m, model_load(file, o));
-    if (!m->has_unet) return make_error(ErrorCode::INVALID_ARGUMENT, "{} holds no UNet", path);
+    if (!m->diffusion) return make_error(ErrorCode::INVALID_ARGUMENT, "{} holds no UNet", path);
     return std::vector<std::any>{
         std::make_shared<const ModelValue>(ModelValue{std::shared_ptr<LoadedModel>(std::move(m))})};
   };
@@ -124,10 +114,10 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
   vae.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
     HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kVAEFolder, in.get_string("vae_name")));
     HR_ASSIGN_OR_RETURN(auto file, open_file(ctx, path));
-    LoadOptions o = load_options(ctx.opts.compute_dtype);
-    o.load_unet = false;
+    LoadOptions o = load_options(ctx);
+    o.load_diffusion = false;
     HR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m, model_load(file, o));
-    if (!m->has_vae) return make_error(ErrorCode::INVALID_ARGUMENT, "{} holds no VAE", path);
+    if (!m->vae) return make_error(ErrorCode::INVALID_ARGUMENT, "{} holds no VAE", path);
     return std::vector<std::any>{
         std::make_shared<const VAEValue>(VAEValue{std::shared_ptr<LoadedModel>(std::move(m))})};
   };
@@ -144,9 +134,8 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
     HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kCLIPFolder, in.get_string("clip_name")));
     HR_ASSIGN_OR_RETURN(auto file, open_file(ctx, path));
     HR_ASSIGN_OR_RETURN(CheckpointInfo info, checkpoint_inspect(*file));
-    HR_ASSIGN_OR_RETURN(CLIPValue c, clip_from_file(file, info, ctx.opts.compute_dtype));
-    HR_ASSIGN_OR_RETURN(c.tokenizer, tokenizer_for_checkpoint(file->metadata(), ctx.opts.models_dir));
-    return std::vector<std::any>{std::make_shared<const CLIPValue>(std::move(c))};
+    HR_ASSIGN_OR_RETURN(std::shared_ptr<const CLIPValue> c, clip_from_file(ctx, file, info));
+    return std::vector<std::any>{std::move(c)};
   };
   r.add(clip);
 }

@@ -1,13 +1,13 @@
 // Sampling nodes: EmptyLatentImage, KSampler, KSamplerAdvanced (comfy.sample.sample's flow).
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numeric>
 
 #include "backend/backend.h"
 #include "core/bytes.h"
 #include "sampling/latent_preview.h"
 #include "nodes/nodes.h"
-#include "models/sdxl_adm.h"
 #include "nodes/values.h"
 #include "sampling/cfg.h"
 #include "sampling/model_sampling.h"
@@ -19,42 +19,6 @@
 
 namespace hr {
 namespace {
-
-// [1, T, C] -> [B, target_T, C], repeating the token axis (target_T a multiple of T). ComfyUI
-// batches conditionings of different lengths this way (repeated keys leave attention unchanged).
-HostTensor context_repeat(const HostTensor& c, int64_t batch, int64_t target_tokens) {
-  const Shape& s = c.shape();
-  int64_t t = s[1], ch = s[2];
-  HostTensor out(DType::F32, Shape{batch, target_tokens, ch});
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t r = 0; r < target_tokens / t; ++r)
-      std::memcpy(out.f32() + (b * target_tokens + r * t) * ch, c.f32(), size_t(t * ch) * 4);
-  return out;
-}
-
-HostTensor concat0(const HostTensor& a, const HostTensor& b) {
-  Shape s = a.shape();
-  s[0] += b.shape()[0];
-  HostTensor out(a.dtype(), s);
-  std::memcpy(out.data(), a.data(), a.bytes());
-  std::memcpy(static_cast<char*>(out.data()) + a.bytes(), b.data(), b.bytes());
-  return out;
-}
-
-// SDXL's adm vector with ComfyUI's defaults (SDXL.encode_adm: 768 x 768, no crop, target =
-// size; the refiner form when the entry carries an aesthetic score).
-Result<HostTensor> sdxl_y(const CondEntry& e, int64_t adm, int64_t batch) {
-  if (!e.pooled) return make_error(ErrorCode::INVALID_ARGUMENT, "SDXL needs a pooled output");
-  double w = double(e.width.value_or(768)), h = double(e.height.value_or(768));
-  std::vector<double> v = {h, w, double(e.crop_h.value_or(0)), double(e.crop_w.value_or(0))};
-  if (e.aesthetic_score) {
-    v.push_back(*e.aesthetic_score);
-  } else {
-    v.push_back(double(e.target_height.value_or(int64_t(h))));
-    v.push_back(double(e.target_width.value_or(int64_t(w))));
-  }
-  return sdxl_adm_vector(*e.pooled, v, adm, batch);
-}
 
 struct SamplerInputs {
   std::shared_ptr<const ModelValue> model;
@@ -83,45 +47,32 @@ void residency_report(ExecContext& ctx, Executor& ex, uint64_t recoveries_before
                                     bytes_format(r.room)));
 }
 
-// The model call for one conditioning entry (or the batched positive+negative pair).
 // A step's denoised estimate as a latent2rgb PNG for the preview stream; a preview that cannot
 // be made is skipped (it never fails the sampler).
-void preview_send(const ExecContext& ctx, const HostTensor& x0, ModelFamily family) {
-  Result<Image8> img = latent_preview(x0, family);
+void preview_send(const ExecContext& ctx, const HostTensor& x0, const LatentFormat& format) {
+  Result<Image8> img = latent_preview(x0, format);
   if (!img.ok()) return;
   Result<std::string> png = png_encode(*img);
   if (png.ok()) ctx.preview(std::make_shared<const std::string>(std::move(png).value()));
 }
 
-Result<HostTensor> model_call(ExecContext& ctx, LoadedModel& m, const HostTensor& x_in, float t,
+// The model call for one conditioning entry (or the batched positive+negative pair).
+Result<HostTensor> model_call(ExecContext& ctx, DiffusionModel& m, const HostTensor& x_in, float t,
                               const std::vector<const CondEntry*>& entries) {
   int64_t n = x_in.shape()[0];
-  int64_t per = n / int64_t(entries.size());
-  int64_t tokens = 1;
-  for (const CondEntry* e : entries) tokens = std::lcm(tokens, e->cond->shape()[1]);
-  HostTensor context, y;
-  bool sdxl = m.unet.adm_in_channels > 0;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    HostTensor c = context_repeat(*entries[i]->cond, per, tokens);
-    context = i == 0 ? std::move(c) : concat0(context, c);
-    if (sdxl) {
-      HR_ASSIGN_OR_RETURN(HostTensor yy, sdxl_y(*entries[i], m.unet.adm_in_channels, per));
-      y = i == 0 ? std::move(yy) : concat0(y, yy);
-    }
-  }
   HostTensor ts(DType::F32, Shape{n});
   for (int64_t i = 0; i < n; ++i) ts.f32()[i] = t;
   HR_TRY(ctx.check_interrupt());
-  m.unet_weights.bind(ctx.opts.backend, ctx.opts.allocator);
+  m.weights().bind(ctx.opts.backend, ctx.opts.allocator);
   Executor& ex = *ctx.opts.executor;
   const uint64_t recoveries = ex.recoveries();
-  Result<HostTensor> out = unet_run(ex, m, x_in, ts, context, sdxl ? &y : nullptr);
+  Result<HostTensor> out = m.run(ex, x_in, ts, entries);
   if (out.ok()) residency_report(ctx, ex, recoveries);
   return out;
 }
 
 // Mean of the outputs for several entries (ComfyUI averages conditionings without areas).
-ModelFn entries_fn(ExecContext& ctx, LoadedModel& m, const Conditioning& c) {
+ModelFn entries_fn(ExecContext& ctx, DiffusionModel& m, const Conditioning& c) {
   return [&ctx, &m, &c](const HostTensor& x_in, float t) -> Result<HostTensor> {
     HostTensor acc;
     for (size_t i = 0; i < c.entries.size(); ++i) {
@@ -144,23 +95,31 @@ ModelFn entries_fn(ExecContext& ctx, LoadedModel& m, const Conditioning& c) {
 // cannot run within the room the budget leaves even with every weight streamed (its arena plus
 // the smallest staging room, Executor::min_device_bytes) but one entry's call can, the two run
 // one after the other. Returns why, or "" to keep them batched. A plan runs this same code (Note [plan run]).
-Result<std::string> cfg_split_reason(ExecContext& ctx, LoadedModel& m, const Shape& latent,
+Result<std::string> cfg_split_reason(ExecContext& ctx, DiffusionModel& m, const Shape& latent,
                                      const Conditioning& pos, const Conditioning& neg) {
   Executor& ex = *ctx.opts.executor;
   const uint64_t room = ex.arena_room();
   if (room == UINT64_MAX) return std::string();
   const int64_t B = latent[0], h = latent[2], w = latent[3];
   const int64_t tp = pos.entries[0].cond->shape()[1], tn = neg.entries[0].cond->shape()[1];
-  HR_ASSIGN_OR_RETURN(uint64_t both, unet_min_device_bytes(ex, m.unet, 2 * B, h, w,
-                                                           std::lcm(tp, tn), m.unet_dtype));
+  const Shape pair{2 * B, latent[1], h, w}, one_batch{B, latent[1], h, w};
+  HR_ASSIGN_OR_RETURN(uint64_t both, m.min_device_bytes(ex, pair, std::lcm(tp, tn)));
   if (both <= room) return std::string();
-  HR_ASSIGN_OR_RETURN(uint64_t one_p, unet_min_device_bytes(ex, m.unet, B, h, w, tp, m.unet_dtype));
-  HR_ASSIGN_OR_RETURN(uint64_t one_n, unet_min_device_bytes(ex, m.unet, B, h, w, tn, m.unet_dtype));
+  HR_ASSIGN_OR_RETURN(uint64_t one_p, m.min_device_bytes(ex, one_batch, tp));
+  HR_ASSIGN_OR_RETURN(uint64_t one_n, m.min_device_bytes(ex, one_batch, tn));
   const uint64_t one = std::max(one_p, one_n);
   if (one > room) return std::string();  // neither fits: the batched call fails and says why
   return fmt::format("UNet cond and uncond one after the other: batch {} needs at least {} "
                      "> {} left; batch {} needs {}",
                      2 * B, bytes_format(both), bytes_format(room), B, bytes_format(one));
+}
+
+// The sampler's ModelSampling from the diffusion model's spec (Note [model families]).
+std::unique_ptr<ModelSampling> model_sampling_make(const ModelSamplingSpec& spec) {
+  if (spec.kind == ModelSamplingSpec::Kind::FLOW)
+    return std::make_unique<ModelSamplingDiscreteFlow>(spec.shift, spec.multiplier);
+  return std::make_unique<ModelSamplingDiscrete>(
+      spec.prediction == Prediction::V ? SamplingPrediction::V_PREDICTION : SamplingPrediction::EPS);
 }
 
 // Note [plan steps]
@@ -178,9 +137,12 @@ Result<std::vector<std::any>> ksampler_run(ExecContext& ctx, const SamplerInputs
     return make_error(ErrorCode::INVALID_ARGUMENT, "sampler inputs missing");
   if (s.positive->entries.empty() || s.negative->entries.empty())
     return make_error(ErrorCode::INVALID_ARGUMENT, "empty conditioning");
-  LoadedModel& m = *s.model->model;
-  ModelSamplingDiscrete ms(m.prediction() == hr::Prediction::V ? SamplingPrediction::V_PREDICTION
-                                                               : SamplingPrediction::EPS);
+  LoadedModel& loaded = *s.model->model;
+  if (!loaded.diffusion)
+    return make_error(ErrorCode::INVALID_ARGUMENT, "model input has no diffusion model loaded");
+  DiffusionModel& m = *loaded.diffusion;
+  const std::unique_ptr<ModelSampling> sampling = model_sampling_make(m.sampling());
+  const ModelSampling& ms = *sampling;
   HR_ASSIGN_OR_RETURN(std::vector<float> sigmas,
                       ksampler_sigmas(ms, s.scheduler, s.sampler, s.steps, s.denoise, s.start_step,
                                       s.last_step, s.force_full_denoise));
@@ -188,7 +150,8 @@ Result<std::vector<std::any>> ksampler_run(ExecContext& ctx, const SamplerInputs
   const HostTensor& lat = *s.latent->samples;
   HostTensor noise = s.disable_noise ? HostTensor(DType::F32, lat.shape())
                                      : prepare_noise(lat.shape(), s.seed, s.latent->batch_index);
-  float scale = m.latent_scale();
+  const LatentFormat& format = loaded.latent_format();
+  float scale = format.scale_factor;
   HostTensor latent_in = lat.clone();
   for (int64_t i = 0; i < latent_in.numel(); ++i) latent_in.f32()[i] *= scale;
 
@@ -224,10 +187,9 @@ Result<std::vector<std::any>> ksampler_run(ExecContext& ctx, const SamplerInputs
   p.noise_device = ctx.opts.backend && ctx.opts.backend->torch_generator() ==
                     TorchGenerator::CUDA_PHILOX ? NoiseDevice::CUDA : NoiseDevice::CPU;
   int total = int(sigmas.size()) - 1;
-  ModelFamily family = m.family();
-  p.callback = [&ctx, total, family](int step, int, const HostTensor&, const HostTensor& x0) {
+  p.callback = [&ctx, total, &format](int step, int, const HostTensor&, const HostTensor& x0) {
     ctx.progress(step + 1, total);
-    if (ctx.opts.preview) preview_send(ctx, x0, family);
+    if (ctx.opts.preview) preview_send(ctx, x0, format);
   };
   p.interrupted = [&ctx] { return ctx.interrupted(); };
   HR_ASSIGN_OR_RETURN(HostTensor x, sample(ms, denoise, noise, latent_in, p));

@@ -9,48 +9,29 @@
 
 #include "core/tensor.h"
 #include "models/checkpoint.h"
-#include "models/clip_text.h"
-#include "models/clip_tokenizer.h"
+#include "models/conditioning.h"
+#include "models/text_encoder.h"
 
 namespace hr {
 
-// MODEL: the denoising UNet of a loaded checkpoint (or UNet-only file).
+// MODEL: the diffusion model of a loaded checkpoint (or diffusion-model-only file).
 struct ModelValue {
   std::shared_ptr<LoadedModel> model;
 };
 
-// VAE: a loaded VAE (from a checkpoint or a VAE-only file).
+// VAE: a loaded autoencoder (from a checkpoint or a VAE-only file).
 struct VAEValue {
   std::shared_ptr<LoadedModel> model;
 };
 
-// One text encoder of a CLIP value.
-struct TextEncoder {
-  TextEncoderKind kind = TextEncoderKind::CLIP_L;
-  CLIPTextConfig config;
-  std::shared_ptr<WeightSet> weights;
-};
-
-// CLIP: the text encoder(s) and tokenizer of a checkpoint; layer is CLIPSetLastLayer's value
-// (0: the family's default: -1 with final norm for SD1, -2 for SD2 and SDXL).
+// CLIP: the file's text-encoder component (its family's tokenizer and encoders); layer is
+// CLIPSetLastLayer's value (0: the family's default).
 struct CLIPValue {
-  ModelFamily family = ModelFamily::SD1;
-  std::vector<TextEncoder> encoders;  // SD1/SD2: one; SDXL: CLIP-L then bigG
-  std::shared_ptr<const Tokenizer> tokenizer;
+  std::shared_ptr<const TextEncoder> encoder;
   int layer = 0;
 };
 
-// CONDITIONING: a list of (cross-attention context, pooled output) entries.
-struct CondEntry {
-  std::shared_ptr<const HostTensor> cond;    // [1, tokens, width]
-  std::shared_ptr<const HostTensor> pooled;  // [1, P] (may be null)
-  // SDXL size conditioning (CLIPTextEncodeSDXL); unset means ComfyUI's defaults.
-  std::optional<int64_t> width, height, crop_w, crop_h, target_width, target_height;
-  std::optional<double> aesthetic_score;  // CLIPTextEncodeSDXLRefiner
-};
-struct Conditioning {
-  std::vector<CondEntry> entries;
-};
+// CONDITIONING: models/conditioning.h (context plus the family's extras per entry).
 
 // LATENT: samples in VAE space [B, 4, h, w] (ComfyUI's convention).
 struct Latent {

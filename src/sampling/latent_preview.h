@@ -7,7 +7,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
-#include "models/checkpoint.h"
+#include "models/family.h"
 #include "core/png_io.h"
 
 namespace hr {
@@ -17,8 +17,8 @@ namespace hr {
 enum class PreviewMethod { NONE, LATENT2RGB };
 Result<PreviewMethod> preview_method_parse(std::string_view name);
 
-// The first batch entry of a model-space latent [B, 4, H, W] (f32) as an RGB image of H x W,
-// through the family's linear latent-to-RGB factors.
-Result<Image8> latent_preview(const HostTensor& latent, ModelFamily family);
+// The first batch entry of a model-space latent [B, C, H, W] (f32) as an RGB image of H x W,
+// through the latent format's linear latent-to-RGB factors (C = format.channels).
+Result<Image8> latent_preview(const HostTensor& latent, const LatentFormat& format);
 
 }  // namespace hr

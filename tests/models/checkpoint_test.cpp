@@ -2,6 +2,8 @@
 // derived files (bare UNet / VAE / CLIP files, metadata), the unsupported-file message, and the
 // LoadedModel runners against the goldens.
 #include "models/checkpoint.h"
+#include "models/sd/sd_unet.h"
+#include "models/sd/sd_vae.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -64,18 +66,18 @@ TEST_F(CheckpointTest, InspectsTinySD1) {
   auto info = checkpoint_inspect(*f);
   ASSERT_TRUE(info.ok()) << info.status().str();
   std::printf("%s\n", info->str().c_str());
-  EXPECT_EQ(info->family, ModelFamily::SD1);
+  EXPECT_EQ(info->family_name(), "sd1");
   EXPECT_EQ(info->prediction, Prediction::EPS);
   EXPECT_NE(info->prediction_source.find("tiny-sd1.yaml"), std::string::npos);
   EXPECT_EQ(info->storage_dtype, DType::F16);
-  EXPECT_TRUE(info->has_unet);
-  EXPECT_EQ(info->unet_prefix, "model.diffusion_model.");
+  EXPECT_TRUE(info->has_diffusion);
+  EXPECT_EQ(info->diffusion_prefix, "model.diffusion_model.");
   EXPECT_TRUE(info->has_vae);
   EXPECT_EQ(info->vae_prefix, "first_stage_model.");
   ASSERT_EQ(info->text_encoders.size(), 1u);
-  EXPECT_EQ(info->text_encoders[0].kind, TextEncoderKind::CLIP_L);
+  EXPECT_EQ(info->text_encoders[0].kind, "clip_l");
   EXPECT_EQ(info->text_encoders[0].prefix, "cond_stage_model.transformer.");
-  EXPECT_FLOAT_EQ(latent_scale_factor(info->family), 0.18215f);
+  EXPECT_FLOAT_EQ(info->family->latent.scale_factor, 0.18215f);
 
   auto v = checkpoint_inspect(*f, Prediction::V);  // caller override (SD2 768-v style)
   ASSERT_TRUE(v.ok());
@@ -88,15 +90,15 @@ TEST_F(CheckpointTest, InspectsTinySDXL) {
   auto info = checkpoint_inspect(*f);
   ASSERT_TRUE(info.ok()) << info.status().str();
   std::printf("%s\n", info->str().c_str());
-  EXPECT_EQ(info->family, ModelFamily::SDXL);
-  EXPECT_TRUE(info->has_unet);
+  EXPECT_EQ(info->family_name(), "sdxl");
+  EXPECT_TRUE(info->has_diffusion);
   EXPECT_TRUE(info->has_vae);
   ASSERT_EQ(info->text_encoders.size(), 2u);
-  EXPECT_EQ(info->text_encoders[0].kind, TextEncoderKind::CLIP_L);
+  EXPECT_EQ(info->text_encoders[0].kind, "clip_l");
   EXPECT_EQ(info->text_encoders[0].prefix, "conditioner.embedders.0.transformer.");
-  EXPECT_EQ(info->text_encoders[1].kind, TextEncoderKind::OPENCLIP_BIGG);
+  EXPECT_EQ(info->text_encoders[1].kind, "openclip_bigg");
   EXPECT_EQ(info->text_encoders[1].prefix, "conditioner.embedders.1.model.");
-  EXPECT_FLOAT_EQ(latent_scale_factor(info->family), 0.13025f);
+  EXPECT_FLOAT_EQ(info->family->latent.scale_factor, 0.13025f);
 }
 
 TEST_F(CheckpointTest, UnsupportedFileListsExpectedAndFoundKeys) {
@@ -124,29 +126,29 @@ TEST_F(CheckpointTest, BareComponentFiles) {
   auto unet = open(derive(*sd1, "model.diffusion_model.", "unet.safetensors"));
   auto ui = checkpoint_inspect(*unet);
   ASSERT_TRUE(ui.ok()) << ui.status().str();
-  EXPECT_TRUE(ui->has_unet);
-  EXPECT_EQ(ui->unet_prefix, "");
+  EXPECT_TRUE(ui->has_diffusion);
+  EXPECT_EQ(ui->diffusion_prefix, "");
   EXPECT_FALSE(ui->has_vae);
-  EXPECT_EQ(ui->family, ModelFamily::SD1);
+  EXPECT_EQ(ui->family_name(), "sd1");
 
   auto xl_unet = open(derive(*sdxl, "model.diffusion_model.", "xl_unet.safetensors"));
   auto xi = checkpoint_inspect(*xl_unet);
   ASSERT_TRUE(xi.ok());
-  EXPECT_EQ(xi->family, ModelFamily::SDXL);  // label_emb
+  EXPECT_EQ(xi->family_name(), "sdxl");  // label_emb
 
   auto vae = open(derive(*sd1, "first_stage_model.", "vae.safetensors"));
   auto vi = checkpoint_inspect(*vae);
   ASSERT_TRUE(vi.ok()) << vi.status().str();
   EXPECT_TRUE(vi->has_vae);
   EXPECT_EQ(vi->vae_prefix, "");
-  EXPECT_FALSE(vi->has_unet);
-  EXPECT_EQ(vi->family, ModelFamily::UNKNOWN);
+  EXPECT_FALSE(vi->has_diffusion);
+  EXPECT_EQ(vi->family_name(), "unknown");
 
   auto clip = open(derive(*sd1, "cond_stage_model.transformer.", "clip_l.safetensors"));
   auto ci = checkpoint_inspect(*clip);
   ASSERT_TRUE(ci.ok()) << ci.status().str();
   ASSERT_EQ(ci->text_encoders.size(), 1u);
-  EXPECT_EQ(ci->text_encoders[0].kind, TextEncoderKind::CLIP_L);
+  EXPECT_EQ(ci->text_encoders[0].kind, "clip_l");
   EXPECT_EQ(ci->text_encoders[0].prefix, "");
 
   auto bigg = open(derive(*sdxl, "conditioner.embedders.1.model.", "clip_g.safetensors"));
@@ -163,8 +165,8 @@ TEST_F(CheckpointTest, BareComponentFiles) {
   auto ti = checkpoint_inspect(*sd2_te);
   ASSERT_TRUE(ti.ok());
   ASSERT_EQ(ti->text_encoders.size(), 1u);
-  EXPECT_EQ(ti->text_encoders[0].kind, TextEncoderKind::OPENCLIP_H);
-  EXPECT_EQ(ti->family, ModelFamily::SD2);
+  EXPECT_EQ(ti->text_encoders[0].kind, "openclip_h");
+  EXPECT_EQ(ti->family_name(), "sd2");
 
   auto vpred = open(derive(*sd1, "model.diffusion_model.", "vpred.safetensors",
                            "model.diffusion_model.", {{"modelspec.prediction_type", "v"}}));
@@ -190,17 +192,17 @@ TEST_F(CheckpointTest, LoadedModelRunsGoldens) {
   auto m = model_load(test::golden_path("tiny-sd1.safetensors"));
   ASSERT_TRUE(m.ok()) << m.status().str();
   LoadedModel& sd1 = **m;
-  EXPECT_EQ(sd1.family(), ModelFamily::SD1);
-  EXPECT_EQ(sd1.unet_weights.size(), 684u);
-  EXPECT_EQ(sd1.vae_weights.size(), 244u);
-  auto out = unet_run(ex, sd1, get("unet.sd1.x"), get("unet.sd1.timesteps"),
+  EXPECT_EQ(sd1.family().name, "sd1");
+  EXPECT_EQ(sd_unet(sd1)->store.size(), 684u);
+  EXPECT_EQ(sd_vae(sd1)->store.size(), 244u);
+  auto out = unet_run(ex, *sd_unet(sd1), get("unet.sd1.x"), get("unet.sd1.timesteps"),
                       get("unet.sd1.context"));
   ASSERT_TRUE(out.ok()) << out.status().str();
   EXPECT_LT(test::rel_err(*out, get("unet.sd1.out")), 1e-4);
-  auto img = vae_decode(ex, sd1, get("vae.sd1.decode.latent"));
+  auto img = vae_decode(ex, *sd_vae(sd1), get("vae.sd1.decode.latent"));
   ASSERT_TRUE(img.ok()) << img.status().str();
   EXPECT_LT(test::rel_err(*img, get("vae.sd1.decode.image")), 1e-4);
-  auto mom = vae_encode(ex, sd1, get("vae.sd1.encode.image"));
+  auto mom = vae_encode(ex, *sd_vae(sd1), get("vae.sd1.encode.image"));
   ASSERT_TRUE(mom.ok()) << mom.status().str();
   EXPECT_LT(test::rel_err(mom->mean, get("vae.sd1.encode.mean")), 1e-4);
 
@@ -209,9 +211,9 @@ TEST_F(CheckpointTest, LoadedModelRunsGoldens) {
   auto mx = model_load(test::golden_path("tiny-sdxl.safetensors"));
   ASSERT_TRUE(mx.ok()) << mx.status().str();
   LoadedModel& xl = **mx;
-  EXPECT_EQ(xl.unet.num_head_channels, 32);
+  EXPECT_EQ(sd_unet(xl)->config.num_head_channels, 32);
   HostTensor y = get("unet.sdxl.y");
-  auto ox = unet_run(ex, xl, get("unet.sdxl.x"), get("unet.sdxl.timesteps"),
+  auto ox = unet_run(ex, *sd_unet(xl), get("unet.sdxl.x"), get("unet.sdxl.timesteps"),
                      get("unet.sdxl.context"), &y);
   ASSERT_TRUE(ox.ok()) << ox.status().str();
   EXPECT_LT(test::rel_err(*ox, get("unet.sdxl.out")), 1e-4);
@@ -222,27 +224,26 @@ TEST_F(CheckpointTest, LoadedModelRunsGoldens) {
   o.load_vae = false;
   auto mo = model_load(test::golden_path("tiny-sdxl.safetensors"), o);
   ASSERT_TRUE(mo.ok());
-  EXPECT_EQ((*mo)->unet.num_head_channels, 64);
-  EXPECT_EQ((*mo)->unet.num_heads, -1);
-  EXPECT_FALSE((*mo)->has_vae);
-  auto none = vae_decode(ex, **mo, get("vae.sd1.decode.latent"));
-  EXPECT_FALSE(none.ok());
+  EXPECT_EQ(sd_unet(**mo)->config.num_head_channels, 64);
+  EXPECT_EQ(sd_unet(**mo)->config.num_heads, -1);
+  EXPECT_EQ((*mo)->vae, nullptr);
+  EXPECT_EQ(sd_vae(**mo), nullptr);
 }
 
 // Loading in f16 converts the weights; the graph then runs in f16 where the backend supports it.
 TEST_F(CheckpointTest, LoadsInHalfPrecision) {
   LoadOptions o;
-  o.unet_dtype = DType::F16;
+  o.diffusion_dtype = DType::F16;
   o.vae_dtype = DType::BF16;
   auto m = model_load(test::golden_path("tiny-sd1.safetensors"), o);
   ASSERT_TRUE(m.ok()) << m.status().str();
-  const HostTensor* w = (*m)->unet_weights.find("input_blocks.0.0.weight");
+  const HostTensor* w = sd_unet(**m)->store.find("input_blocks.0.0.weight");
   ASSERT_NE(w, nullptr);
   EXPECT_EQ(w->dtype(), DType::F16);
-  const HostTensor* v = (*m)->vae_weights.find("decoder.conv_in.weight");
+  const HostTensor* v = sd_vae(**m)->store.find("decoder.conv_in.weight");
   ASSERT_NE(v, nullptr);
   EXPECT_EQ(v->dtype(), DType::BF16);
-  auto g = unet_graph((*m)->unet, 1, 8, 8, 77, DType::F16);
+  auto g = unet_graph(sd_unet(**m)->config, 1, 8, 8, 77, DType::F16);
   ASSERT_TRUE(g.ok()) << g.status().str();
 }
 

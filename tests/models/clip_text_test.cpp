@@ -1,6 +1,6 @@
 // CLIP text encoders (tiny SD1 CLIP-L, tiny SDXL CLIP-L and bigG) and ComfyUI's text encode
 // against golden-clip.safetensors, on the CPU backend in f32.
-#include "models/clip_text.h"
+#include "models/sd/clip_text.h"
 
 #include <gtest/gtest.h>
 

@@ -13,7 +13,7 @@
 #include "graph/executor.h"
 #include "memory/eviction.h"
 #include "models/make_model.h"
-#include "models/unet.h"
+#include "models/sd/unet.h"
 #include "test_compare.h"
 
 namespace hr {

@@ -9,6 +9,8 @@
 #include "graph/executor.h"
 #include "memory/eviction.h"
 #include "models/checkpoint.h"
+#include "models/sd/sd_vae.h"
+#include "models/sd/sd_unet.h"
 #include "test_compare.h"
 #include "test_gpu.h"
 #include "test_paths.h"
@@ -36,16 +38,16 @@ TEST_P(CudaGolden, UNetAndVAEMatchReference) {
   Allocator alloc(*backend_, Allocator::kUnlimited, eviction_policy());
   Executor ex(*backend_, alloc);
   LoadOptions o;
-  o.unet_dtype = o.vae_dtype = dt;
+  o.diffusion_dtype = o.vae_dtype = dt;
   auto m = model_load(test::golden_path("tiny-sd1.safetensors"), o);
   ASSERT_TRUE(m.ok()) << m.status().str();
-  (*m)->unet_weights.bind(backend_.get(), &alloc);
-  (*m)->vae_weights.bind(backend_.get(), &alloc);
+  sd_unet(**m)->store.bind(backend_.get(), &alloc);
+  sd_vae(**m)->store.bind(backend_.get(), &alloc);
   auto g = SafetensorsFile::open(test::golden_path("golden-unet-vae.safetensors"));
   ASSERT_TRUE(g.ok());
   auto ld = [&](const char* n) { return std::move((*g)->load(n, DType::F32)).value(); };
   HostTensor x = ld("unet.sd1.x"), t = ld("unet.sd1.timesteps"), c = ld("unet.sd1.context");
-  auto out = unet_run(ex, **m, x, t, c);
+  auto out = unet_run(ex, *sd_unet(**m), x, t, c);
   ASSERT_TRUE(out.ok()) << out.status().str();
   double e = rel_err(*out, ld("unet.sd1.out"));
   std::printf("cuda %s unet.sd1.out rel err %.3g\n", dtype_name(dt), e);
@@ -54,18 +56,18 @@ TEST_P(CudaGolden, UNetAndVAEMatchReference) {
   auto go = SafetensorsFile::open(test::golden_path("golden-unet-odd.safetensors"));
   ASSERT_TRUE(go.ok());
   auto lo = [&](const char* n) { return std::move((*go)->load(n, DType::F32)).value(); };
-  auto odd = unet_run(ex, **m, lo("unet_odd.sd1.b.x"), lo("unet_odd.sd1.b.t"),
+  auto odd = unet_run(ex, *sd_unet(**m), lo("unet_odd.sd1.b.x"), lo("unet_odd.sd1.b.t"),
                       lo("unet_odd.sd1.b.context"));
   ASSERT_TRUE(odd.ok()) << odd.status().str();
   e = rel_err(*odd, lo("unet_odd.sd1.b.out"));
   std::printf("cuda %s unet_odd.sd1.b.out rel err %.3g\n", dtype_name(dt), e);
   EXPECT_LT(e, tol);
-  auto img = vae_decode(ex, **m, ld("vae.sd1.decode.latent"));
+  auto img = vae_decode(ex, *sd_vae(**m), ld("vae.sd1.decode.latent"));
   ASSERT_TRUE(img.ok()) << img.status().str();
   e = rel_err(*img, ld("vae.sd1.decode.image"));
   std::printf("cuda %s vae.sd1.decode.image rel err %.3g\n", dtype_name(dt), e);
   EXPECT_LT(e, tol);
-  auto mo = vae_encode(ex, **m, ld("vae.sd1.encode.image"));
+  auto mo = vae_encode(ex, *sd_vae(**m), ld("vae.sd1.encode.image"));
   ASSERT_TRUE(mo.ok()) << mo.status().str();
   e = rel_err(mo->mean, ld("vae.sd1.encode.mean"));
   std::printf("cuda %s vae.sd1.encode.mean rel err %.3g\n", dtype_name(dt), e);
@@ -93,26 +95,26 @@ TEST(CudaCapture, ReplayMatchesPlainRuns) {
   Executor plain(*backend, alloc);
   unsetenv("HEADROOM_CUDA_GRAPHS");
   LoadOptions o;
-  o.unet_dtype = DType::F16;
+  o.diffusion_dtype = DType::F16;
   o.load_vae = false;
   auto m = model_load(test::golden_path("tiny-sd1.safetensors"), o);
   ASSERT_TRUE(m.ok()) << m.status().str();
-  (*m)->unet_weights.bind(backend.get(), &alloc);
+  sd_unet(**m)->store.bind(backend.get(), &alloc);
   auto g = SafetensorsFile::open(test::golden_path("golden-unet-vae.safetensors"));
   ASSERT_TRUE(g.ok());
   auto ld = [&](const char* n) { return std::move((*g)->load(n, DType::F32)).value(); };
   HostTensor x = ld("unet.sd1.x"), t = ld("unet.sd1.timesteps"), c = ld("unet.sd1.context");
-  auto ref = unet_run(plain, **m, x, t, c);
+  auto ref = unet_run(plain, *sd_unet(**m), x, t, c);
   ASSERT_TRUE(ref.ok()) << ref.status().str();
   for (int i = 0; i < 4; ++i) {  // run 1 plain, run 2 records, runs 3-4 replay
-    auto out = unet_run(captured, **m, x, t, c);
+    auto out = unet_run(captured, *sd_unet(**m), x, t, c);
     ASSERT_TRUE(out.ok()) << out.status().str();
     EXPECT_LT(rel_err(*out, *ref), 1e-4) << "run " << i;  // same kernels; allow atomics order
   }
   HostTensor x2 = x.clone();
   for (int64_t i = 0; i < x2.numel(); ++i) x2.f32()[i] *= -0.5f;
-  auto ref2 = unet_run(plain, **m, x2, t, c);
-  auto out2 = unet_run(captured, **m, x2, t, c);
+  auto ref2 = unet_run(plain, *sd_unet(**m), x2, t, c);
+  auto out2 = unet_run(captured, *sd_unet(**m), x2, t, c);
   ASSERT_TRUE(ref2.ok() && out2.ok());
   EXPECT_LT(rel_err(*out2, *ref2), 1e-4);
   EXPECT_GT(rel_err(*out2, *ref), 1e-3);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "models/checkpoint.h"
+#include "models/sd/sd_unet.h"
 #include "models/model_config.h"
 #include "test_paths.h"
 
@@ -184,12 +185,12 @@ TEST_F(ModelConfigTest, BadFilesNameTheProblem) {
 TEST_F(ModelConfigTest, TinyCheckpointsLoadWithConfigHeads) {
   auto m = model_load(test::golden_path("tiny-sd1.safetensors"));
   ASSERT_TRUE(m.ok()) << m.status().str();
-  EXPECT_EQ((*m)->unet.num_heads, 8);
+  EXPECT_EQ(sd_unet(**m)->config.num_heads, 8);
   EXPECT_EQ((*m)->info.settings.text_encoder_heads_at(0), 4);
   EXPECT_NE((*m)->info.settings.config_path.find("tiny-sd1.yaml"), std::string::npos);
   auto x = model_load(test::golden_path("tiny-sdxl.safetensors"));
   ASSERT_TRUE(x.ok()) << x.status().str();
-  EXPECT_EQ((*x)->unet.num_head_channels, 32);
+  EXPECT_EQ(sd_unet(**x)->config.num_head_channels, 32);
 }
 
 }  // namespace

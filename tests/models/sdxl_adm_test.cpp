@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "models/safetensors.h"
-#include "models/sdxl_adm.h"
+#include "models/sd/sdxl_adm.h"
 #include "test_paths.h"
 
 namespace hr {

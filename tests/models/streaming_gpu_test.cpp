@@ -12,6 +12,7 @@
 #include "graph/executor.h"
 #include "memory/eviction.h"
 #include "models/checkpoint.h"
+#include "models/sd/sd_unet.h"
 #include "test_gpu.h"
 #include "test_paths.h"
 
@@ -45,7 +46,7 @@ class CudaStreaming : public ::testing::Test {
   }
   std::unique_ptr<LoadedModel> load() {
     LoadOptions o;
-    o.unet_dtype = DType::F16;
+    o.diffusion_dtype = DType::F16;
     o.load_vae = false;
     auto m = model_load(test::golden_path("tiny-sd1.safetensors"), o);
     EXPECT_TRUE(m.ok()) << m.status().str();
@@ -83,24 +84,24 @@ TEST_F(CudaStreaming, ManyStepsThroughTwoSlotsEqualTheResidentRunBitwise) {
   ASSERT_TRUE(resident_model && streamed_model);
   Allocator a1(*backend_, Allocator::kUnlimited, eviction_policy());
   Executor e1(*backend_, a1);
-  resident_model->unet_weights.bind(backend_.get(), &a1);
-  Unbind unbind1{resident_model->unet_weights};
+  sd_unet(*resident_model)->store.bind(backend_.get(), &a1);
+  Unbind unbind1{sd_unet(*resident_model)->store};
   std::vector<HostTensor> want;
   for (int i = 0; i < kSteps; ++i) {
-    auto out = unet_run(e1, *resident_model, step_input(i), t_, c_);
+    auto out = unet_run(e1, *sd_unet(*resident_model), step_input(i), t_, c_);
     ASSERT_TRUE(out.ok()) << out.status().str();
     want.push_back(std::move(out).value());
   }
-  const uint64_t weights = resident_model->unet_weights.device_bytes(), arena = e1.arena_held();
+  const uint64_t weights = sd_unet(*resident_model)->store.device_bytes(), arena = e1.arena_held();
   // The room for weights: a quarter of them, at least a ring of two of the largest.
   const uint64_t budget = arena + weights / 4;
   Streamed st = streamed_executor(budget);
   Allocator& a2 = *st.alloc;
   Executor& e2 = *st.ex;
-  streamed_model->unet_weights.bind(backend_.get(), &a2);
-  Unbind unbind2{streamed_model->unet_weights};
+  sd_unet(*streamed_model)->store.bind(backend_.get(), &a2);
+  Unbind unbind2{sd_unet(*streamed_model)->store};
   for (int i = 0; i < kSteps; ++i) {
-    auto out = unet_run(e2, *streamed_model, step_input(i), t_, c_);
+    auto out = unet_run(e2, *sd_unet(*streamed_model), step_input(i), t_, c_);
     ASSERT_TRUE(out.ok()) << out.status().str();
     EXPECT_TRUE(bit_equal(*out, want[size_t(i)])) << "step " << i;
   }
@@ -123,24 +124,24 @@ TEST_F(CudaStreaming, CapturedStepsSurviveBuffersFreedAndReallocated) {
   ASSERT_TRUE(resident_model && streamed_model);
   Allocator a1(*backend_, Allocator::kUnlimited, eviction_policy());
   Executor e1(*backend_, a1);
-  resident_model->unet_weights.bind(backend_.get(), &a1);
-  Unbind unbind1{resident_model->unet_weights};
-  auto want = unet_run(e1, *resident_model, x_, t_, c_);
+  sd_unet(*resident_model)->store.bind(backend_.get(), &a1);
+  Unbind unbind1{sd_unet(*resident_model)->store};
+  auto want = unet_run(e1, *sd_unet(*resident_model), x_, t_, c_);
   ASSERT_TRUE(want.ok()) << want.status().str();
   Streamed st =
-      streamed_executor(e1.arena_held() + resident_model->unet_weights.device_bytes() / 4);
+      streamed_executor(e1.arena_held() + sd_unet(*resident_model)->store.device_bytes() / 4);
   Executor& e2 = *st.ex;
-  streamed_model->unet_weights.bind(backend_.get(), st.alloc.get());
-  Unbind unbind2{streamed_model->unet_weights};
+  sd_unet(*streamed_model)->store.bind(backend_.get(), st.alloc.get());
+  Unbind unbind2{sd_unet(*streamed_model)->store};
   for (int round = 0; round < 4; ++round) {
     for (int i = 0; i < 3; ++i) {  // plain, captured, replayed
-      auto out = unet_run(e2, *streamed_model, x_, t_, c_);
+      auto out = unet_run(e2, *sd_unet(*streamed_model), x_, t_, c_);
       ASSERT_TRUE(out.ok()) << out.status().str();
       EXPECT_TRUE(bit_equal(*out, *want)) << "round " << round << " step " << i;
     }
     ASSERT_TRUE(e2.last_residency().streams()) << e2.last_residency_text();
     e2.release_arena();
-    streamed_model->unet_weights.release_device();
+    sd_unet(*streamed_model)->store.release_device();
   }
 }
 
@@ -153,12 +154,12 @@ TEST_F(CudaStreaming, MemoryTakenBetweenStepsIsRecoveredByStreaming) {
   // No budget: only the device refuses.
   Allocator alloc(*backend_, Allocator::kUnlimited, eviction_policy());
   Executor ex(*backend_, alloc);
-  m->unet_weights.bind(backend_.get(), &alloc);
-  Unbind unbind{m->unet_weights};
-  auto first = unet_run(ex, *m, x_, t_, c_);
+  sd_unet(*m)->store.bind(backend_.get(), &alloc);
+  Unbind unbind{sd_unet(*m)->store};
+  auto first = unet_run(ex, *sd_unet(*m), x_, t_, c_);
   ASSERT_TRUE(first.ok()) << first.status().str();
-  const uint64_t weights = m->unet_weights.device_bytes(), arena = ex.arena_held();
-  m->unet_weights.release_device();  // the next step allocates its arena and uploads again
+  const uint64_t weights = sd_unet(*m)->store.device_bytes(), arena = ex.arena_held();
+  sd_unet(*m)->store.release_device();  // the next step allocates its arena and uploads again
   ex.release_arena();
   alloc.cache_release(UINT64_MAX);  // the freed weight blocks too (Note [weight block cache])
   // Leave the arena, 2 MiB and a quarter of the weights free: cudaMalloc works in 2 MiB pages, so
@@ -183,7 +184,7 @@ TEST_F(CudaStreaming, MemoryTakenBetweenStepsIsRecoveredByStreaming) {
     hogs.push_back(*p);
   }
   const uint64_t free_left = backend_->info().memory_free;
-  auto second = unet_run(ex, *m, x_, t_, c_);
+  auto second = unet_run(ex, *sd_unet(*m), x_, t_, c_);
   for (void* p : hogs) backend_->device_free(p);
   ASSERT_TRUE(second.ok()) << second.status().str();
   EXPECT_GE(ex.recoveries(), 1u) << "the device had room for everything: " << free_left;

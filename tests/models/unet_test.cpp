@@ -1,6 +1,6 @@
 // UNet tests: configuration detection on the tiny SD1/SDXL checkpoints, forward passes against
 // the golden tensors (f32, CPU backend), and planning a full-size SD1.5 graph without running it.
-#include "models/unet.h"
+#include "models/sd/unet.h"
 
 #include <gtest/gtest.h>
 

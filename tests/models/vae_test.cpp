@@ -1,6 +1,6 @@
 // VAE tests: configuration detection, decode and encode against the golden tensors (f32, CPU
 // backend) for the tiny SD1 and SDXL VAEs, and planning a full-size decode.
-#include "models/vae.h"
+#include "models/sd/vae.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-// Tiled VAE and the automatic choice (models/vae_tiled.h) on the tiny SD1 VAE, f32, CPU: a tile
+// Tiled VAE and the automatic choice (models/sd/vae_tiled.h) on the tiny SD1 VAE, f32, CPU: a tile
 // that covers the input is the untiled result; under a budget too small for the untiled arena
 // the decode / encode tiles, stays within the budget and stays close to the untiled result
 // without seams; a batch runs per image when one image fits; below the smallest tile the
 // result is OUT_OF_MEMORY naming the VAE and the sizes.
-#include "models/vae_tiled.h"
+#include "models/sd/vae_tiled.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -53,7 +53,7 @@ class VAETiledTest : public ::testing::Test {
     alloc_ = std::make_unique<Allocator>(*backend_, Allocator::kUnlimited, eviction_policy());
     ex_ = std::make_unique<Executor>(*backend_, *alloc_);
     LoadOptions o;
-    o.load_unet = false;
+    o.load_diffusion = false;
     auto m = model_load(test::golden_path("tiny-sd1.safetensors"), o);
     ASSERT_TRUE(m.ok()) << m.status().str();
     model_ = std::move(m).value();
@@ -63,7 +63,7 @@ class VAETiledTest : public ::testing::Test {
   uint64_t untiled_arena(const Shape& s, bool decode) {
     uint64_t budget = alloc_->budget();
     alloc_->set_budget(Allocator::kUnlimited);
-    auto d = decode ? vae_decode_decide(*ex_, *model_, s) : vae_encode_decide(*ex_, *model_, s);
+    auto d = decode ? vae_decode_decide(*ex_, vae(), s) : vae_encode_decide(*ex_, vae(), s);
     alloc_->set_budget(budget);
     EXPECT_TRUE(d.ok()) << d.status().str();
     EXPECT_EQ(d.ok() ? d->mode : VAEMode::TILED, VAEMode::WHOLE);
@@ -81,22 +81,23 @@ class VAETiledTest : public ::testing::Test {
   std::unique_ptr<Allocator> alloc_;
   std::unique_ptr<Executor> ex_;
   std::unique_ptr<LoadedModel> model_;
+  SDVAE& vae() { return *sd_vae(*model_); }
 };
 
 // Tile px large enough that all three of ComfyUI's tilings (t/2 x 2t, 2t x t/2, t x t) hold the
 // whole input: the tiled path runs the model once on it and averages three copies.
 TEST_F(VAETiledTest, TileCoveringTheInputIsUntiled) {
   HostTensor z = randn(Shape{2, 4, 12, 20}, 1);
-  auto whole = vae_decode(*ex_, *model_, z);
+  auto whole = vae_decode(*ex_, vae(), z);
   ASSERT_TRUE(whole.ok()) << whole.status().str();
-  auto tiled = vae_decode_tiled(*ex_, *model_, z, VAETileOptions{2 * 8 * 20, 64, {}});
+  auto tiled = vae_decode_tiled(*ex_, vae(), z, VAETileOptions{2 * 8 * 20, 64, {}});
   ASSERT_TRUE(tiled.ok()) << tiled.status().str();
   EXPECT_LE(max_abs_diff(*tiled, *whole), 1e-6f);
 
   HostTensor img = random_tensor(Shape{2, 3, 64, 128}, 2, -1.0f, 1.0f);
-  auto enc = vae_encode(*ex_, *model_, img);
+  auto enc = vae_encode(*ex_, vae(), img);
   ASSERT_TRUE(enc.ok()) << enc.status().str();
-  auto enc_tiled = vae_encode_tiled(*ex_, *model_, img, VAETileOptions{2 * 128, 64, {}});
+  auto enc_tiled = vae_encode_tiled(*ex_, vae(), img, VAETileOptions{2 * 128, 64, {}});
   ASSERT_TRUE(enc_tiled.ok()) << enc_tiled.status().str();
   EXPECT_LE(max_abs_diff(enc_tiled->mean, enc->mean), 1e-6f);
   EXPECT_LE(max_abs_diff(enc_tiled->logvar, enc->logvar), 1e-6f);
@@ -129,7 +130,7 @@ double seam_score(const HostTensor& tiled, const HostTensor& whole) {
 
 // The latent's left and right halves decoded apart and put side by side: a hard seam, to show
 // that seam_score sees one.
-HostTensor decode_halves(Executor& ex, LoadedModel& m, const HostTensor& z) {
+HostTensor decode_halves(Executor& ex, SDVAE& m, const HostTensor& z) {
   const Shape& s = z.shape();
   const int64_t h = s[2], w = s[3], hw = w / 2;
   HostTensor out(DType::F32, Shape{1, 3, h * 8, w * 8});
@@ -162,15 +163,15 @@ constexpr double kTiledRelTol = 0.35;
 
 TEST_F(VAETiledTest, DecodeTilesWithinBudgetWithoutSeams) {
   HostTensor z = randn(Shape{1, 4, 16, 24}, 3);
-  auto whole = vae_decode(*ex_, *model_, z);
+  auto whole = vae_decode(*ex_, vae(), z);
   ASSERT_TRUE(whole.ok()) << whole.status().str();
   const uint64_t arena = untiled_arena(z.shape(), true);
   // The decoder's weights (counted on the CPU too, Note [adopted bytes]) stay resident.
-  const uint64_t held = model_->vae_weights.device_bytes(), room = arena * 9 / 10;
+  const uint64_t held = vae().store.device_bytes(), room = arena * 9 / 10;
   ASSERT_GT(held, 0u);
   const uint64_t budget = room + held;
   budget_set(budget);
-  auto r = vae_decode_auto(*ex_, *model_, z);
+  auto r = vae_decode_auto(*ex_, vae(), z);
   ASSERT_TRUE(r.ok()) << r.status().str();
   const VAEDecision& d = r->decision;
   ASSERT_EQ(d.mode, VAEMode::TILED) << d.reason;
@@ -191,7 +192,7 @@ TEST_F(VAETiledTest, DecodeTilesWithinBudgetWithoutSeams) {
 
   const double rel = test::rel_err(r->image, *whole), seams = seam_score(r->image, *whole);
   budget_set(Allocator::kUnlimited);
-  const double hard = seam_score(decode_halves(*ex_, *model_, z), *whole);
+  const double hard = seam_score(decode_halves(*ex_, vae(), z), *whole);
   std::printf(
       "  %s\n  tiled vs untiled: rel L2 %.3g, max |d| %.3g; seam score %.2f (halves put "
       "side by side: %.2f); peak %s of %s\n",
@@ -204,12 +205,12 @@ TEST_F(VAETiledTest, DecodeTilesWithinBudgetWithoutSeams) {
 
 TEST_F(VAETiledTest, EncodeTilesWithinBudget) {
   HostTensor img = random_tensor(Shape{1, 3, 128, 192}, 4, -1.0f, 1.0f);
-  auto whole = vae_encode(*ex_, *model_, img);
+  auto whole = vae_encode(*ex_, vae(), img);
   ASSERT_TRUE(whole.ok()) << whole.status().str();
   const uint64_t arena = untiled_arena(img.shape(), false);
-  const uint64_t budget = arena * 9 / 10 + model_->vae_weights.device_bytes();
+  const uint64_t budget = arena * 9 / 10 + vae().store.device_bytes();
   budget_set(budget);
-  auto r = vae_encode_auto(*ex_, *model_, img);
+  auto r = vae_encode_auto(*ex_, vae(), img);
   ASSERT_TRUE(r.ok()) << r.status().str();
   const VAEDecision& d = r->decision;
   ASSERT_EQ(d.mode, VAEMode::TILED) << d.reason;
@@ -226,14 +227,14 @@ TEST_F(VAETiledTest, EncodeTilesWithinBudget) {
 // is the batch's.
 TEST_F(VAETiledTest, BatchRunsPerImage) {
   HostTensor z = randn(Shape{2, 4, 8, 12}, 5);
-  auto whole = vae_decode(*ex_, *model_, z);
+  auto whole = vae_decode(*ex_, vae(), z);
   ASSERT_TRUE(whole.ok()) << whole.status().str();
   const uint64_t two = untiled_arena(z.shape(), true),
                  one = untiled_arena(Shape{1, 4, 8, 12}, true);
   ASSERT_LT(one, two);
-  const uint64_t budget = (one + two) / 2 + model_->vae_weights.device_bytes();
+  const uint64_t budget = (one + two) / 2 + vae().store.device_bytes();
   budget_set(budget);
-  auto r = vae_decode_auto(*ex_, *model_, z);
+  auto r = vae_decode_auto(*ex_, vae(), z);
   ASSERT_TRUE(r.ok()) << r.status().str();
   EXPECT_EQ(r->decision.mode, VAEMode::PER_IMAGE) << r->decision.reason;
   EXPECT_NE(r->decision.reason.find("VAE decode per image (batch 2)"), std::string::npos);
@@ -244,7 +245,7 @@ TEST_F(VAETiledTest, BatchRunsPerImage) {
 TEST_F(VAETiledTest, BudgetBelowTheSmallestTileIsOutOfMemory) {
   HostTensor z = randn(Shape{1, 4, 16, 24}, 6);
   budget_set(1 << 20);
-  auto r = vae_decode_auto(*ex_, *model_, z);
+  auto r = vae_decode_auto(*ex_, vae(), z);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), ErrorCode::OUT_OF_MEMORY);
   const std::string& msg = r.status().message();

@@ -21,7 +21,7 @@ HostTensor latent_make(std::array<float, 4> v) {
 
 TEST(LatentPreview, Sd1FactorsMapChannelsToRgb) {
   // Channel 0 alone at 1.0: R = 0.3512, G = 0.2297, B = 0.3227, then (v + 1) / 2 * 255.
-  Result<Image8> img = latent_preview(latent_make({1.f, 0.f, 0.f, 0.f}), ModelFamily::SD1);
+  Result<Image8> img = latent_preview(latent_make({1.f, 0.f, 0.f, 0.f}), model_family_find("sd1")->latent);
   ASSERT_TRUE(img.ok()) << img.status().str();
   EXPECT_EQ(img->width, 3);
   EXPECT_EQ(img->height, 2);
@@ -31,25 +31,25 @@ TEST(LatentPreview, Sd1FactorsMapChannelsToRgb) {
   EXPECT_EQ(img->pixels[5], 169);  // round(1.3227 / 2 * 255)
   for (int c = 0; c < 3; ++c) EXPECT_EQ(img->pixels[size_t(c)], 128);  // zero latent: grey
   // Saturates instead of wrapping.
-  Result<Image8> hot = latent_preview(latent_make({9.f, 9.f, 0.f, 0.f}), ModelFamily::SD1);
+  Result<Image8> hot = latent_preview(latent_make({9.f, 9.f, 0.f, 0.f}), model_family_find("sd1")->latent);
   ASSERT_TRUE(hot.ok());
   EXPECT_EQ(hot->pixels[3], 255);
-  Result<Image8> cold = latent_preview(latent_make({0.f, 0.f, 0.f, 9.f}), ModelFamily::SD1);
+  Result<Image8> cold = latent_preview(latent_make({0.f, 0.f, 0.f, 9.f}), model_family_find("sd1")->latent);
   EXPECT_EQ(cold->pixels[5], 0);
 }
 
 TEST(LatentPreview, SdxlHasItsOwnFactorsAndBias) {
-  Result<Image8> img = latent_preview(latent_make({0.f, 0.f, 0.f, 0.f}), ModelFamily::SDXL);
+  Result<Image8> img = latent_preview(latent_make({0.f, 0.f, 0.f, 0.f}), model_family_find("sdxl")->latent);
   ASSERT_TRUE(img.ok());
   EXPECT_EQ(img->pixels[0], 141);  // bias 0.1084: round(1.1084 / 2 * 255)
-  Result<Image8> sd1 = latent_preview(latent_make({0.f, 1.f, 0.f, 0.f}), ModelFamily::SD1);
-  Result<Image8> xl = latent_preview(latent_make({0.f, 1.f, 0.f, 0.f}), ModelFamily::SDXL);
+  Result<Image8> sd1 = latent_preview(latent_make({0.f, 1.f, 0.f, 0.f}), model_family_find("sd1")->latent);
+  Result<Image8> xl = latent_preview(latent_make({0.f, 1.f, 0.f, 0.f}), model_family_find("sdxl")->latent);
   EXPECT_NE(sd1->pixels[3], xl->pixels[3]);
 }
 
 TEST(LatentPreview, RefusesWhatIsNotAFourChannelLatent) {
   HostTensor three(DType::F32, Shape{1, 3, 2, 2});
-  Result<Image8> r = latent_preview(three, ModelFamily::SD1);
+  Result<Image8> r = latent_preview(three, model_family_find("sd1")->latent);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("[B, 4, H, W]"), std::string::npos);
   EXPECT_FALSE(preview_method_parse("taesd").ok());

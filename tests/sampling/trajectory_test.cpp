@@ -9,6 +9,7 @@
 #include "graph/executor.h"
 #include "memory/eviction.h"
 #include "models/checkpoint.h"
+#include "models/sd/sd_unet.h"
 #include "sampling/cfg.h"
 #include "sampling/model_sampling.h"
 #include "sampling/sample.h"
@@ -75,7 +76,7 @@ TEST_P(Trajectory, MatchesComfyUI) {
       [&](const HostTensor& x_in, float t) -> Result<HostTensor> {
         HostTensor ts(DType::F32, Shape{x_in.shape()[0]});
         for (int64_t i = 0; i < ts.numel(); ++i) ts.f32()[i] = t;
-        return unet_run(f.ex, *f.model, x_in, ts, x_in.shape()[0] == 2 ? ctx : ctx1);
+        return unet_run(f.ex, *sd_unet(*f.model), x_in, ts, x_in.shape()[0] == 2 ? ctx : ctx1);
       },
       7.5f);
   Shape shape{1, 4, 8, 8};

@@ -252,7 +252,7 @@ TEST_P(E2ETest, EveryStageMatchesComfyUI) {
     ASSERT_TRUE(cond && cond->entries.size() == 1) << side;
     expect_close(*cond->entries[0].cond, golden(n, fmt::format("cond_{}", side)), tol.cond,
                  fmt::format("cond_{}", side));
-    expect_close(*cond->entries[0].pooled, golden(n, fmt::format("pooled_{}", side)), tol.cond,
+    expect_close(*cond->entries[0].pooled(), golden(n, fmt::format("pooled_{}", side)), tol.cond,
                  fmt::format("pooled_{}", side));
   }
   // The noise and sigmas KSampler used (the same functions it calls, on its inputs).

@@ -10,11 +10,13 @@
 #include <cstdlib>
 #include <random>
 
+#include "models/weight_load.h"
 #include "models/checkpoint.h"
+#include "models/sd/sd_text_encoder.h"
+#include "models/sd/sd_unet.h"
 #include "models/clip_tokenizer.h"
 #include "models/prompt_weights.h"
-#include "models/unet.h"
-#include "models/weight_load.h"
+#include "models/sd/unet.h"
 #include "node_harness.h"
 #include "test_compare.h"
 
@@ -61,7 +63,7 @@ class NodesSampling : public ::testing::Test {
     ASSERT_TRUE(m.ok()) << m.status().str();
     std::shared_ptr<LoadedModel> model(std::move(m).value());
     model_ = std::make_shared<const ModelValue>(ModelValue{model});
-    int64_t ctx = model->unet.context_dim;
+    int64_t ctx = sd_unet(*model)->config.context_dim;
     pos_ = cond_of(randn(Shape{1, 77, ctx}, gen_));
     pos2_ = cond_of(randn(Shape{1, 77, ctx}, gen_));
     neg_ = cond_of(randn(Shape{1, 77, ctx}, gen_));
@@ -129,9 +131,9 @@ TEST_F(NodesSampling, CondAndUncondSplitUnderATightBudget) {
   k["denoise"] = 1.0;
   HostTensor want = run("KSampler", k, latent_);
   Executor& ex = *rt_.executor;
-  const LoadedModel& m = *model_->model;
+  DiffusionModel& m = *model_->model->diffusion;
   auto need = [&](int64_t batch) {
-    auto r = unet_min_device_bytes(ex, m.unet, batch, 8, 8, 77, m.unet_dtype);
+    auto r = m.min_device_bytes(ex, Shape{batch, 4, 8, 8}, 77);
     EXPECT_TRUE(r.ok()) << r.status().str();
     return r.ok() ? *r : 0;
   };
@@ -139,7 +141,7 @@ TEST_F(NodesSampling, CondAndUncondSplitUnderATightBudget) {
   ASSERT_LT(one, both);
   const uint64_t budget = (one + both) / 2;
   ex.release_arena();
-  model_->model->unet_weights.release_device();
+  model_->model->diffusion->weights().release_device();
   rt_.allocator->set_budget(budget);
   rt_.allocator->reset_peak();
   std::vector<std::string> said;
@@ -240,17 +242,17 @@ class NodesCLIPLayer : public ::testing::Test {
     auto tok = CLIPTokenizer::load(test::clip_vocab_dir());
     ASSERT_TRUE(tok.ok()) << tok.status().str();
     tokenizer_ = std::move(tok).value();
-    TextEncoder enc;
-    enc.weights = std::make_shared<WeightSet>();
-    ASSERT_TRUE(
-        weights_load_prefix(*enc.weights, *file_, "cond_stage_model.transformer.", DType::F32).ok());
-    auto cfg = clip_text_detect(*enc.weights, 4);
+    enc_.kind = kSDClipL;
+    enc_.weights = std::make_shared<WeightSet>();
+    ASSERT_TRUE(weights_load_prefix(*enc_.weights, *file_, "cond_stage_model.transformer.", DType::F32).ok());
+    auto cfg = clip_text_detect(*enc_.weights, 4);
     ASSERT_TRUE(cfg.ok()) << cfg.status().str();
-    enc.config = *cfg;
+    enc_.config = *cfg;
     CLIPValue clip;
-    clip.family = ModelFamily::SD1;
-    clip.encoders.push_back(enc);
-    clip.tokenizer = tokenizer_;
+    // SD1's CLIP defaults (sd1_clip.py): layer -1, final norm, rows padded with EOS.
+    clip.encoder = std::make_shared<const SDTextEncoder>(
+        *model_family_find("sd1"), SDClipDefaults{-1, true, true, true},
+        std::vector<SDClipEncoder>{enc_}, tokenizer_);
     clip_ = std::make_shared<const CLIPValue>(std::move(clip));
   }
 
@@ -270,7 +272,7 @@ class NodesCLIPLayer : public ::testing::Test {
   }
 
   HostTensor encode_api(int layer) {
-    const TextEncoder& enc = clip_->encoders[0];
+    const SDClipEncoder& enc = enc_;
     enc.weights->bind(rt_.backend.get(), rt_.allocator.get());
     CLIPEncodeOptions eo;
     eo.layer = layer;
@@ -287,6 +289,7 @@ class NodesCLIPLayer : public ::testing::Test {
   test::NodeHarness h_{opts_};
   std::unique_ptr<SafetensorsFile> file_;
   std::shared_ptr<const CLIPTokenizer> tokenizer_;
+  SDClipEncoder enc_;
   std::shared_ptr<const CLIPValue> clip_;
 };
 

@@ -1,6 +1,6 @@
 // The README's example workflow (examples/default_workflow.json, 256x256, less its sampler:
 // Note [sampler skipped]) on a `make-model --size tiny` sd1 checkpoint, f32 on the CPU, under an
-// allocator budget of 40 MiB: VAEDecode tiles (Note [VAE auto tiling] in models/vae_tiled.cpp),
+// allocator budget of 40 MiB: VAEDecode tiles (Note [VAE auto tiling] in models/sd/vae_tiled.cpp),
 // says so in a MEMORY event, and no allocation goes over the budget. On the CPU the weights are
 // host memory the allocator does not count; the budget covers the arenas.
 #include <fmt/format.h>

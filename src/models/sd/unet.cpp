@@ -1,5 +1,5 @@
 // UNet configuration detection and the forward-pass graph (LDM openaimodel.UNetModel layout).
-#include "models/unet.h"
+#include "models/sd/unet.h"
 
 #include <algorithm>
 #include <map>

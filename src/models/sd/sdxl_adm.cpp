@@ -1,5 +1,5 @@
 // SDXL adm vector.
-#include "models/sdxl_adm.h"
+#include "models/sd/sdxl_adm.h"
 
 #include <cmath>
 #include <cstring>

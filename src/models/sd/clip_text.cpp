@@ -1,6 +1,6 @@
 // CLIP text encoder graphs (HF and OpenCLIP layouts), pooling/projection and ComfyUI's
 // CLIPTextEncode (chunk batching, token weighting, clip skip).
-#include "models/clip_text.h"
+#include "models/sd/clip_text.h"
 
 #include <algorithm>
 #include <cstring>

@@ -11,6 +11,7 @@
 #include "core/tensor.h"
 #include "graph/executor.h"
 #include "graph/graph.h"
+#include "models/autoencoder.h"
 #include "models/safetensors.h"
 
 namespace hr {
@@ -52,11 +53,6 @@ Result<Graph> vae_decode_graph(const VAEConfig& cfg, int64_t batch, int64_t heig
 // in the graph (the op set has no clamp); vae_encode clamps it to [-30, 20] on the host.
 Result<Graph> vae_encode_graph(const VAEConfig& cfg, int64_t batch, int64_t height,
                                int64_t width, DType dtype);
-
-struct VAEMoments {
-  HostTensor mean;    // f32; what ComfyUI's VAEEncode returns
-  HostTensor logvar;  // f32, clamped to [-30, 20]
-};
 
 // Runners: inputs of another float dtype are converted to `dtype`; outputs are f32.
 Result<HostTensor> vae_decode(Executor& ex, const VAEConfig& cfg, WeightSet& weights, DType dtype,

@@ -1,5 +1,5 @@
 // VAE configuration detection and the decoder / encoder graphs (LDM autoencoder layout).
-#include "models/vae.h"
+#include "models/sd/vae.h"
 
 #include <algorithm>
 

@@ -1,6 +1,6 @@
 // Tiled VAE decode / encode with ComfyUI's blending, and the plan-driven choice between whole,
 // per-image and tiled runs.
-#include "models/vae_tiled.h"
+#include "models/sd/vae_tiled.h"
 
 #include <fmt/format.h>
 
@@ -189,22 +189,20 @@ Result<HostTensor> tiled_batch(const HostTensor& x_any, const std::vector<TileSh
 
 namespace {
 
-Status vae_input_check(const LoadedModel& model, const Shape& s, const char* what) {
-  if (!model.has_vae)
-    return make_error(ErrorCode::INVALID_ARGUMENT, "{} has no VAE loaded", model.info.path);
+Status vae_input_check(const SDVAE&, const Shape& s, const char* what) {
   if (s.rank != 4)
     return make_error(ErrorCode::INVALID_ARGUMENT, "{}: input {} must be [B, C, H, W]", what,
                       s.str());
   return Status();
 }
 
-std::string vae_name(const LoadedModel& m) {
-  std::string f = std::filesystem::path(m.info.path).filename().string();
+std::string vae_name(const SDVAE& m) {
+  std::string f = std::filesystem::path(m.path).filename().string();
   return f.empty() ? "the VAE" : "the VAE of " + f;
 }
 
 // Encoder moments as one tensor [B, 2e, h, w] (mean, then logvar) so that tiles blend both.
-Result<HostTensor> encode_joined(Executor& ex, LoadedModel& m, const HostTensor& image) {
+Result<HostTensor> encode_joined(Executor& ex, SDVAE& m, const HostTensor& image) {
   HR_ASSIGN_OR_RETURN(VAEMoments mo, vae_encode(ex, m, image));
   const Shape& s = mo.mean.shape();
   HostTensor out(DType::F32, Shape{s[0], 2 * s[1], s[2], s[3]});
@@ -414,20 +412,20 @@ Result<VAEDecision> vae_decide_in(Executor& ex, const VAEConfig& cfg, DType dtyp
 
 // Weights are uploaded (counted, on the CPU) on first use, inside the run and after its arena
 // was allocated; uploading them before deciding makes arena_room count them.
-Status vae_weights_upload(Executor& ex, LoadedModel& model, bool decode) {
-  const int64_t n = decode ? 1 : model.vae.downscale();
-  HR_ASSIGN_OR_RETURN(Graph g, decode ? vae_decode_graph(model.vae, 1, n, n, model.vae_dtype)
-                                      : vae_encode_graph(model.vae, 1, n, n, model.vae_dtype));
+Status vae_weights_upload(Executor& ex, SDVAE& model, bool decode) {
+  const int64_t n = decode ? 1 : model.config.downscale();
+  HR_ASSIGN_OR_RETURN(Graph g, decode ? vae_decode_graph(model.config, 1, n, n, model.dtype)
+                                      : vae_encode_graph(model.config, 1, n, n, model.dtype));
   HR_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledGraph> c, ex.compile(g));
-  model.vae_weights.bind(&ex.backend(), &ex.allocator());
+  model.store.bind(&ex.backend(), &ex.allocator());
   // Weights that cannot all be resident are not uploaded: the decision then counts on
   // streaming them (vae_decide_in's fallback).
-  if (c->weight_bytes - std::min(c->weight_bytes, model.vae_weights.device_bytes()) >
-      ex.arena_room(&model.vae_weights))
+  if (c->weight_bytes - std::min(c->weight_bytes, model.store.device_bytes()) >
+      ex.arena_room(&model.store))
     return Status();
   for (const Value& v : c->graph.values())
     if (v.kind == ValueKind::WEIGHT) {
-      Result<TensorRef> r = model.vae_weights.weight_get(v.name, v.desc, v.layout);
+      Result<TensorRef> r = model.store.weight_get(v.name, v.desc, v.layout);
       if (!r.ok()) return r.status().with_context("uploading the VAE weights");
     }
   return Status();
@@ -435,22 +433,10 @@ Status vae_weights_upload(Executor& ex, LoadedModel& model, bool decode) {
 
 }  // namespace
 
-const char* vae_mode_name(VAEMode m) {
-  switch (m) {
-    case VAEMode::WHOLE:
-      return "whole";
-    case VAEMode::PER_IMAGE:
-      return "per image";
-    case VAEMode::TILED:
-      return "tiled";
-  }
-  return "?";
-}
-
-Result<HostTensor> vae_decode_tiled(Executor& ex, LoadedModel& model, const HostTensor& latent,
+Result<HostTensor> vae_decode_tiled(Executor& ex, SDVAE& model, const HostTensor& latent,
                                     const VAETileOptions& tiles) {
   HR_TRY(vae_input_check(model, latent.shape(), "vae_decode_tiled"));
-  const int64_t down = model.vae.downscale();
+  const int64_t down = model.config.downscale();
   const int64_t tile = tiles.tile_px / down, overlap = tiles.overlap_px / down;
   if (tile / 2 < 1 || overlap < 0 || overlap >= tile / 2)
     return make_error(ErrorCode::INVALID_ARGUMENT,
@@ -459,14 +445,14 @@ Result<HostTensor> vae_decode_tiled(Executor& ex, LoadedModel& model, const Host
                       tiles.tile_px, tiles.overlap_px, 2 * down);
   TileRun run = [&](const HostTensor& t) { return vae_decode(ex, model, t); };
   return tiled_batch(latent, tilings_decode(tile, tiles.one_pass), overlap, Scale{down, 1},
-                     model.vae.out_channels,
+                     model.config.out_channels,
                      run, tiles.before_tile);
 }
 
-Result<VAEMoments> vae_encode_tiled(Executor& ex, LoadedModel& model, const HostTensor& image,
+Result<VAEMoments> vae_encode_tiled(Executor& ex, SDVAE& model, const HostTensor& image,
                                     const VAETileOptions& tiles) {
   HR_TRY(vae_input_check(model, image.shape(), "vae_encode_tiled"));
-  const int64_t down = model.vae.downscale(), t = tiles.tile_px, overlap = tiles.overlap_px;
+  const int64_t down = model.config.downscale(), t = tiles.tile_px, overlap = tiles.overlap_px;
   const Shape& s = image.shape();
   if (s[2] % down || s[3] % down || t < 2 * down || (t / 2) % down || overlap < 0 ||
       overlap % down || overlap >= t / 2)
@@ -478,21 +464,21 @@ Result<VAEMoments> vae_encode_tiled(Executor& ex, LoadedModel& model, const Host
   TileRun run = [&](const HostTensor& x) { return encode_joined(ex, model, x); };
   HR_ASSIGN_OR_RETURN(HostTensor joined,
                       tiled_batch(image, tilings_encode(t, tiles.one_pass), overlap, Scale{1, down},
-                                  2 * int64_t(model.vae.embed_dim), run, tiles.before_tile));
+                                  2 * int64_t(model.config.embed_dim), run, tiles.before_tile));
   return moments_split(joined);
 }
 
-Result<VAEDecision> vae_decode_decide(Executor& ex, LoadedModel& model, const Shape& latent_shape) {
+Result<VAEDecision> vae_decode_decide(Executor& ex, SDVAE& model, const Shape& latent_shape) {
   HR_TRY(vae_input_check(model, latent_shape, "vae_decode_decide"));
   // Idle models give room.
-  return vae_decide_in(ex, model.vae, model.vae_dtype, latent_shape, true,
-                       ex.arena_room(&model.vae_weights), ex.arena_room(), vae_name(model));
+  return vae_decide_in(ex, model.config, model.dtype, latent_shape, true,
+                       ex.arena_room(&model.store), ex.arena_room(), vae_name(model));
 }
 
-Result<VAEDecision> vae_encode_decide(Executor& ex, LoadedModel& model, const Shape& image_shape) {
+Result<VAEDecision> vae_encode_decide(Executor& ex, SDVAE& model, const Shape& image_shape) {
   HR_TRY(vae_input_check(model, image_shape, "vae_encode_decide"));
-  return vae_decide_in(ex, model.vae, model.vae_dtype, image_shape, false,
-                       ex.arena_room(&model.vae_weights), ex.arena_room(), vae_name(model));
+  return vae_decide_in(ex, model.config, model.dtype, image_shape, false,
+                       ex.arena_room(&model.store), ex.arena_room(), vae_name(model));
 }
 
 Result<VAEDecision> vae_decide_for(Executor& ex, const VAEConfig& cfg, DType dtype,
@@ -501,7 +487,7 @@ Result<VAEDecision> vae_decide_for(Executor& ex, const VAEConfig& cfg, DType dty
   return vae_decide_in(ex, cfg, dtype, shape, decode, room, room_all, "the VAE");
 }
 
-Result<VAEDecoded> vae_decode_auto(Executor& ex, LoadedModel& model, const HostTensor& latent,
+Result<VAEDecoded> vae_decode_auto(Executor& ex, SDVAE& model, const HostTensor& latent,
                                    const std::function<Status()>& before_tile) {
   HR_TRY(vae_input_check(model, latent.shape(), "vae_decode_auto"));
   HR_TRY(vae_weights_upload(ex, model, true));
@@ -521,7 +507,7 @@ Result<VAEDecoded> vae_decode_auto(Executor& ex, LoadedModel& model, const HostT
   return r;
 }
 
-Result<VAEEncoded> vae_encode_auto(Executor& ex, LoadedModel& model, const HostTensor& image,
+Result<VAEEncoded> vae_encode_auto(Executor& ex, SDVAE& model, const HostTensor& image,
                                    const std::function<Status()>& before_tile) {
   HR_TRY(vae_input_check(model, image.shape(), "vae_encode_auto"));
   HR_TRY(vae_weights_upload(ex, model, false));
