@@ -18,6 +18,7 @@
 #include "core/bytes.h"
 #include "graph/planner.h"
 #include "graph/residency.h"
+#include "memory/executor_policies.h"
 #include "models/checkpoint.h"
 #include "models/vae_tiled.h"
 
@@ -125,7 +126,7 @@ Row time_steps(Backend& b, bench::Workload& w, uint64_t budget, int steps,
                const std::vector<double>* resident_node_ms, double bw, bool spread) {
   Row row;
   Allocator alloc(b, budget == UINT64_MAX ? Allocator::kUnlimited : budget);
-  Executor ex(b, alloc);
+  Executor ex(b, alloc, executor_policies_default(b));
   ResidencyOptions o = ex.residency_options();
   o.spread = spread;
   ex.set_residency_options(o);
@@ -188,7 +189,7 @@ std::vector<int> budgets_wanted() {
 
 void unet_rows(Backend& b, bench::Workload& w, int steps, double bw, std::vector<Row>& rows) {
   Allocator a(b);
-  Executor probe(b, a);
+  Executor probe(b, a, executor_policies_default(b));
   auto c = probe.compile(w.graph);
   if (!c.ok()) {
     std::printf("%s: %s\n", w.name.c_str(), c.status().str().c_str());
@@ -235,7 +236,7 @@ void vae_rows(Backend& b, DType dt, int steps, std::vector<Row>& rows) {
   HostTensor images[2];
   for (int tiled = 0; tiled < 2; ++tiled) {
     Allocator alloc(b, tiled ? (1ull << 30) : Allocator::kUnlimited);
-    Executor ex(b, alloc);
+    Executor ex(b, alloc, executor_policies_default(b));
     m.vae_weights.bind(&b, &alloc);
     Row row;
     row.work = "SD VAE decode 2048x2048 b1";
@@ -288,7 +289,7 @@ void switch_rows(Backend& b, bench::Workload& w, int steps) {
   WeightSet other;
   for (const std::string& n : w.weights->names()) other.put(n, w.weights->find(n)->clone());
   Allocator probe_alloc(b);
-  Executor probe(b, probe_alloc);
+  Executor probe(b, probe_alloc, executor_policies_default(b));
   auto c = probe.compile(w.graph);
   if (!c.ok()) return;
   const uint64_t budget = (*c)->plan->arena_bytes + (*c)->weight_bytes * 11 / 10 + (64ull << 20);
@@ -299,7 +300,7 @@ void switch_rows(Backend& b, bench::Workload& w, int steps) {
   for (const bool cache : {true, false}) {
     Allocator alloc(b, budget);
     if (!cache) alloc.set_weight_cache_cap(0);
-    Executor ex(b, alloc);
+    Executor ex(b, alloc, executor_policies_default(b));
     w.weights->bind(&b, &alloc);
     other.bind(&b, &alloc);
     WeightSet* sets[2] = {w.weights.get(), &other};

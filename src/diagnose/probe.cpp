@@ -13,6 +13,7 @@
 #include "core/bytes.h"
 #include "memory/device_measure.h"
 #include "memory/device_profile_cache.h"
+#include "memory/residency_clock.h"
 
 namespace hr {
 

@@ -12,6 +12,7 @@
 #include "core/bytes.h"
 #include "graph/executor.h"
 #include "memory/device_profile_cache.h"
+#include "memory/executor_policies.h"
 #include "workflow/execute.h"
 
 namespace hr {
@@ -133,7 +134,7 @@ Result<WorkflowPlan> plan_run(const Prompt& prompt, const WorkflowPlanOptions& o
   std::unique_ptr<Backend> backend = plan_backend_create(*o.backend);
   Allocator allocator(*backend, budget);
   allocator.set_weights_cap(o.weights_cap);
-  Executor executor(*backend, allocator);
+  Executor executor(*backend, allocator, executor_policies_default(*backend));
   executor.set_device_profile(*o.device_profile);  // the run's clock (Note [device profile])
   NodeLog log(allocator);
   executor.set_run_observer([&log](const RunRecord& r) { log.record(r); });

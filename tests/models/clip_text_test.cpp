@@ -12,6 +12,7 @@
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "graph/executor.h"
+#include "memory/executor_policies.h"
 #include "models/clip_tokenizer.h"
 #include "models/prompt_weights.h"
 #include "models/safetensors.h"
@@ -61,7 +62,7 @@ class CLIPText : public ::testing::Test {
   void SetUp() override {
     backend_ = cpu_backend_create();
     alloc_ = std::make_unique<Allocator>(*backend_);
-    ex_ = std::make_unique<Executor>(*backend_, *alloc_);
+    ex_ = std::make_unique<Executor>(*backend_, *alloc_, executor_policies_default(*backend_));
   }
 
   // Weights of one encoder, f32, bound to the CPU backend.

@@ -1,4 +1,4 @@
-// Weight streaming on the GPU (Note [streamed execution] in graph/executor.cpp): many UNet steps
+// Weight streaming on the GPU (Note [streamed execution] in graph/stream_copies.cpp): many UNet steps
 // through a ring of two or three of the largest weights, copies on their own stream and the steps captured as CUDA
 // graphs, give the resident run's outputs bit for bit; memory taken by someone else between
 // steps is recovered from by planning again (Note [OOM recovery]).
@@ -10,6 +10,7 @@
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "graph/executor.h"
+#include "memory/executor_policies.h"
 #include "models/checkpoint.h"
 #include "test_gpu.h"
 #include "test_paths.h"
@@ -65,7 +66,7 @@ class CudaStreaming : public ::testing::Test {
   Streamed streamed_executor(uint64_t budget) {
     Streamed s;
     s.alloc = std::make_unique<Allocator>(*backend_, budget);
-    s.ex = std::make_unique<Executor>(*backend_, *s.alloc);
+    s.ex = std::make_unique<Executor>(*backend_, *s.alloc, executor_policies_default(*backend_));
     ResidencyOptions o;
     o.depth = 2;
     o.small_bytes = 0;
@@ -81,7 +82,7 @@ TEST_F(CudaStreaming, ManyStepsThroughTwoSlotsEqualTheResidentRunBitwise) {
   auto resident_model = load(), streamed_model = load();
   ASSERT_TRUE(resident_model && streamed_model);
   Allocator a1(*backend_);
-  Executor e1(*backend_, a1);
+  Executor e1(*backend_, a1, executor_policies_default(*backend_));
   resident_model->unet_weights.bind(backend_.get(), &a1);
   Unbind unbind1{resident_model->unet_weights};
   std::vector<HostTensor> want;
@@ -121,7 +122,7 @@ TEST_F(CudaStreaming, CapturedStepsSurviveBuffersFreedAndReallocated) {
   auto resident_model = load(), streamed_model = load();
   ASSERT_TRUE(resident_model && streamed_model);
   Allocator a1(*backend_);
-  Executor e1(*backend_, a1);
+  Executor e1(*backend_, a1, executor_policies_default(*backend_));
   resident_model->unet_weights.bind(backend_.get(), &a1);
   Unbind unbind1{resident_model->unet_weights};
   auto want = unet_run(e1, *resident_model, x_, t_, c_);
@@ -150,7 +151,7 @@ TEST_F(CudaStreaming, MemoryTakenBetweenStepsIsRecoveredByStreaming) {
   auto m = load();
   ASSERT_TRUE(m);
   Allocator alloc(*backend_);  // no budget: only the device refuses
-  Executor ex(*backend_, alloc);
+  Executor ex(*backend_, alloc, executor_policies_default(*backend_));
   m->unet_weights.bind(backend_.get(), &alloc);
   Unbind unbind{m->unet_weights};
   auto first = unet_run(ex, *m, x_, t_, c_);

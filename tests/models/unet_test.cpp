@@ -9,6 +9,7 @@
 
 #include "graph/passes.h"
 #include "graph/planner.h"
+#include "memory/executor_policies.h"
 #include "models/weights.h"
 #include "test_compare.h"
 #include "test_paths.h"
@@ -45,7 +46,7 @@ class UNetTest : public ::testing::Test {
     ASSERT_TRUE(sd1_ && sdxl_ && gold_);
     backend_ = cpu_backend_create();
     alloc_ = std::make_unique<Allocator>(*backend_);
-    ex_ = std::make_unique<Executor>(*backend_, *alloc_);
+    ex_ = std::make_unique<Executor>(*backend_, *alloc_, executor_policies_default(*backend_));
   }
 
   std::unique_ptr<SafetensorsFile> sd1_, sdxl_, gold_;

@@ -7,6 +7,7 @@
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "graph/executor.h"
+#include "memory/executor_policies.h"
 #include "models/checkpoint.h"
 #include "sampling/cfg.h"
 #include "sampling/model_sampling.h"
@@ -24,7 +25,7 @@ using test::rel_err;
 struct Fixture {
   std::unique_ptr<Backend> backend = cpu_backend_create(0);
   Allocator alloc{*backend};
-  Executor ex{*backend, alloc};
+  Executor ex{*backend, alloc, executor_policies_default(*backend)};
   std::unique_ptr<LoadedModel> model;
   std::unique_ptr<SafetensorsFile> golden;
 };

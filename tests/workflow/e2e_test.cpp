@@ -18,6 +18,7 @@
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "graph/executor.h"
+#include "memory/executor_policies.h"
 #include "nodes/nodes.h"
 #include "core/png_io.h"
 #include "nodes/values.h"
@@ -87,7 +88,9 @@ std::shared_ptr<const T> output_of(const PromptExecutor& pe, const std::string& 
 // One execution of a case's workflow on a backend: what its nodes produced (in `pe`) and the
 // UI outputs naming the PNGs SaveImage wrote under `output_dir`.
 struct CaseRun {
-  CaseRun(Backend& b, fs::path out) : backend(b), alloc(b), ex(b, alloc), output_dir(std::move(out)) {}
+  CaseRun(Backend& b, fs::path out)
+      : backend(b), alloc(b), ex(b, alloc, executor_policies_default(b)),
+        output_dir(std::move(out)) {}
 
   Status execute(const Prompt& prompt, const fs::path& models, DType dtype) {
     ExecOptions o;

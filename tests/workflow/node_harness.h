@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "graph/executor.h"
+#include "memory/executor_policies.h"
 #include "models/safetensors.h"
 #include "nodes/nodes.h"
 #include "nodes/values.h"
@@ -62,7 +63,8 @@ class NodeHarness {
 struct CpuRuntime {
   std::unique_ptr<Backend> backend = cpu_backend_create(1);
   std::unique_ptr<Allocator> allocator = std::make_unique<Allocator>(*backend);
-  std::unique_ptr<Executor> executor = std::make_unique<Executor>(*backend, *allocator);
+  std::unique_ptr<Executor> executor =
+      std::make_unique<Executor>(*backend, *allocator, executor_policies_default(*backend));
   void wire(ExecOptions& o) const {
     o.backend = backend.get();
     o.allocator = allocator.get();

@@ -17,6 +17,7 @@
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "graph/executor.h"
+#include "memory/executor_policies.h"
 #include "models/make_model.h"
 #include "nodes/nodes.h"
 #include "core/png_io.h"
@@ -213,7 +214,7 @@ class PlanCoverageTest : public ::testing::Test {
   };
   RunResult run(const Prompt& p, uint64_t budget) {
     Allocator alloc(*backend_, budget);
-    Executor ex(*backend_, alloc);
+    Executor ex(*backend_, alloc, executor_policies_default(*backend_));
     ExecOptions o;
     o.models_dir = (dir_ / "models").string();
     o.input_dir = (dir_ / "input").string();
