@@ -26,6 +26,7 @@
 #include "graph/executor.h"
 #include "graph/planner.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "models/make_model.h"
 #include "models/sd/unet.h"
 #include "models/sd/vae.h"
@@ -36,7 +37,7 @@ namespace {
 
 // Note [replay check]
 // A captured replay runs recorded kernels on recorded addresses; if a capture went stale (a
-// buffer moved, Note [captures and freed memory] in graph/executor.cpp) its replay computes on
+// buffer moved, Note [captures and freed memory] in graph/capture_cache.cpp) its replay computes on
 // the wrong memory and still returns OK. So after the timed runs, which are replays, the same
 // graph runs uncaptured on the same inputs and the two outputs are compared. With the same
 // kernels and algorithms (chosen on the first run and cached) they should be bitwise equal; a
@@ -74,7 +75,9 @@ struct Runner {
   Executor ex;
   uint64_t driver_peak = 0;
   explicit Runner(Backend& b)
-      : backend(b), alloc(b, Allocator::kUnlimited, eviction_policy()), ex(b, alloc) {}
+      : backend(b),
+        alloc(b, Allocator::kUnlimited, eviction_policy()),
+        ex(b, alloc, executor_policies_default(b)) {}
   void sample_driver() {
     DeviceInfo d = backend.info();
     driver_peak = std::max(driver_peak, d.memory_total - d.memory_free);

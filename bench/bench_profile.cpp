@@ -21,6 +21,7 @@
 #include "bench_common.h"
 #include "graph/planner.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 
 using namespace hr;
 
@@ -150,7 +151,7 @@ void print_roles(const Graph& g, const std::vector<double>& node_ms, int top) {
 
 void profile(Backend& b, Allocator& alloc, const bench::Workload& w, const Ceilings& ceil,
              int steps, int top) {
-  Executor ex(b, alloc);
+  Executor ex(b, alloc, executor_policies_default(b));
   w.weights->bind(&b, &alloc);
   const HostInputs in = w.host_inputs();
   auto timed_runs = [&](int n) -> std::vector<double> {

@@ -14,6 +14,7 @@
 #include "backend/allocator.h"
 #include "graph/executor.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "nodes/nodes.h"
 #include "server/serve_app.h"
 #include "server/server_client.h"
@@ -53,7 +54,7 @@ double rps_measure(int clients, double seconds, const std::function<bool()>& cal
 struct InProcess {
   std::unique_ptr<Backend> backend = cpu_backend_create(1);
   Allocator allocator{*backend, Allocator::kUnlimited, eviction_policy()};
-  Executor executor{*backend, allocator};
+  Executor executor{*backend, allocator, executor_policies_default(*backend)};
   NodeRegistry registry;
   PromptExecutor prompts;
   std::map<std::string, std::shared_ptr<void>> resources;

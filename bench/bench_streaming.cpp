@@ -19,6 +19,7 @@
 #include "graph/planner.h"
 #include "graph/residency.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "models/checkpoint.h"
 #include "models/sd/vae_tiled.h"
 
@@ -126,7 +127,7 @@ Row time_steps(Backend& b, bench::Workload& w, uint64_t budget, int steps,
                const std::vector<double>* resident_node_ms, double bw, bool spread) {
   Row row;
   Allocator alloc(b, budget == UINT64_MAX ? Allocator::kUnlimited : budget, eviction_policy());
-  Executor ex(b, alloc);
+  Executor ex(b, alloc, executor_policies_default(b));
   ResidencyOptions o = ex.residency_options();
   o.spread = spread;
   ex.set_residency_options(o);
@@ -189,7 +190,7 @@ std::vector<int> budgets_wanted() {
 
 void unet_rows(Backend& b, bench::Workload& w, int steps, double bw, std::vector<Row>& rows) {
   Allocator a(b, Allocator::kUnlimited, eviction_policy());
-  Executor probe(b, a);
+  Executor probe(b, a, executor_policies_default(b));
   auto c = probe.compile(w.graph);
   if (!c.ok()) {
     std::printf("%s: %s\n", w.name.c_str(), c.status().str().c_str());
@@ -233,7 +234,7 @@ void vae_rows(Backend& b, DType dt, int steps, std::vector<Row>& rows) {
   HostTensor images[2];
   for (int tiled = 0; tiled < 2; ++tiled) {
     Allocator alloc(b, tiled ? (1ull << 30) : Allocator::kUnlimited, eviction_policy());
-    Executor ex(b, alloc);
+    Executor ex(b, alloc, executor_policies_default(b));
     m.store.bind(&b, &alloc);
     Row row;
     row.work = "SD VAE decode 2048x2048 b1";
@@ -286,7 +287,7 @@ void switch_rows(Backend& b, bench::Workload& w, int steps) {
   WeightSet other;
   for (const std::string& n : w.weights->names()) other.put(n, w.weights->find(n)->clone());
   Allocator probe_alloc(b, Allocator::kUnlimited, eviction_policy());
-  Executor probe(b, probe_alloc);
+  Executor probe(b, probe_alloc, executor_policies_default(b));
   auto c = probe.compile(w.graph);
   if (!c.ok()) return;
   const uint64_t budget = (*c)->plan->arena_bytes + (*c)->weight_bytes * 11 / 10 + (64ull << 20);
@@ -297,7 +298,7 @@ void switch_rows(Backend& b, bench::Workload& w, int steps) {
   for (const bool cache : {true, false}) {
     Allocator alloc(b, budget, eviction_policy());
     if (!cache) alloc.set_weight_cache_cap(0);
-    Executor ex(b, alloc);
+    Executor ex(b, alloc, executor_policies_default(b));
     w.weights->bind(&b, &alloc);
     other.bind(&b, &alloc);
     WeightSet* sets[2] = {w.weights.get(), &other};

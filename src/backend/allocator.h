@@ -159,8 +159,8 @@ class Allocator {
   // the bytes back after freeing them with Backend::host_free_pinned.
   struct PinnedAccount {
     std::atomic<uint64_t> budget{UINT64_MAX}, held{0}, peak{0};
-    // Page-locked blocks given back so far: a captured copy from a freed block is stale even
-    // if a new block lands at the same address (Note [captures and freed memory] in executor.cpp).
+    // Page-locked blocks given back so far: a captured copy from a freed block is stale even if
+    // a new block lands at the same address (Note [captures and freed memory], capture_cache.cpp).
     std::atomic<uint64_t> frees{0};
   };
   std::shared_ptr<PinnedAccount> pinned_account() const { return pinned_; }

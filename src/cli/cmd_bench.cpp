@@ -18,6 +18,7 @@
 #include "memory/budget.h"
 #include "memory/device_profile_cache.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "memory/telemetry.h"
 
 namespace hr {
@@ -107,7 +108,7 @@ class ModeBench {
   ModeBench(const BenchSetup& s, const std::string& mode, const MemoryPolicy& policy)
       : s_(s),
         alloc_(s.backend, policy.budget, eviction_policy()),
-        ex_(s.backend, alloc_),
+        ex_(s.backend, alloc_, executor_policies_default(s.backend)),
         tel_(alloc_, DriverLens::open(s.backend), telemetry_options()) {
     out_.outcome.mode = mode;
     alloc_.set_weights_cap(policy.weights_cap);

@@ -16,6 +16,7 @@
 #include "memory/device_profile_cache.h"
 #include "memory/driver_lens.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "memory/telemetry.h"
 #include "workflow/execute.h"
 #include "workflow/prompt.h"
@@ -48,7 +49,7 @@ int cmd_run(const RunArgs& args) {
   Allocator allocator(*backend, policy->budget, eviction_policy());
   allocator.set_weights_cap(policy->weights_cap);
   allocator.set_pinned_budget(policy->pinned_budget);
-  Executor executor(*backend, allocator);
+  Executor executor(*backend, allocator, executor_policies_default(*backend));
   executor.set_device_profile(device_profile_load(*backend));  // Note [device profile]
   if (policy->mode == ResidencyMode::GPU_ONLY) {  // --gpu-only: never stream
     ResidencyOptions ro = executor.residency_options();

@@ -14,6 +14,7 @@
 #include "memory/device_measure.h"
 #include "memory/device_profile_cache.h"
 #include "memory/eviction.h"
+#include "memory/residency_clock.h"
 
 namespace hr {
 

@@ -79,7 +79,7 @@ struct ProbeReport {
   std::vector<ProbePhase> phases;
 
   // The rates the residency planner plans with (Note [device profile] in
-  // graph/device_profile.cpp), measured by probe_profile; profile.measured is false when they
+  // memory/residency_clock.cpp), measured by probe_profile; profile.measured is false when they
   // were not (profile_error says why). profile_path: the cache file it was written to, "" when
   // none (memory_is_host(), Note [device profile cache] in memory/device_profile_cache.cpp).
   DeviceProfile profile;

@@ -1,11 +1,9 @@
-// A device's rates, measured once per device (memory/device_measure.h, cached on disk by
-// memory/device_profile_cache.h), and the residency clock and copy rate built from them (Note
-// [device profile] in device_profile.cpp). The fallback profiles live here, in one place.
+// A device's rates as data, measured once per device (memory/device_measure.h, cached on disk by
+// memory/device_profile_cache.h). The residency clock built from them and the fallback profiles
+// are memory policy (memory/residency_clock.h, Note [device profile] there).
 #pragma once
 
 #include <string>
-
-#include "graph/residency.h"
 
 namespace hr {
 
@@ -14,7 +12,7 @@ namespace hr {
 struct DeviceProfile {
   std::string device;                // DeviceInfo::name it was measured on ("NVIDIA H200")
   double gemm_flops_per_s = 0;       // f16 where the backend has it, else f32
-  double attention_flops_per_s = 0;  // a fixed share of the GEMM rate (Note [device profile])
+  double attention_flops_per_s = 0;  // a fixed share of the GEMM rate (kAttentionShare)
   double memory_bytes_per_s = 0;     // bytes read plus bytes written
   double node_s = 0;                 // seconds one small op costs beyond its work
   double copy_bytes_per_s = 0;       // host to device, page-locked
@@ -24,16 +22,6 @@ struct DeviceProfile {
   // Every rate positive and finite, node_s finite and not negative.
   bool valid() const;
 };
-
-// The share of the GEMM rate attention runs at (Note [device profile]).
-inline constexpr double kAttentionShare = 0.3;
-
-// The profile used when none was measured: an unknown GPU (the H200's figures) or the CPU.
-DeviceProfile device_profile_default(bool host_visible);
-
-// The residency clock and copy rate for a device (Note [device profile]); the other options
-// keep their defaults.
-ResidencyOptions residency_options_for(const DeviceProfile& profile);
 
 // "NVIDIA H200: GEMM 700.0 TFLOP/s, attention 210.0 TFLOP/s, memory 3000.0 GB/s, 1.50 us per
 // op, host to device 55.0 GB/s".

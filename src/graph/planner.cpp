@@ -16,7 +16,7 @@ namespace hr {
 // bytes free for earlier values, but a copy issued mid-run waits behind whatever the copy
 // engine already holds: in a streamed SDXL step the latent, first read by node 8, queued behind
 // the staging ring's first 169-225 MiB of weights and the step waited 2.7-4.1 ms for it (Note
-// [inputs before the ring] in executor.cpp). A step's inputs are small (latent, text context,
+// [inputs before the ring] in stream_copies.cpp). A step's inputs are small (latent, text context,
 // timestep: under 1 MiB for SDXL at 1024x1024), so holding them from the start costs little.
 // Weights are never in the arena; they are bound by name at run time (WeightSource).
 //

@@ -1,7 +1,7 @@
-// The residency planner: which weights of a compiled graph stay on the device and which stream
-// through a ring of staging slots on every call, and the copy schedule that streams them. The
-// plan is plain data (Note [residency plan] in residency.cpp) that the executor carries out and
-// `headroom plan` prints. It lives in graph/ beside the executor that runs it.
+// Residency as data: a compiled graph's weight uses on the node clock, the options and the plan
+// (which weights stay on the device, which stream through a staging ring, and when each copy
+// may start) that the executor carries out and `headroom plan` prints. The planner that makes
+// the plans is memory policy (memory/residency_planner.h, Note [changing residency]).
 #pragma once
 
 #include <cstdint>
@@ -57,7 +57,7 @@ struct ResidencyOptions {
   // in launch latency than its bytes).
   uint64_t small_bytes = 256 * 1024;
   // The most bytes one host-to-device transfer moves when neighbouring streamed weights are
-  // copied together (Note [coalesced copies] in executor.cpp): large enough that the ~10 us a
+  // copied together (Note [coalesced copies] in stream_copies.cpp): large enough that the ~10 us a
   // transfer costs beyond its bytes stops mattering, small enough that compute rarely waits for
   // a group's later weights to arrive before it can read the first.
   uint64_t group_bytes = 8ull << 20;
@@ -66,11 +66,11 @@ struct ResidencyOptions {
   bool stream = true;
   // Host-to-device copy rate (bytes per second) with which the planner estimates how long
   // compute waits for copies on the clock of WeightUse::t_first and picks the ring and the
-  // streamed set that wait least (Note [ring choice], Note [spreading copies]); 0: the smallest
-  // ring that fits (the most resident bytes), streamed set by reuse alone.
+  // streamed set that wait least (Notes [ring choice], [spreading copies] in memory/); 0: the
+  // smallest ring that fits (the most resident bytes), streamed set by reuse alone.
   double copy_bytes_per_s = 0;
   // The clock weight_uses times the graph with (Note [node clock]). This and copy_bytes_per_s
-  // come from the device's profile (residency_options_for in graph/device_profile.h).
+  // come from the device's profile (residency_options_for in memory/residency_clock.h).
   NodeClock clock;
   // With a copy rate: plan the streamed set on the clock and improve it by swaps (Note
   // [spreading copies]); false: the set by reuse alone.
@@ -91,7 +91,8 @@ struct ResidencyPlan {
   uint64_t room = 0;  // bytes it was planned within (weights + ring)
   size_t streamed_count = 0;
   // Estimated time compute waits for copies per call, in seconds and as the bytes one could copy
-  // in that time (Note [ring choice]; 0 when ResidencyOptions::copy_bytes_per_s is 0).
+  // in that time (Note [ring choice] in memory/residency_planner.cpp; 0 when
+  // ResidencyOptions::copy_bytes_per_s is 0).
   double stall_s = 0;
   double stall_bytes = 0;
   // Swaps of a streamed weight for resident ones that spread the copies (Note [spreading copies]).
@@ -101,16 +102,6 @@ struct ResidencyPlan {
   bool streamed(size_t k) const { return !offset.empty() && offset[k] >= 0; }
   uint64_t device_bytes() const { return resident_bytes + ring_bytes; }
 };
-
-// Plans `uses` within `room` bytes (resident weights plus the ring). Everything resident when it
-// fits; otherwise resident by cost (small and low-reuse weights first) and the rest streamed.
-// OUT_OF_MEMORY when not even a ring for the streamed weights fits, naming what would.
-Result<ResidencyPlan> residency_plan(const std::vector<WeightUse>& uses, uint64_t room,
-                                     const ResidencyOptions& options = {});
-
-// The smallest room residency_plan accepts for `uses` (a binary search over it).
-uint64_t residency_min_room(const std::vector<WeightUse>& uses,
-                            const ResidencyOptions& options = {});
 
 // "streams 8.1 MiB of 12.3 MiB weights (140 of 200 tensors) through a 4.8 MiB ring; 4.2 MiB
 // resident".

@@ -8,6 +8,8 @@
 #include <memory>
 #include <vector>
 
+#include "memory/residency_clock.h"
+
 namespace hr {
 namespace {
 

@@ -12,11 +12,12 @@
 #include <sstream>
 
 #include "memory/device_measure.h"
+#include "memory/residency_clock.h"
 
 namespace hr {
 
 // Note [device profile cache]
-// A device's profile (Note [device profile] in graph/device_profile.cpp) is measured once and
+// A device's profile (Note [device profile] in residency_clock.cpp) is measured once and
 // kept in the user's cache folder, one file per device name, so that later processes start
 // with it at the cost of reading a file; `headroom probe` measures again and replaces it. A
 // file that does not parse, lacks a rate or names another device is measured over, with a

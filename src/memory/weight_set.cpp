@@ -243,7 +243,7 @@ Result<TensorRef> WeightSet::weight_get(const std::string& name, const TensorDes
 // page-locked memory the pageable tensor is served and the copies become synchronous. The
 // executor asks for all of a call's streamed weights at once (weight_host_all) and gets those
 // copied now in one block, in streaming order and padded like the ring, so that it can move
-// neighbours with one transfer (Note [coalesced copies] in executor.cpp). Once copied, a
+// neighbours with one transfer (Note [coalesced copies] in graph/stream_copies.cpp). Once copied, a
 // mapped source gives its pages back and a rearranged copy is dropped: one host copy each.
 struct WeightSet::PinnedBlock {
   Backend* backend = nullptr;

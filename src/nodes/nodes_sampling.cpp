@@ -34,7 +34,7 @@ struct SamplerInputs {
   bool force_full_denoise = false;
 };
 
-// Says when a UNet call streamed weights (Note [streamed execution] in graph/executor.cpp) or
+// Says when a UNet call streamed weights (Note [streamed execution] in graph/stream_copies.cpp) or
 // recovered from a failed allocation, once per change.
 void residency_report(ExecContext& ctx, Executor& ex, uint64_t recoveries_before) {
   const ResidencyPlan& r = ex.last_residency();

@@ -8,6 +8,7 @@
 #include "memory/device_profile_cache.h"
 #include "memory/driver_lens.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "models/model_paths.h"
 #include "nodes/nodes.h"
 
@@ -21,7 +22,8 @@ Status compute_stack_open(const ComputeChoice& c, ComputeStack& s) {
   s.allocator = std::make_unique<Allocator>(*s.backend, s.policy.budget, eviction_policy());
   s.allocator->set_weights_cap(s.policy.weights_cap);
   s.allocator->set_pinned_budget(s.policy.pinned_budget);
-  s.executor = std::make_unique<Executor>(*s.backend, *s.allocator);
+  s.executor = std::make_unique<Executor>(*s.backend, *s.allocator,
+                                          executor_policies_default(*s.backend));
   s.executor->set_device_profile(device_profile_load(*s.backend));  // Note [device profile]
   s.telemetry = std::make_unique<Telemetry>(*s.allocator, DriverLens::open(*s.backend));
   return Status();

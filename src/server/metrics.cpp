@@ -124,7 +124,7 @@ std::string metrics_text(ServerContext& ctx) {
   e.family("headroom_oom_failures_total", "counter",
            "Jobs that failed out of memory after recovery.");
   e.value("headroom_oom_failures_total", double(js.oom_failures));
-  if (ctx.executor) {  // Note [streamed execution], Note [OOM recovery] in graph/executor.cpp
+  if (ctx.executor) {  // Note [streamed execution], Note [OOM recovery] in memory/oom_recovery.cpp
     e.family("headroom_streamed_bytes_total", "counter",
              "Weight bytes copied into the staging ring (weight streaming).");
     e.value("headroom_streamed_bytes_total", double(ctx.executor->streamed_total()));

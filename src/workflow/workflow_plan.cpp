@@ -14,6 +14,7 @@
 #include "graph/executor.h"
 #include "memory/device_profile_cache.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "workflow/execute.h"
 
 namespace hr {
@@ -135,7 +136,7 @@ Result<WorkflowPlan> plan_run(const Prompt& prompt, const WorkflowPlanOptions& o
   std::unique_ptr<Backend> backend = plan_backend_create(*o.backend);
   Allocator allocator(*backend, budget, eviction_policy());
   allocator.set_weights_cap(o.weights_cap);
-  Executor executor(*backend, allocator);
+  Executor executor(*backend, allocator, executor_policies_default(*backend));
   executor.set_device_profile(*o.device_profile);  // the run's clock (Note [device profile])
   NodeLog log(allocator);
   executor.set_run_observer([&log](const RunRecord& r) { log.record(r); });

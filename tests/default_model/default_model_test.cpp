@@ -18,6 +18,7 @@
 #include "backend/backend.h"
 #include "graph/executor.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "nodes/nodes.h"
 #include "core/png_io.h"
 #include "test_gpu.h"
@@ -114,7 +115,7 @@ class Renderer {
   Renderer(std::unique_ptr<Backend> backend, DType dtype, const fs::path& out_dir)
       : backend_(std::move(backend)),
         alloc_(*backend_, Allocator::kUnlimited, eviction_policy()),
-        ex_(*backend_, alloc_) {
+        ex_(*backend_, alloc_, executor_policies_default(*backend_)) {
     const std::string models = test::source_dir() + "/models";
     nodes_register(registry_, NodeEnv{models, (out_dir / "input").string()});
     opts_.models_dir = models;

@@ -12,6 +12,7 @@
 
 #include "fake_backend.h"
 #include "memory/device_profile_cache.h"
+#include "memory/residency_clock.h"
 #include "svg_check.h"
 
 namespace hr {

@@ -9,6 +9,7 @@
 #include "backend/allocator.h"
 #include "graph/executor.h"
 #include "graph_test_util.h"
+#include "memory/executor_policies.h"
 #include "test_gpu.h"
 
 namespace hr {
@@ -61,7 +62,7 @@ void sixty_shapes(Executor& ex, Backend& backend, int runs, uint64_t* pinned_mos
 TEST(ExecutorCache, SixtyShapesKeepAtMostTheLimits) {
   std::unique_ptr<Backend> cpu = cpu_backend_create(1);
   Allocator alloc(*cpu);
-  Executor ex(*cpu, alloc);
+  Executor ex(*cpu, alloc, executor_policies_default(*cpu));
   ex.set_cache_limits({.plans = 8, .captures = 4});
   sixty_shapes(ex, *cpu, 1, nullptr);
   EXPECT_EQ(ex.plans_computed(), 61u);  // 60 shapes and the first one again
@@ -71,7 +72,7 @@ TEST(ExecutorCache, SixtyCapturedShapesOnTheGpuKeepTheirStagingBounded) {
   Result<std::unique_ptr<Backend>> b = cuda_backend_create(0);
   HR_SKIP_UNLESS_GPU(b.ok(), b.status().str());
   Allocator alloc(**b);
-  Executor ex(**b, alloc);
+  Executor ex(**b, alloc, executor_policies_default(**b));
   ex.set_cache_limits({.plans = 8, .captures = 4});
   uint64_t pinned_most = 0;
   sixty_shapes(ex, **b, 3, &pinned_most);  // the second run of a plan captures, the third replays

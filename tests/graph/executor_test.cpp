@@ -8,6 +8,7 @@
 #include "graph/executor.h"
 #include "graph/planner.h"
 #include "graph_test_util.h"
+#include "memory/executor_policies.h"
 #include "synthetic_unet.h"
 
 namespace hr {
@@ -27,7 +28,7 @@ class ExecutorTest : public ::testing::Test {
  protected:
   std::unique_ptr<Backend> cpu_ = cpu_backend_create(1);
   Allocator alloc_{*cpu_};
-  Executor ex_{*cpu_, alloc_};
+  Executor ex_{*cpu_, alloc_, executor_policies_default(*cpu_)};
 };
 
 // linear -> gelu -> linear -> residual add, reshape views of an intermediate and of an
@@ -244,7 +245,7 @@ TEST_F(ExecutorTest, ArenaIsKeptBetweenRunsAndPlansAreCached) {
 
 TEST_F(ExecutorTest, ArenaOverBudgetIsAnOutOfMemoryStatus) {
   Allocator tight(*cpu_, 1024);
-  Executor ex(*cpu_, tight);
+  Executor ex(*cpu_, tight, executor_policies_default(*cpu_));
   Graph g = small_graph();
   std::map<std::string, HostTensor> inputs;
   test::MapWeights weights;

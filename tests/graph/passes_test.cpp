@@ -12,6 +12,7 @@
 #include "graph/executor.h"
 #include "graph/passes.h"
 #include "graph_test_util.h"
+#include "memory/executor_policies.h"
 #include "test_compare.h"
 
 namespace hr {
@@ -97,7 +98,7 @@ class PassesTest : public ::testing::Test {
   std::vector<HostTensor> run(const Graph& g, std::optional<PassOptions> o, bool passes,
                               const std::map<std::string, HostTensor>& inputs,
                               WeightSource& weights) {
-    Executor ex(*backend_, *alloc_);
+    Executor ex(*backend_, *alloc_, executor_policies_default(*backend_));
     ex.set_passes(passes);
     ex.set_pass_options(o);
     auto out = ex.run(g, test::host_inputs(inputs), weights);
@@ -184,7 +185,7 @@ TEST_F(PassesTest, NodeTimingCoversEveryNode) {
   std::map<std::string, HostTensor> inputs;
   test::MapWeights weights;
   test::bindings_fill(g, 3, inputs, weights);
-  Executor ex(*backend_, *alloc_);
+  Executor ex(*backend_, *alloc_, executor_policies_default(*backend_));
   ex.set_node_timing(true);
   auto out = ex.run(g, test::host_inputs(inputs), weights);
   ASSERT_TRUE(out.ok()) << out.status().str();

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "memory/device_measure.h"
+#include "memory/residency_clock.h"
 
 namespace hr {
 namespace {

@@ -15,6 +15,7 @@
 #include "async_sim_backend.h"
 #include "graph/passes.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "opaque_cpu_backend.h"
 
 namespace hr {
@@ -148,7 +149,7 @@ TEST_F(WeightReclaimTest, WeightsThatStartStreamingLeaveNoCachedBlocks) {
   for (int64_t j = 0; j < x.numel(); ++j) x.f32()[j] = 0.1f * float(j % 7);
   const HostInputs in = {{"x", &x}};
   Allocator alloc(dev_, Allocator::kUnlimited, eviction_policy());
-  Executor ex(dev_, alloc);
+  Executor ex(dev_, alloc, executor_policies_default(dev_));
   ResidencyOptions o = ex.residency_options();
   o.depth = 2;
   o.small_bytes = 0;
@@ -172,7 +173,7 @@ TEST_F(WeightReclaimTest, WeightsThatStartStreamingLeaveNoCachedBlocks) {
 // itself will use.
 TEST_F(WeightReclaimTest, ArenaRoomCountsIdleWeights) {
   Allocator alloc(dev_, 5 * kBytes, eviction_policy());
-  Executor ex(dev_, alloc);
+  Executor ex(dev_, alloc, executor_policies_default(dev_));
   WeightSet a;
   fill(a, 3);
   a.bind(&dev_, &alloc);
@@ -512,7 +513,7 @@ class StackedProjectionRunTest : public ::testing::Test {
   // or with no passes.
   std::vector<HostTensor> run(Backend& backend, Allocator& alloc, bool stack,
                               uint64_t budget = 0, std::vector<std::string>* streamed = nullptr) {
-    Executor ex(backend, alloc);
+    Executor ex(backend, alloc, executor_policies_default(backend));
     if (stack) {
       ex.set_pass_options(PassOptions{false, true, true, qkv});
       auto c = ex.compile(g);

@@ -13,6 +13,7 @@
 #include <map>
 
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "test_compare.h"
 #include "test_paths.h"
 
@@ -187,7 +188,7 @@ TEST_F(CheckpointTest, LoadedModelRunsGoldens) {
   auto get = [&](const std::string& n) { return gold->load(n, DType::F32).value(); };
   auto backend = cpu_backend_create();
   Allocator alloc(*backend, Allocator::kUnlimited, eviction_policy());
-  Executor ex(*backend, alloc);
+  Executor ex(*backend, alloc, executor_policies_default(*backend));
 
   auto m = model_load(test::golden_path("tiny-sd1.safetensors"));
   ASSERT_TRUE(m.ok()) << m.status().str();

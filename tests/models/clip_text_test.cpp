@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "graph/executor.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "models/clip_tokenizer.h"
 #include "models/prompt_weights.h"
 #include "models/safetensors.h"
@@ -63,7 +64,7 @@ class CLIPText : public ::testing::Test {
   void SetUp() override {
     backend_ = cpu_backend_create();
     alloc_ = std::make_unique<Allocator>(*backend_, Allocator::kUnlimited, eviction_policy());
-    ex_ = std::make_unique<Executor>(*backend_, *alloc_);
+    ex_ = std::make_unique<Executor>(*backend_, *alloc_, executor_policies_default(*backend_));
   }
 
   // Weights of one encoder, f32, bound to the CPU backend.

@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "graph/executor.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "models/make_model.h"
 #include "models/sd/unet.h"
 #include "test_compare.h"
@@ -40,7 +41,7 @@ TEST(FullSizeSD15, OneStepAsBuiltEqualsTheGpuPassesAt64x64) {
   EXPECT_EQ(params, 859520964u);
   auto backend = cpu_backend_create(0);
   Allocator alloc(*backend, Allocator::kUnlimited, eviction_policy());
-  Executor ex(*backend, alloc);
+  Executor ex(*backend, alloc, executor_policies_default(*backend));
   HostTensor x(DType::F32, Shape{1, 4, 64, 64}), t(DType::F32, Shape{1}), c(DType::F32, Shape{1, 77, 768});
   for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = std::sin(float(i) * 0.01f);
   for (int64_t i = 0; i < c.numel(); ++i) c.f32()[i] = std::cos(float(i) * 0.003f);

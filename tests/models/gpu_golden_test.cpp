@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "graph/executor.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "models/checkpoint.h"
 #include "models/sd/sd_vae.h"
 #include "models/sd/sd_unet.h"
@@ -36,7 +37,7 @@ TEST_P(CudaGolden, UNetAndVAEMatchReference) {
   // activations costs ~1e-3 per op, compounded over ~100 ops of the tiny UNet.
   double tol = dt == DType::F32 ? 1e-4 : dt == DType::F16 ? 2e-2 : 6e-2;
   Allocator alloc(*backend_, Allocator::kUnlimited, eviction_policy());
-  Executor ex(*backend_, alloc);
+  Executor ex(*backend_, alloc, executor_policies_default(*backend_));
   LoadOptions o;
   o.diffusion_dtype = o.vae_dtype = dt;
   auto m = model_load(test::golden_path("tiny-sd1.safetensors"), o);
@@ -90,9 +91,9 @@ TEST(CudaCapture, ReplayMatchesPlainRuns) {
   HR_SKIP_UNLESS_GPU(b.ok(), b.status().message());
   std::unique_ptr<Backend> backend = std::move(b).value();
   Allocator alloc(*backend, Allocator::kUnlimited, eviction_policy());
-  Executor captured(*backend, alloc);
+  Executor captured(*backend, alloc, executor_policies_default(*backend));
   setenv("HEADROOM_CUDA_GRAPHS", "0", 1);
-  Executor plain(*backend, alloc);
+  Executor plain(*backend, alloc, executor_policies_default(*backend));
   unsetenv("HEADROOM_CUDA_GRAPHS");
   LoadOptions o;
   o.diffusion_dtype = DType::F16;

@@ -1,4 +1,4 @@
-// Weight streaming on the GPU (Note [streamed execution] in graph/executor.cpp): many UNet steps
+// Weight streaming on the GPU (Note [streamed execution] in graph/stream_copies.cpp): many UNet steps
 // through a ring of two or three of the largest weights, copies on their own stream and the steps captured as CUDA
 // graphs, give the resident run's outputs bit for bit; memory taken by someone else between
 // steps is recovered from by planning again (Note [OOM recovery]).
@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "graph/executor.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "models/checkpoint.h"
 #include "models/sd/sd_unet.h"
 #include "test_gpu.h"
@@ -67,7 +68,7 @@ class CudaStreaming : public ::testing::Test {
   Streamed streamed_executor(uint64_t budget) {
     Streamed s;
     s.alloc = std::make_unique<Allocator>(*backend_, budget, eviction_policy());
-    s.ex = std::make_unique<Executor>(*backend_, *s.alloc);
+    s.ex = std::make_unique<Executor>(*backend_, *s.alloc, executor_policies_default(*backend_));
     ResidencyOptions o;
     o.depth = 2;
     o.small_bytes = 0;
@@ -83,7 +84,7 @@ TEST_F(CudaStreaming, ManyStepsThroughTwoSlotsEqualTheResidentRunBitwise) {
   auto resident_model = load(), streamed_model = load();
   ASSERT_TRUE(resident_model && streamed_model);
   Allocator a1(*backend_, Allocator::kUnlimited, eviction_policy());
-  Executor e1(*backend_, a1);
+  Executor e1(*backend_, a1, executor_policies_default(*backend_));
   sd_unet(*resident_model)->store.bind(backend_.get(), &a1);
   Unbind unbind1{sd_unet(*resident_model)->store};
   std::vector<HostTensor> want;
@@ -123,7 +124,7 @@ TEST_F(CudaStreaming, CapturedStepsSurviveBuffersFreedAndReallocated) {
   auto resident_model = load(), streamed_model = load();
   ASSERT_TRUE(resident_model && streamed_model);
   Allocator a1(*backend_, Allocator::kUnlimited, eviction_policy());
-  Executor e1(*backend_, a1);
+  Executor e1(*backend_, a1, executor_policies_default(*backend_));
   sd_unet(*resident_model)->store.bind(backend_.get(), &a1);
   Unbind unbind1{sd_unet(*resident_model)->store};
   auto want = unet_run(e1, *sd_unet(*resident_model), x_, t_, c_);
@@ -153,7 +154,7 @@ TEST_F(CudaStreaming, MemoryTakenBetweenStepsIsRecoveredByStreaming) {
   ASSERT_TRUE(m);
   // No budget: only the device refuses.
   Allocator alloc(*backend_, Allocator::kUnlimited, eviction_policy());
-  Executor ex(*backend_, alloc);
+  Executor ex(*backend_, alloc, executor_policies_default(*backend_));
   sd_unet(*m)->store.bind(backend_.get(), &alloc);
   Unbind unbind{sd_unet(*m)->store};
   auto first = unet_run(ex, *sd_unet(*m), x_, t_, c_);

@@ -10,7 +10,9 @@
 #include "graph/passes.h"
 #include "graph/planner.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "models/weight_load.h"
+#include "models/weights.h"
 #include "test_compare.h"
 #include "test_paths.h"
 
@@ -46,7 +48,7 @@ class UNetTest : public ::testing::Test {
     ASSERT_TRUE(sd1_ && sdxl_ && gold_);
     backend_ = cpu_backend_create();
     alloc_ = std::make_unique<Allocator>(*backend_, Allocator::kUnlimited, eviction_policy());
-    ex_ = std::make_unique<Executor>(*backend_, *alloc_);
+    ex_ = std::make_unique<Executor>(*backend_, *alloc_, executor_policies_default(*backend_));
   }
 
   std::unique_ptr<SafetensorsFile> sd1_, sdxl_, gold_;

@@ -9,7 +9,9 @@
 
 #include "graph/planner.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "models/weight_load.h"
+#include "models/weights.h"
 #include "test_compare.h"
 #include "test_paths.h"
 
@@ -28,7 +30,7 @@ class VAETest : public ::testing::Test {
     gold_ = std::move(g).value();
     backend_ = cpu_backend_create();
     alloc_ = std::make_unique<Allocator>(*backend_, Allocator::kUnlimited, eviction_policy());
-    ex_ = std::make_unique<Executor>(*backend_, *alloc_);
+    ex_ = std::make_unique<Executor>(*backend_, *alloc_, executor_policies_default(*backend_));
   }
 
   // Loads the VAE of a tiny checkpoint into w and returns its detected configuration.

@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "core/bytes.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "models/checkpoint.h"
 #include "test_compare.h"
 #include "test_paths.h"
@@ -51,7 +52,7 @@ class VAETiledTest : public ::testing::Test {
   void SetUp() override {
     backend_ = cpu_backend_create(1);  // one thread: tiny ops, shared 2-core machines
     alloc_ = std::make_unique<Allocator>(*backend_, Allocator::kUnlimited, eviction_policy());
-    ex_ = std::make_unique<Executor>(*backend_, *alloc_);
+    ex_ = std::make_unique<Executor>(*backend_, *alloc_, executor_policies_default(*backend_));
     LoadOptions o;
     o.load_diffusion = false;
     auto m = model_load(test::golden_path("tiny-sd1.safetensors"), o);

@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "graph/executor.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "models/checkpoint.h"
 #include "models/sd/sd_unet.h"
 #include "sampling/cfg.h"
@@ -26,7 +27,7 @@ using test::rel_err;
 struct Fixture {
   std::unique_ptr<Backend> backend = cpu_backend_create(0);
   Allocator alloc{*backend, Allocator::kUnlimited, eviction_policy()};
-  Executor ex{*backend, alloc};
+  Executor ex{*backend, alloc, executor_policies_default(*backend)};
   std::unique_ptr<LoadedModel> model;
   std::unique_ptr<SafetensorsFile> golden;
 };

@@ -19,6 +19,7 @@
 #include "backend/backend.h"
 #include "graph/executor.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "nodes/nodes.h"
 #include "core/png_io.h"
 #include "nodes/values.h"
@@ -91,7 +92,7 @@ struct CaseRun {
   CaseRun(Backend& b, fs::path out)
       : backend(b),
         alloc(b, Allocator::kUnlimited, eviction_policy()),
-        ex(b, alloc),
+        ex(b, alloc, executor_policies_default(b)),
         output_dir(std::move(out)) {}
 
   Status execute(const Prompt& prompt, const fs::path& models, DType dtype) {

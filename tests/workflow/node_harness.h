@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "graph/executor.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "models/safetensors.h"
 #include "nodes/nodes.h"
 #include "nodes/values.h"
@@ -64,7 +65,8 @@ struct CpuRuntime {
   std::unique_ptr<Backend> backend = cpu_backend_create(1);
   std::unique_ptr<Allocator> allocator =
       std::make_unique<Allocator>(*backend, Allocator::kUnlimited, eviction_policy());
-  std::unique_ptr<Executor> executor = std::make_unique<Executor>(*backend, *allocator);
+  std::unique_ptr<Executor> executor =
+      std::make_unique<Executor>(*backend, *allocator, executor_policies_default(*backend));
   void wire(ExecOptions& o) const {
     o.backend = backend.get();
     o.allocator = allocator.get();

@@ -19,6 +19,7 @@
 #include "core/alignment.h"
 #include "graph/executor.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "models/make_model.h"
 #include "nodes/nodes.h"
 #include "core/png_io.h"
@@ -215,7 +216,7 @@ class PlanCoverageTest : public ::testing::Test {
   };
   RunResult run(const Prompt& p, uint64_t budget) {
     Allocator alloc(*backend_, budget, eviction_policy());
-    Executor ex(*backend_, alloc);
+    Executor ex(*backend_, alloc, executor_policies_default(*backend_));
     ExecOptions o;
     o.models_dir = (dir_ / "models").string();
     o.input_dir = (dir_ / "input").string();

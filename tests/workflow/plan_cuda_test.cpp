@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "graph/executor.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "models/make_model.h"
 #include "nodes/nodes.h"
 #include "test_gpu.h"
@@ -92,7 +93,7 @@ class PlanCudaTest : public ::testing::Test {
     Result<WorkflowPlan> pl = workflow_plan(v.prompt, po);
     ASSERT_TRUE(pl.ok()) << pl.status().str();
     Allocator alloc(*backend_, budget, eviction_policy());
-    Executor ex(*backend_, alloc);
+    Executor ex(*backend_, alloc, executor_policies_default(*backend_));
     ExecOptions o;
     o.models_dir = po.models_dir;
     o.output_dir = (dir_ / "output").string();

@@ -16,6 +16,7 @@
 #include "core/bytes.h"
 #include "graph/executor.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "models/make_model.h"
 #include "nodes/nodes.h"
 #include "test_paths.h"
@@ -65,7 +66,7 @@ TEST(VAEAuto, DefaultWorkflowTilesTheDecodeUnder40MiB) {
   std::unique_ptr<Backend> backend = cpu_backend_create(1);
   Allocator alloc(*backend, Allocator::kUnlimited, eviction_policy());
   alloc.set_budget(kBudget);  // what `headroom run --vram-budget 40MiB` sets
-  Executor ex(*backend, alloc);
+  Executor ex(*backend, alloc, executor_policies_default(*backend));
   ExecOptions o;
   o.models_dir = (dir / "models").string();
   o.output_dir = (dir / "output").string();

@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "graph/executor.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "models/make_model.h"
 #include "nodes/nodes.h"
 #include "test_paths.h"
@@ -75,7 +76,7 @@ class WorkflowPlanTest : public ::testing::Test {
   };
   RunResult run(const Prompt& p, uint64_t budget) {
     Allocator alloc(*backend_, budget, eviction_policy());
-    Executor ex(*backend_, alloc);
+    Executor ex(*backend_, alloc, executor_policies_default(*backend_));
     ExecOptions o;
     o.models_dir = (dir_ / "models").string();
     o.output_dir = (dir_ / "output").string();

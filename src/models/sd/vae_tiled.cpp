@@ -17,6 +17,7 @@
 #include "core/bytes.h"
 #include "graph/planner.h"
 #include "graph/residency.h"
+#include "memory/residency_planner.h"
 
 namespace hr {
 
@@ -371,7 +372,7 @@ Result<std::optional<VAEDecision>> vae_decide_within(VAEPlanner& planner, const 
 
 // Note [VAE auto tiling]. `s` is the latent (decode) or image (encode) shape; `room` the arena
 // room with the VAE's weights resident, `room_all` with them given back too (then they stream,
-// Note [streamed execution] in graph/executor.cpp); `name` names the VAE in the error. Resident
+// Note [streamed execution] in stream_copies.cpp); `name` names the VAE in the error. Resident
 // weights are tried first; streaming them is the fallback when not even the smallest tile fits.
 Result<VAEDecision> vae_decide_in(Executor& ex, const VAEConfig& cfg, DType dtype, const Shape& s,
                                   bool decode, uint64_t room, uint64_t room_all,

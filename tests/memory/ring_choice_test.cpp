@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "graph/residency.h"
+#include "memory/residency_planner.h"
 
 namespace hr {
 namespace {

@@ -9,8 +9,11 @@
 #include "graph/executor.h"
 #include "graph/planner.h"
 #include "graph/residency.h"
-#include "graph_test_util.h"
-#include "synthetic_unet.h"
+#include "graph/graph_test_util.h"
+#include "graph/synthetic_unet.h"
+#include "memory/executor_policies.h"
+#include "memory/residency_clock.h"
+#include "memory/residency_planner.h"
 
 namespace hr {
 namespace {
@@ -139,7 +142,7 @@ TEST(DeviceProfile, SlowConsumerCardChangesThePlan) {
 TEST(DeviceProfile, ExecutorTakesTheProfileRates) {
   std::unique_ptr<Backend> cpu = cpu_backend_create(1);
   Allocator alloc(*cpu);
-  Executor ex(*cpu, alloc);
+  Executor ex(*cpu, alloc, executor_policies_default(*cpu));
   EXPECT_EQ(ex.device_profile(), device_profile_default(true));
   ResidencyOptions o = ex.residency_options();
   o.stream = false;

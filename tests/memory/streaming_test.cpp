@@ -1,5 +1,5 @@
-// Streamed execution (Note [streamed execution] in executor.cpp): a graph whose weights do not
-// fit the budget streams them through a staging ring and gives the resident run's
+// Streamed execution (Note [streamed execution] in graph/stream_copies.cpp): a graph whose
+// weights do not fit the budget streams them through a staging ring and gives the resident run's
 // results bit for bit, with copies that complete early or late (tests/async_sim_backend.h).
 #include <gtest/gtest.h>
 
@@ -11,6 +11,8 @@
 #include "graph/graph_test_util.h"
 #include "graph/planner.h"
 #include "graph/residency.h"
+#include "memory/executor_policies.h"
+#include "memory/residency_planner.h"
 
 namespace hr {
 namespace {
@@ -46,7 +48,7 @@ struct Bound {
 std::vector<HostTensor> run_with(Backend& backend, const Graph& g, Bound& b, uint64_t budget,
                                  ResidencyPlan* res = nullptr, int runs = 1) {
   Allocator alloc(backend, budget);
-  Executor ex(backend, alloc);
+  Executor ex(backend, alloc, executor_policies_default(backend));
   ResidencyOptions o;
   o.depth = 2;
   o.small_bytes = 0;
@@ -70,7 +72,7 @@ class StreamingTest : public ::testing::Test {
     g_ = mlp(12, 128);
     test::bindings_fill(g_, 7, b_.inputs, b_.weights);
     Allocator a(*cpu_);
-    Executor ex(*cpu_, a);
+    Executor ex(*cpu_, a, executor_policies_default(*cpu_));
     auto c = ex.compile(g_);
     ASSERT_TRUE(c.ok());
     arena_ = (*c)->plan->arena_bytes;
@@ -90,7 +92,7 @@ class StreamingTest : public ::testing::Test {
 
 TEST_F(StreamingTest, PlanKeepsWhatFitsAndStreamsTheRest) {
   Allocator a(*cpu_);
-  Executor ex(*cpu_, a);
+  Executor ex(*cpu_, a, executor_policies_default(*cpu_));
   auto c = ex.compile(g_);
   ASSERT_TRUE(c.ok());
   const std::vector<WeightUse>& uses = (*c)->weights;
@@ -174,7 +176,7 @@ TEST_F(StreamingTest, CoalescedCopiesGiveTheSameResultWithFewerTransfers) {
       AsyncSimBackend sim(order, seed);
       sim.set_discrete(true);
       Allocator alloc(sim, arena_ + weights_ * 2 / 3);
-      Executor ex(sim, alloc);
+      Executor ex(sim, alloc, executor_policies_default(sim));
       ResidencyOptions o;
       o.depth = 6;  // a ring of six layers: copies start several at a time
       o.small_bytes = 0;
@@ -205,7 +207,7 @@ TEST_F(StreamingTest, CoalescedCopiesGiveTheSameResultWithFewerTransfers) {
 // carry every streamed byte.
 TEST_F(StreamingTest, TimedRunRecordsTheCopyTimeline) {
   Allocator alloc(*cpu_, arena_ + weights_ / 3);
-  Executor ex(*cpu_, alloc);
+  Executor ex(*cpu_, alloc, executor_policies_default(*cpu_));
   ResidencyOptions o;
   o.depth = 2;
   o.small_bytes = 0;
@@ -236,7 +238,7 @@ TEST_F(StreamingTest, TimedRunRecordsTheCopyTimeline) {
 // room (a lowered budget) or new options make a new one, and every run gives the same bits.
 TEST_F(StreamingTest, ResidencyPlanIsMadeOncePerRoom) {
   Allocator alloc(*cpu_, arena_ + weights_ / 2);
-  Executor ex(*cpu_, alloc);
+  Executor ex(*cpu_, alloc, executor_policies_default(*cpu_));
   ResidencyOptions o;
   o.depth = 2;
   o.small_bytes = 0;
@@ -266,7 +268,7 @@ TEST_F(StreamingTest, ResidencyPlanIsMadeOncePerRoom) {
 // The budget lowered between two runs of the same executor: the second run streams.
 TEST_F(StreamingTest, LoweredBudgetBetweenRunsStreams) {
   Allocator alloc(*cpu_);
-  Executor ex(*cpu_, alloc);
+  Executor ex(*cpu_, alloc, executor_policies_default(*cpu_));
   auto r1 = ex.run(g_, test::host_inputs(b_.inputs), b_.weights);
   ASSERT_TRUE(r1.ok());
   EXPECT_FALSE(ex.last_residency().streams());
