@@ -6,7 +6,7 @@
 t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 device_configure
-device_build build.log headroom hr_tests_backend hr_tests_graph hr_tests_memory hr_tests_models \
+device_build build.log -k 0 headroom hr_tests_backend hr_tests_graph hr_tests_memory hr_tests_models \
   hr_tests_workflow hr_tests_default_model bench_models bench_streaming
 stamp "build done"
 ctest --test-dir build-dev -L gpu -j2 --output-on-failure --timeout 400 > "$OUT/ctest_gpu.log" 2>&1

@@ -24,7 +24,7 @@ Executor::Executor(Backend& backend, Allocator& allocator, ExecutorPolicies poli
   allocator_.reclaimable_add(this);
   // The copy stream and its fixed events exist before they are needed: the moment a run first
   // streams may be the moment the device has no memory left for them (Note [OOM recovery]).
-  if (!backend_.host_visible()) (void)copies_.prepare(0, 0);
+  if (!backend_.memory_is_host()) (void)copies_.prepare(0, 0);
 }
 
 Executor::~Executor() {

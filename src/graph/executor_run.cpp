@@ -265,7 +265,7 @@ class Executor::Recovery final : public RecoveryRun {
   }
   void holders_reclaim() override { ex_.allocator_.reclaim(UINT64_MAX); }
   uint64_t device_free() const override {
-    return ex_.backend_.host_visible() ? UINT64_MAX : ex_.backend_.info().memory_free;
+    return ex_.backend_.memory_is_host() ? UINT64_MAX : ex_.backend_.info().memory_free;
   }
   uint64_t arena_bytes() const override { return compiled_->plan->arena_bytes; }
   Result<std::vector<HostTensor>> retry(uint64_t weights_limit) override {

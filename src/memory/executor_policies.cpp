@@ -9,7 +9,7 @@ namespace hr {
 
 ExecutorPolicies executor_policies_default(const Backend& backend) {
   ExecutorPolicies p;
-  p.residency = std::make_unique<PlannedResidency>(device_profile_default(backend.host_visible()));
+  p.residency = std::make_unique<PlannedResidency>(device_profile_default(backend.memory_is_host()));
   p.recovery = std::make_unique<OomRecovery>();
   return p;
 }

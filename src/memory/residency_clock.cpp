@@ -36,9 +36,9 @@ constexpr double kMemoryEfficiency = kH200ClockBytes / kH200Memory;
 
 }  // namespace
 
-DeviceProfile device_profile_default(bool host_visible) {
+DeviceProfile device_profile_default(bool memory_is_host) {
   DeviceProfile p;
-  if (host_visible) {  // two CPU cores: a clock of ~60 GFLOP/s and 10 GB/s, memcpy at ~5 GB/s
+  if (memory_is_host) {  // two CPU cores: a clock of ~60 GFLOP/s and 10 GB/s, memcpy at ~5 GB/s
     p.device = "cpu";
     p.gemm_flops_per_s = 60e9 / kGemmEfficiency;
     p.attention_flops_per_s = 30e9 / kGemmEfficiency;

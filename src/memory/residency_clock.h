@@ -11,7 +11,7 @@ namespace hr {
 inline constexpr double kAttentionShare = 0.3;
 
 // The profile used when none was measured: an unknown GPU (the H200's figures) or the CPU.
-DeviceProfile device_profile_default(bool host_visible);
+DeviceProfile device_profile_default(bool memory_is_host);
 
 // The residency clock and copy rate for a device (Note [device profile]); the other options
 // keep their defaults.
