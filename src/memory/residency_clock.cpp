@@ -15,9 +15,8 @@ namespace hr {
 //    ops. The clock was fitted to the H200's measured steps with 500 TFLOP/s and 1.2 TB/s, so
 //    it takes the measured GEMM and memory rates at the fixed efficiencies that turn the H200's
 //    probe figures into those (kGemmEfficiency, kMemoryEfficiency below). The H200's probe
-//    figures are estimates until `headroom probe` prints them on one (cuBLAS reaches ~700
-//    TFLOP/s for f16 at 4096^3; a large device copy ~3 TB/s counting bytes read and written):
-//    when it does, the efficiencies are those ratios and the H200's plans stay what they were.
+//    figures are `headroom probe --json`'s on one (bench/PERF_NOTES.md, device profile), so
+//    on an H200 the measured profile gives the fitted clock and its plans stay what they were.
 //  - The host-to-device rate and the per-node cost are used as measured: the 55 GB/s the clock
 //    assumed was itself the H200's page-locked copy rate.
 //  - Attention is not measured: it runs at about a third of a GEMM's rate on the H200 (its
@@ -28,9 +27,9 @@ namespace hr {
 // for a GPU, two cores for the CPU.
 namespace {
 
-// The H200's probe figures (estimates, above) and the clock fitted to its steps.
-constexpr double kH200Gemm = 700e12, kH200ClockFlops = 500e12;
-constexpr double kH200Memory = 3.0e12, kH200ClockBytes = 1.2e12;
+// The H200's probe figures (measured, above) and the clock fitted to its steps.
+constexpr double kH200Gemm = 822e12, kH200ClockFlops = 500e12;
+constexpr double kH200Memory = 3.75e12, kH200ClockBytes = 1.2e12;
 constexpr double kGemmEfficiency = kH200ClockFlops / kH200Gemm;
 constexpr double kMemoryEfficiency = kH200ClockBytes / kH200Memory;
 

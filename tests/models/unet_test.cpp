@@ -12,7 +12,7 @@
 #include "memory/eviction.h"
 #include "memory/executor_policies.h"
 #include "models/weight_load.h"
-#include "models/weights.h"
+#include "memory/weight_set.h"
 #include "test_compare.h"
 #include "test_paths.h"
 
