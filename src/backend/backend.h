@@ -25,11 +25,6 @@ class Backend : public BackendDevice,
   Backend() = default;
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
-
-  // Transitional (issue 36): the question every caller used to ask. Callers ask the property of
-  // Note [device properties] (device.h) that they mean; this forwards to memory_is_host() until
-  // the last callers (graph/executor.cpp, models/weights.cpp) move.
-  bool host_visible() const { return memory_is_host(); }
 };
 
 // The CPU backend (always built). threads <= 0 means all hardware threads.

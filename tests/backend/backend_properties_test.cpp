@@ -19,7 +19,6 @@ TEST(DeviceProperties, CpuBackendIsTheHost) {
   EXPECT_FALSE(cpu->prefers_stacked_weights());
   EXPECT_FALSE(cpu->prefers_channels_last(DType::F32));
   EXPECT_FALSE(cpu->capture_supported());
-  EXPECT_TRUE(cpu->host_visible()) << "the transitional name forwards to memory_is_host";
 }
 
 // A plan must make the decisions the run makes, so the planning backend answers every property
