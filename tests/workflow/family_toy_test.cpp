@@ -13,6 +13,7 @@
 #include "nodes/values.h"
 #include "sampling/model_sampling.h"
 #include "test_compare.h"
+#include "sampling/schedulers.h"
 #include "workflow/execute.h"
 #include "node_harness.h"
 
@@ -236,12 +237,15 @@ TEST_F(ToyFamilyWorkflow, NodesRunAFamilyTheyDoNotKnow) {
   EXPECT_FLOAT_EQ(img->pixels->f32()[0], 0.75f);
 }
 
-// A family whose model sampling the samplers do not have yet is refused with a message, not
-// sampled as another.
-TEST_F(ToyFamilyWorkflow, UnknownModelSamplingIsRefused) {
+// A family whose spec says flow matching is sampled with ModelSamplingDiscreteFlow (CONST): from
+// step 1 of 2 without noise, x = (1 - s1) * latent (noise_scaling), the model sees x itself
+// (calculate_input is the identity), the toy's zero output keeps x, and inverse_noise_scaling at
+// sigma 0 leaves it: the latent comes back scaled by 1 - s1.
+TEST_F(ToyFamilyWorkflow, FlowFamilySamplesWithFlowMatching) {
   model_family_unregister("toy-workflow");
   ModelFamily flow = toy_family();
   flow.sampling.kind = ModelSamplingSpec::Kind::FLOW;
+  flow.sampling.shift = 3.0;
   ASSERT_TRUE(model_family_register(flow).ok());
   NodeInputs load;
   load.literals["ckpt_name"] = "toy.safetensors";
@@ -249,21 +253,35 @@ TEST_F(ToyFamilyWorkflow, UnknownModelSamplingIsRefused) {
   ASSERT_TRUE(loaded.ok()) << loaded.status().str();
   auto cond = std::make_shared<const Conditioning>(Conditioning{{CondEntry{
       std::make_shared<const HostTensor>(DType::F32, Shape{1, 5, 8}), {}}}});
+  HostTensor latent(DType::F32, Shape{1, 4, 8, 8});
+  for (int64_t i = 0; i < latent.numel(); ++i) latent.f32()[i] = 0.5f + 0.01f * float(i % 7);
   NodeInputs ks;
   ks.links["model"] = test::output_as<ModelValue>(loaded, 0);
   ks.links["positive"] = cond;
   ks.links["negative"] = cond;
-  ks.links["latent_image"] = test::latent_value(HostTensor(DType::F32, Shape{1, 4, 8, 8}));
-  ks.literals["seed"] = 1;
+  ks.links["latent_image"] = test::latent_value(latent);
+  ks.literals["noise_seed"] = 1;
+  ks.literals["add_noise"] = "disable";
   ks.literals["steps"] = 2;
   ks.literals["cfg"] = 5.0;
   ks.literals["sampler_name"] = "euler";
   ks.literals["scheduler"] = "normal";
-  ks.literals["denoise"] = 1.0;
-  auto r = run("KSampler", ks);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("flow"), std::string::npos) << r.status().str();
-  EXPECT_EQ(toy_calls().calls, 0);
+  ks.literals["start_at_step"] = 1;
+  ks.literals["end_at_step"] = 10000;
+  ks.literals["return_with_leftover_noise"] = "disable";
+  auto sampled = test::output_as<Latent>(run("KSamplerAdvanced", ks));
+  ASSERT_TRUE(sampled);
+  const ModelSamplingDiscreteFlow ms(3.0);
+  auto sigmas = calculate_sigmas(ms, "normal", 2);
+  ASSERT_TRUE(sigmas.ok());
+  const float keep = 1.0f - (*sigmas)[1];
+  ASSERT_GT(keep, 0.0f);
+  ASSERT_LT(keep, 1.0f);
+  EXPECT_EQ(toy_calls().calls, 1);
+  EXPECT_NEAR(toy_calls().first_x, keep * 0.5f * kToyScale, 1e-6);
+  HostTensor want = latent.clone();
+  for (int64_t i = 0; i < want.numel(); ++i) want.f32()[i] *= keep;
+  EXPECT_LE(test::max_abs_diff(*sampled->samples, want), 1e-6f);
 }
 
 }  // namespace
