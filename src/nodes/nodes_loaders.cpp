@@ -1,7 +1,6 @@
 // Loader nodes: CheckpointLoaderSimple, UNETLoader, VAELoader, CLIPLoader.
 #include <cstdlib>
 
-#include "models/weight_load.h"
 #include "nodes/nodes.h"
 #include "nodes/values.h"
 #include "workflow/execute.h"

@@ -15,6 +15,7 @@
 #include "models/safetensors.h"
 #include "sampling/samplers.h"
 #include "test_compare.h"
+#include "golden_sampling.h"
 #include "test_paths.h"
 
 namespace hr {
@@ -23,10 +24,7 @@ namespace {
 using test::rel_err;
 
 const SafetensorsFile* golden_sde() {
-  static std::unique_ptr<SafetensorsFile> file = [] {
-    auto r = SafetensorsFile::open(test::golden_path("sde/golden-sde.safetensors"));
-    return r.ok() ? std::move(r).value() : nullptr;
-  }();
+  static const std::unique_ptr<SafetensorsFile> file = test::golden_file("sde/golden-sde.safetensors");
   return file.get();
 }
 

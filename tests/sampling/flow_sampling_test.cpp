@@ -18,10 +18,7 @@ namespace hr {
 namespace {
 
 const SafetensorsFile* golden_flow() {
-  static std::unique_ptr<SafetensorsFile> file = [] {
-    auto r = SafetensorsFile::open(test::golden_path("flow/golden-flow.safetensors"));
-    return r.ok() ? std::move(r).value() : nullptr;
-  }();
+  static const std::unique_ptr<SafetensorsFile> file = test::golden_file("flow/golden-flow.safetensors");
   return file.get();
 }
 

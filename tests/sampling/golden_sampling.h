@@ -14,12 +14,15 @@
 
 namespace hr::test {
 
-// Opened once; null (and the caller fails) when the file is missing.
+// tests/data/golden/<rel> opened, or null (and the caller fails) when it does not open. Callers
+// keep it in a function-local static so that each file is opened once.
+inline std::unique_ptr<SafetensorsFile> golden_file(const std::string& rel) {
+  auto r = SafetensorsFile::open(golden_path(rel));
+  return r.ok() ? std::move(r).value() : nullptr;
+}
+
 inline const SafetensorsFile* golden_sampling() {
-  static std::unique_ptr<SafetensorsFile> file = [] {
-    auto r = SafetensorsFile::open(golden_path("golden-sampling.safetensors"));
-    return r.ok() ? std::move(r).value() : nullptr;
-  }();
+  static const std::unique_ptr<SafetensorsFile> file = golden_file("golden-sampling.safetensors");
   return file.get();
 }
 

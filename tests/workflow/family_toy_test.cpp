@@ -138,6 +138,35 @@ ModelFamily toy_family() {
   return f;
 }
 
+// The latent both sampler cases start from.
+HostTensor toy_latent() {
+  HostTensor latent(DType::F32, Shape{1, 4, 8, 8});
+  for (int64_t i = 0; i < latent.numel(); ++i) latent.f32()[i] = 0.5f + 0.01f * float(i % 7);
+  return latent;
+}
+
+// KSamplerAdvanced without noise: 2 Euler steps of the normal schedule from `start_step`.
+NodeInputs toy_sampler_inputs(std::shared_ptr<const ModelValue> model,
+                              std::shared_ptr<const Conditioning> positive,
+                              std::shared_ptr<const Conditioning> negative,
+                              const HostTensor& latent, int start_step) {
+  NodeInputs ks;
+  ks.links["model"] = std::move(model);
+  ks.links["positive"] = std::move(positive);
+  ks.links["negative"] = std::move(negative);
+  ks.links["latent_image"] = test::latent_value(latent);
+  ks.literals["noise_seed"] = 1;
+  ks.literals["add_noise"] = "disable";
+  ks.literals["steps"] = 2;
+  ks.literals["cfg"] = 5.0;
+  ks.literals["sampler_name"] = "euler";
+  ks.literals["scheduler"] = "normal";
+  ks.literals["start_at_step"] = start_step;
+  ks.literals["end_at_step"] = 10000;
+  ks.literals["return_with_leftover_noise"] = "disable";
+  return ks;
+}
+
 class ToyFamilyWorkflow : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -196,22 +225,8 @@ TEST_F(ToyFamilyWorkflow, NodesRunAFamilyTheyDoNotKnow) {
     EXPECT_EQ(conds[i]->entries[0].cond->shape(), (Shape{1, 5, 8}));
   }
 
-  HostTensor latent(DType::F32, Shape{1, 4, 8, 8});
-  for (int64_t i = 0; i < latent.numel(); ++i) latent.f32()[i] = 0.5f + 0.01f * float(i % 7);
-  NodeInputs ks;
-  ks.links["model"] = model;
-  ks.links["positive"] = conds[0];
-  ks.links["negative"] = conds[1];
-  ks.links["latent_image"] = test::latent_value(latent);
-  ks.literals["noise_seed"] = 1;
-  ks.literals["add_noise"] = "disable";
-  ks.literals["steps"] = 2;
-  ks.literals["cfg"] = 5.0;
-  ks.literals["sampler_name"] = "euler";
-  ks.literals["scheduler"] = "normal";
-  ks.literals["start_at_step"] = 0;
-  ks.literals["end_at_step"] = 10000;
-  ks.literals["return_with_leftover_noise"] = "disable";
+  const HostTensor latent = toy_latent();
+  NodeInputs ks = toy_sampler_inputs(model, conds[0], conds[1], latent, 0);
   auto sampled = test::output_as<Latent>(run("KSamplerAdvanced", ks));
   ASSERT_TRUE(sampled);
   const ToyCalls& c = toy_calls();
@@ -253,22 +268,9 @@ TEST_F(ToyFamilyWorkflow, FlowFamilySamplesWithFlowMatching) {
   ASSERT_TRUE(loaded.ok()) << loaded.status().str();
   auto cond = std::make_shared<const Conditioning>(Conditioning{{CondEntry{
       std::make_shared<const HostTensor>(DType::F32, Shape{1, 5, 8}), {}}}});
-  HostTensor latent(DType::F32, Shape{1, 4, 8, 8});
-  for (int64_t i = 0; i < latent.numel(); ++i) latent.f32()[i] = 0.5f + 0.01f * float(i % 7);
-  NodeInputs ks;
-  ks.links["model"] = test::output_as<ModelValue>(loaded, 0);
-  ks.links["positive"] = cond;
-  ks.links["negative"] = cond;
-  ks.links["latent_image"] = test::latent_value(latent);
-  ks.literals["noise_seed"] = 1;
-  ks.literals["add_noise"] = "disable";
-  ks.literals["steps"] = 2;
-  ks.literals["cfg"] = 5.0;
-  ks.literals["sampler_name"] = "euler";
-  ks.literals["scheduler"] = "normal";
-  ks.literals["start_at_step"] = 1;
-  ks.literals["end_at_step"] = 10000;
-  ks.literals["return_with_leftover_noise"] = "disable";
+  const HostTensor latent = toy_latent();
+  NodeInputs ks =
+      toy_sampler_inputs(test::output_as<ModelValue>(loaded, 0), cond, cond, latent, 1);
   auto sampled = test::output_as<Latent>(run("KSamplerAdvanced", ks));
   ASSERT_TRUE(sampled);
   const ModelSamplingDiscreteFlow ms(3.0);
