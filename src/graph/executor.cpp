@@ -101,6 +101,17 @@ uint64_t Executor::arena_room(const Reclaimable* keep) {
   return budget > others ? budget - others : 0;
 }
 
+// Note [patched streaming]: what a source that patches streamed weights needs beside them.
+uint64_t Executor::stream_extra(const CompiledGraph& c, const WeightSource& w) {
+  if (!w.patches_any()) return 0;
+  std::vector<WeightRequest> all;
+  for (const WeightUse& u : c.weights) {
+    const Value& v = c.graph.values()[size_t(u.value)];
+    all.push_back(WeightRequest{v.name, v.desc, v.layout});
+  }
+  return w.stream_extra_bytes(all);
+}
+
 uint64_t Executor::weights_room(const CompiledGraph& c, const WeightSource& w) {
   const uint64_t budget = allocator_.budget();
   uint64_t room = UINT64_MAX;
@@ -108,6 +119,7 @@ uint64_t Executor::weights_room(const CompiledGraph& c, const WeightSource& w) {
     const uint64_t others = others_held(w.holder(), w.resident_bytes());
     room = budget > others ? budget - others : 0;
     room -= std::min(room, c.plan->arena_bytes);
+    room -= std::min(room, stream_extra(c, w));
   }
   room = std::min(room, recovery_.weights_limit);  // Note [OOM recovery]
   const uint64_t cap = allocator_.weights_cap();

@@ -70,6 +70,28 @@ class WeightSource {
   }
   // Frees the device copy of a weight that is streamed from now on (no-op when there is none).
   virtual void weight_evict(const std::string& name, WeightLayout layout) {}
+  // Where weights are served: the backend runs use and the allocator their copies count in.
+  virtual void bind(Backend* backend, Allocator* allocator) {}
+  // Note [patched streaming]: a source may serve some weights patched (memory/patched_weights.h).
+  // A streamed one arrives in the ring as its host copy, unpatched; the executor then calls
+  // weight_patch_streamed on the compute stream, after its copy and before its first use, to
+  // patch it in place. weight_host_all prepares what that needs (device factors, scratch).
+  virtual bool weight_patched(const std::string& name, WeightLayout layout) const {
+    return false;
+  }
+  virtual Status weight_patch_streamed(const WeightRequest& q, void* device, Stream* s) {
+    return make_error(ErrorCode::UNSUPPORTED, "this weight source does not patch '{}'", q.name);
+  }
+  // Device bytes beside the weights themselves that streaming any of `weights` may need (their
+  // patches' factors and scratch); the executor leaves that much out of the weights' room.
+  virtual uint64_t stream_extra_bytes(const std::vector<WeightRequest>& weights) const {
+    return 0;
+  }
+  // Whether any weight may be served patched (the executor asks the above only then).
+  virtual bool patches_any() const { return false; }
+  // Device addresses a captured step's patch ops read, beside the weights' own (Note [captures
+  // and freed memory]).
+  virtual void patch_signature(std::vector<const void*>& sig) const {}
   // Device bytes (allocator level) its resident copies hold now, and itself as a holder the
   // allocator may ask for room, if it is one: the executor counts both as room for this run.
   virtual uint64_t resident_bytes() const { return 0; }
@@ -179,6 +201,9 @@ class Executor final : public Reclaimable {
   // budget less the arena and what others hold and cannot give back, capped by the allocator's
   // weights cap (--lowvram, --novram).
   uint64_t weights_room(const CompiledGraph& c, const WeightSource& w);
+  // Device bytes the source needs beside c's weights to patch streamed ones (Note [patched
+  // streaming]).
+  static uint64_t stream_extra(const CompiledGraph& c, const WeightSource& w);
   // Called after every successful run() with what it held (null: no observer).
   void set_run_observer(std::function<void(const RunRecord&)> observer) {
     run_observer_ = std::move(observer);

@@ -8,6 +8,16 @@
 
 namespace hr {
 
+std::vector<const void*> RunState::signature() const {
+  std::vector<const void*> sig;
+  for (size_t k = 0; k < uses.size(); ++k) {
+    sig.push_back(at.ptr[size_t(uses[k].value)]);
+    sig.push_back(at.host.empty() ? nullptr : at.host[k]);
+  }
+  if (at.source) at.source->patch_signature(sig);
+  return sig;
+}
+
 // Note [captured steps]
 // On backends that can capture, the second run of a plan records its ops (and the input copies,
 // from pinned staging) once; later runs with the same arena and weight pointers replay them

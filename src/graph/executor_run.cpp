@@ -101,6 +101,8 @@ Status Executor::weights_bind(RunState& r, WeightSource& w) {
   RunBindings& at = r.at;
   at.ptr.assign(r.g.values().size(), nullptr);
   at.host.assign(r.res.streams() ? r.uses.size() : 0, nullptr);
+  at.patched.assign(r.uses.size(), 0);
+  at.source = &w;
   // Host copies of the streamed weights, asked for together in streaming order (Note
   // [coalesced copies]).
   std::vector<WeightRequest> requests;
@@ -135,6 +137,7 @@ Status Executor::weights_bind(RunState& r, WeightSource& w) {
     if (streamed) {
       at.host[k] = ref.data;
       at.ptr[size_t(u.value)] = at.ring + r.res.offset[k];
+      at.patched[k] = w.weight_patched(v.name, v.layout);  // Note [patched streaming]
     } else {
       at.ptr[size_t(u.value)] = ref.data;
     }

@@ -18,6 +18,8 @@
 
 namespace hr {
 
+class WeightSource;
+
 // The activation arena and the staging ring an executor keeps between runs (Note [arena reuse]
 // in executor_run.cpp); `gen` counts their allocations (Note [captures and freed memory]).
 struct RunBuffers {
@@ -37,6 +39,10 @@ struct RunBindings {
   Stream* stream = nullptr;         // the compute stream
   std::vector<void*> ptr;           // device pointer of each weight storage value, by ValueId
   std::vector<const void*> host;    // per weight use: host source when streamed
+  // Note [patched streaming]: the run's weight source, and per weight use whether a streamed
+  // one is patched in the ring after its copy.
+  WeightSource* source = nullptr;
+  std::vector<uint8_t> patched;
 };
 
 // The copies of one streamed run (Note [streamed execution] in stream_copies.cpp): which
@@ -80,14 +86,8 @@ struct RunState {
     return slot.offset >= 0 ? static_cast<void*>(at.base + slot.offset) : at.ptr[size_t(s)];
   }
   // What a capture depends on besides the arena: every weight's device and host address.
-  std::vector<const void*> signature() const {
-    std::vector<const void*> sig;
-    for (size_t k = 0; k < uses.size(); ++k) {
-      sig.push_back(at.ptr[size_t(uses[k].value)]);
-      sig.push_back(at.host.empty() ? nullptr : at.host[k]);
-    }
-    return sig;
-  }
+  // The run's weight bindings, as a capture is keyed on them (executor_captured.cpp).
+  std::vector<const void*> signature() const;
 };
 
 }  // namespace hr

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "graph/executor.h"
+
 namespace hr {
 
 // Note [streamed execution]
@@ -92,6 +94,12 @@ Status CopyLane::before_node(RunState& r, size_t i) {
       HR_TRY(backend_.stream_wait_event(r.at.stream, copied_[size_t(c.group[k])].get()));
       c.compute_waited = c.group[k];
     }
+  for (size_t k : c.first_at[i]) {  // Note [patched streaming]: patched in the ring, in order
+    if (!r.at.patched[k]) continue;
+    const Value& v = r.g.values()[size_t(r.uses[k].value)];
+    HR_TRY(r.at.source->weight_patch_streamed(WeightRequest{v.name, v.desc, v.layout},
+                                              r.at.ptr[size_t(r.uses[k].value)], r.at.stream));
+  }
   return Status();
 }
 

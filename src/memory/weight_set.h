@@ -45,7 +45,7 @@ class WeightSet final : public WeightSource, public Reclaimable {
   size_t size() const { return host_.size(); }
 
   // Where weights are served from. host-visible backends get host pointers directly.
-  void bind(Backend* backend, Allocator* allocator);
+  void bind(Backend* backend, Allocator* allocator) override;
   // Frees device copies (host copies stay).
   void release_device();
 

@@ -26,8 +26,10 @@ class DiffusionModel {
   virtual Result<uint64_t> min_device_bytes(Executor& ex, const Shape& latent, int64_t tokens) = 0;
   // One call: x [N, C, h, w] (model space), timesteps [N]; the rows are split evenly over
   // `entries` in order. The model builds its network's inputs from each entry's context and
-  // extras (cond_context_batch, a pooled vector, size embeddings...).
-  virtual Result<HostTensor> run(Executor& ex, const HostTensor& x, const HostTensor& timesteps,
+  // extras (cond_context_batch, a pooled vector, size embeddings...). It reads its weights from
+  // `weights`: weights() itself, or a patched view of it (Note [patched weights]).
+  virtual Result<HostTensor> run(Executor& ex, WeightSource& weights, const HostTensor& x,
+                                 const HostTensor& timesteps,
                                  std::span<const CondEntry* const> entries) = 0;
 };
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,8 +11,12 @@
 #include "graph/executor.h"
 #include "models/conditioning.h"
 #include "models/family.h"
+#include "memory/weight_set.h"
 
 namespace hr {
+
+// Per encoder of a text-encoder component, the weights it reads (null: its own store).
+using EncoderSources = std::vector<WeightSource*>;
 
 class TextEncoder {
  public:
@@ -20,11 +25,14 @@ class TextEncoder {
   // The prompt parts this component encodes, one per encoder (ComfyUI's token dict keys: SD1
   // {"l"}, SD2 {"h"}, SDXL {"l", "g"}, the SDXL refiner {"g"}).
   virtual std::vector<std::string> parts() const = 0;
+  // Its encoders' weight stores, in order (what a LoRA's text-encoder keys index).
+  virtual std::vector<std::shared_ptr<WeightSet>> stores() const = 0;
   // Encodes the parts present in `texts` (at least one) into one entry; `layer` is
   // CLIPSetLastLayer's value (0: the family's default). CLIPTextEncode gives every part the
-  // same text.
+  // same text. Encoder i reads its weights from sources[i] when that is set (a patched view of
+  // its store, Note [patched weights]), else from its store.
   virtual Result<CondEntry> encode(Executor& ex, const std::map<std::string, std::string>& texts,
-                                   int layer) const = 0;
+                                   int layer, const EncoderSources& sources) const = 0;
 };
 
 // Every part of `encoder` with the same text (CLIPTextEncode).

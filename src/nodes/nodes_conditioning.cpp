@@ -27,7 +27,7 @@ bool has_part(const TextEncoder& enc, const char* part) {
 Result<std::vector<std::any>> cond_out(ExecContext& ctx, const CLIPValue& c,
                                        const std::map<std::string, std::string>& texts,
                                        const std::vector<std::pair<const char*, CondExtras::Value>>& extras) {
-  HR_ASSIGN_OR_RETURN(CondEntry e, c.encoder->encode(*ctx.opts.executor, texts, c.layer));
+  HR_ASSIGN_OR_RETURN(CondEntry e, c.encoder->encode(*ctx.opts.executor, texts, c.layer, c.sources()));
   for (const auto& [key, value] : extras) e.extras.set(key, value);
   Conditioning cond;
   cond.entries.push_back(std::move(e));

@@ -57,22 +57,24 @@ void preview_send(const ExecContext& ctx, const HostTensor& x0, const LatentForm
 }
 
 // The model call for one conditioning entry (or the batched positive+negative pair).
-Result<HostTensor> model_call(ExecContext& ctx, DiffusionModel& m, const HostTensor& x_in, float t,
-                              const std::vector<const CondEntry*>& entries) {
+Result<HostTensor> model_call(ExecContext& ctx, const ModelValue& mv, const HostTensor& x_in,
+                              float t, const std::vector<const CondEntry*>& entries) {
+  DiffusionModel& m = *mv.model->diffusion;
   int64_t n = x_in.shape()[0];
   HostTensor ts(DType::F32, Shape{n});
   for (int64_t i = 0; i < n; ++i) ts.f32()[i] = t;
   HR_TRY(ctx.check_interrupt());
-  m.weights().bind(ctx.opts.backend, ctx.opts.allocator);
+  WeightSource& weights = mv.weights();
+  weights.bind(ctx.opts.backend, ctx.opts.allocator);
   Executor& ex = *ctx.opts.executor;
   const uint64_t recoveries = ex.recoveries();
-  Result<HostTensor> out = m.run(ex, x_in, ts, entries);
+  Result<HostTensor> out = m.run(ex, weights, x_in, ts, entries);
   if (out.ok()) residency_report(ctx, ex, recoveries);
   return out;
 }
 
 // Mean of the outputs for several entries (ComfyUI averages conditionings without areas).
-ModelFn entries_fn(ExecContext& ctx, DiffusionModel& m, const Conditioning& c) {
+ModelFn entries_fn(ExecContext& ctx, const ModelValue& m, const Conditioning& c) {
   return [&ctx, &m, &c](const HostTensor& x_in, float t) -> Result<HostTensor> {
     HostTensor acc;
     for (size_t i = 0; i < c.entries.size(); ++i) {
@@ -173,12 +175,13 @@ Result<std::vector<std::any>> ksampler_run(ExecContext& ctx, const SamplerInputs
         ms,
         [&](const HostTensor& x_in, float t) -> Result<HostTensor> {
           int64_t b = lat.shape()[0];
-          if (x_in.shape()[0] == b) return model_call(ctx, m, x_in, t, {&pos.entries[0]});
-          return model_call(ctx, m, x_in, t, {&pos.entries[0], &neg.entries[0]});
+          if (x_in.shape()[0] == b) return model_call(ctx, *s.model, x_in, t, {&pos.entries[0]});
+          return model_call(ctx, *s.model, x_in, t, {&pos.entries[0], &neg.entries[0]});
         },
         float(s.cfg));
   } else {
-    denoise = cfg_denoiser(ms, entries_fn(ctx, m, pos), entries_fn(ctx, m, neg), float(s.cfg));
+    denoise = cfg_denoiser(ms, entries_fn(ctx, *s.model, pos), entries_fn(ctx, *s.model, neg),
+                           float(s.cfg));
   }
   SampleParams p;
   p.sampler = s.sampler;

@@ -8,15 +8,24 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "memory/patched_weights.h"
 #include "models/checkpoint.h"
 #include "models/conditioning.h"
 #include "models/text_encoder.h"
 
 namespace hr {
 
-// MODEL: the diffusion model of a loaded checkpoint (or diffusion-model-only file).
+// MODEL: the diffusion model of a loaded checkpoint (or diffusion-model-only file), seen through
+// the LoRAs applied to it (ComfyUI's ModelPatcher clone with patches): `patched` is the weight
+// store with its patch set (Note [patched weights]), null when none.
 struct ModelValue {
   std::shared_ptr<LoadedModel> model;
+  std::shared_ptr<PatchedWeights> patched;
+
+  // The weights a model call reads.
+  WeightSource& weights() const {
+    return patched ? static_cast<WeightSource&>(*patched) : model->diffusion->weights();
+  }
 };
 
 // VAE: a loaded autoencoder (from a checkpoint or a VAE-only file).
@@ -25,10 +34,18 @@ struct VAEValue {
 };
 
 // CLIP: the file's text-encoder component (its family's tokenizer and encoders); layer is
-// CLIPSetLastLayer's value (0: the family's default).
+// CLIPSetLastLayer's value (0: the family's default); `patched` holds per encoder its store with
+// the LoRAs applied to it (null or missing: none).
 struct CLIPValue {
   std::shared_ptr<const TextEncoder> encoder;
   int layer = 0;
+  std::vector<std::shared_ptr<PatchedWeights>> patched;
+
+  EncoderSources sources() const {
+    EncoderSources s;
+    for (const auto& p : patched) s.push_back(p.get());
+    return s;
+  }
 };
 
 // CONDITIONING: models/conditioning.h (context plus the family's extras per entry).

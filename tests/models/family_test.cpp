@@ -217,7 +217,7 @@ struct ToyDiffusion final : DiffusionModel {
   WeightSet& weights() override { return store; }
   ModelSamplingSpec sampling() const override { return fam->sampling; }
   Result<uint64_t> min_device_bytes(Executor&, const Shape&, int64_t) override { return 0; }
-  Result<HostTensor> run(Executor&, const HostTensor& x, const HostTensor&,
+  Result<HostTensor> run(Executor&, WeightSource&, const HostTensor& x, const HostTensor&,
                          std::span<const CondEntry* const>) override {
     return HostTensor(DType::F32, x.shape());
   }

@@ -47,7 +47,7 @@ struct ToyDiffusion final : DiffusionModel {
   ModelSamplingSpec sampling() const override { return fam->sampling; }
   Result<uint64_t> min_device_bytes(Executor&, const Shape&, int64_t) override { return 0; }
   // eps = 0: the sampler keeps the latent as it is.
-  Result<HostTensor> run(Executor&, const HostTensor& x, const HostTensor&,
+  Result<HostTensor> run(Executor&, WeightSource&, const HostTensor& x, const HostTensor&,
                          std::span<const CondEntry* const> entries) override {
     ToyCalls& c = toy_calls();
     if (c.calls++ == 0) c.first_x = x.f32()[0];
@@ -66,8 +66,9 @@ struct ToyText final : TextEncoder {
   explicit ToyText(const ModelFamily& f) : fam(&f) {}
   const ModelFamily& family() const override { return *fam; }
   std::vector<std::string> parts() const override { return {"t5"}; }
-  Result<CondEntry> encode(Executor&, const std::map<std::string, std::string>& texts,
-                           int) const override {
+  std::vector<std::shared_ptr<WeightSet>> stores() const override { return {}; }
+  Result<CondEntry> encode(Executor&, const std::map<std::string, std::string>& texts, int,
+                           const EncoderSources&) const override {
     HostTensor c(DType::F32, Shape{1, 5, 8});
     for (int64_t i = 0; i < c.numel(); ++i) c.f32()[i] = float(texts.at("t5").size());
     CondEntry e;

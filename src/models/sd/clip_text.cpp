@@ -261,7 +261,7 @@ Result<HostTensor> clip_text_project(const HostTensor& pooled, const WeightSet& 
   return out;
 }
 
-Result<CLIPTextRun> clip_text_run(Executor& ex, WeightSet& w, const CLIPTextConfig& c,
+Result<CLIPTextRun> clip_text_run(Executor& ex, WeightSource& w, const CLIPTextConfig& c,
                                   const std::vector<std::vector<int32_t>>& rows,
                                   const CLIPTextGraphOptions& options) {
   CLIPTextGraphOptions o = options;
@@ -298,6 +298,12 @@ Result<CLIPTextRun> clip_text_run(Executor& ex, WeightSet& w, const CLIPTextConf
 
 Result<CLIPConditioning> clip_text_encode(Executor& ex, WeightSet& w, const CLIPTextConfig& c,
                                           const TokenChunks& chunks, const CLIPEncodeOptions& opt) {
+  return clip_text_encode(ex, w, w, c, chunks, opt);
+}
+
+Result<CLIPConditioning> clip_text_encode(Executor& ex, WeightSource& run_weights,
+                                          const WeightSet& w, const CLIPTextConfig& c,
+                                          const TokenChunks& chunks, const CLIPEncodeOptions& opt) {
   const bool weighted = !chunks.unweighted();
   std::vector<std::vector<int32_t>> rows = chunks.ids;
   if (weighted || rows.empty()) {
@@ -310,7 +316,7 @@ Result<CLIPConditioning> clip_text_encode(Executor& ex, WeightSet& w, const CLIP
   go.layer = opt.layer;
   go.layer_final_norm = opt.layer_final_norm;
   go.last_hidden_state = true;
-  HR_ASSIGN_OR_RETURN(CLIPTextRun run, clip_text_run(ex, w, c, rows, go));
+  HR_ASSIGN_OR_RETURN(CLIPTextRun run, clip_text_run(ex, run_weights, c, rows, go));
 
   const int64_t N = c.positions, C = c.width;
   const size_t sections = chunks.size();

@@ -94,7 +94,7 @@ struct CLIPTextRun {
   HostTensor last;        // final_ln(last layer) when asked for
   HostTensor embeddings;  // when asked for
 };
-Result<CLIPTextRun> clip_text_run(Executor& executor, WeightSet& weights,
+Result<CLIPTextRun> clip_text_run(Executor& executor, WeightSource& weights,
                                   const CLIPTextConfig& config,
                                   const std::vector<std::vector<int32_t>>& rows,
                                   const CLIPTextGraphOptions& options);
@@ -119,6 +119,12 @@ struct CLIPConditioning {
 // token axis; pooled comes from the first chunk.
 Result<CLIPConditioning> clip_text_encode(Executor& executor, WeightSet& weights,
                                           const CLIPTextConfig& config, const TokenChunks& chunks,
+                                          const CLIPEncodeOptions& options);
+// The same, the encoder running on `run_weights` (the store itself or a patched view of it,
+// memory/patched_weights.h); the pooled projection reads `store` on the host.
+Result<CLIPConditioning> clip_text_encode(Executor& executor, WeightSource& run_weights,
+                                          const WeightSet& store, const CLIPTextConfig& config,
+                                          const TokenChunks& chunks,
                                           const CLIPEncodeOptions& options);
 
 // SDXL: cat(CLIP-L cond, bigG cond) on channels (cut to the shorter token count, as ComfyUI);

@@ -44,6 +44,7 @@ TokenChunks SDTextEncoder::tokenize(const SDClipEncoder& enc, const std::string&
 }
 
 Result<CLIPConditioning> SDTextEncoder::encode_chunks(Executor& ex, const SDClipEncoder& enc,
+                                                      WeightSource* source,
                                                       const TokenChunks& chunks,
                                                       int layer) const {
   const EncoderSettings s = settings(enc, layer);
@@ -60,19 +61,29 @@ Result<CLIPConditioning> SDTextEncoder::encode_chunks(Executor& ex, const SDClip
   eo.pad = s.pad_with_end ? tokenizer_->eos() : 0;
   eo.bos = tokenizer_->bos();
   eo.eos = tokenizer_->eos();
-  enc.weights->bind(&ex.backend(), &ex.allocator());
-  return clip_text_encode(ex, *enc.weights, enc.config, chunks, eo);
+  WeightSource& run = source ? *source : *enc.weights;
+  run.bind(&ex.backend(), &ex.allocator());
+  return clip_text_encode(ex, run, *enc.weights, enc.config, chunks, eo);
+}
+
+std::vector<std::shared_ptr<WeightSet>> SDTextEncoder::stores() const {
+  std::vector<std::shared_ptr<WeightSet>> out;
+  for (const SDClipEncoder& e : encoders_) out.push_back(e.weights);
+  return out;
 }
 
 Result<CondEntry> SDTextEncoder::encode(Executor& ex,
                                         const std::map<std::string, std::string>& texts,
-                                        int layer) const {
+                                        int layer, const EncoderSources& sources) const {
   std::vector<const SDClipEncoder*> used;
+  std::vector<WeightSource*> used_sources;
   std::vector<TokenChunks> chunks;
   for (const SDClipEncoder& e : encoders_) {
     auto it = texts.find(part_of(e.kind));
     if (it == texts.end()) continue;
     used.push_back(&e);
+    const size_t index = size_t(&e - encoders_.data());
+    used_sources.push_back(index < sources.size() ? sources[index] : nullptr);
     chunks.push_back(tokenize(e, it->second, layer));
   }
   if (used.empty())
@@ -90,7 +101,7 @@ Result<CondEntry> SDTextEncoder::encode(Executor& ex,
   }
   std::vector<CLIPConditioning> outs;
   for (size_t i = 0; i < used.size(); ++i) {
-    HR_ASSIGN_OR_RETURN(CLIPConditioning o, encode_chunks(ex, *used[i], chunks[i], layer));
+    HR_ASSIGN_OR_RETURN(CLIPConditioning o, encode_chunks(ex, *used[i], used_sources[i], chunks[i], layer));
     outs.push_back(std::move(o));
   }
   CLIPConditioning out;

@@ -39,7 +39,8 @@ class SDTextEncoder final : public TextEncoder {
   // SDXL's (clip_sdxl_combine: contexts on channels, bigG's pooled output); one part is that
   // encoder's context and pooled output.
   Result<CondEntry> encode(Executor& ex, const std::map<std::string, std::string>& texts,
-                           int layer) const override;
+                           int layer, const EncoderSources& sources) const override;
+  std::vector<std::shared_ptr<WeightSet>> stores() const override;
 
   const std::vector<SDClipEncoder>& encoders() const { return encoders_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -47,7 +48,8 @@ class SDTextEncoder final : public TextEncoder {
  private:
   TokenChunks tokenize(const SDClipEncoder& enc, const std::string& text, int layer) const;
   Result<CLIPConditioning> encode_chunks(Executor& ex, const SDClipEncoder& enc,
-                                         const TokenChunks& chunks, int layer) const;
+                                         WeightSource* source, const TokenChunks& chunks,
+                                         int layer) const;
   EncoderSettings settings(const SDClipEncoder& enc, int layer) const;
 
   const ModelFamily* family_;

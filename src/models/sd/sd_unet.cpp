@@ -34,7 +34,8 @@ Result<HostTensor> sdxl_adm_of(const CondEntry& e, int64_t adm, int64_t batch) {
   return sdxl_adm_vector(*pooled, v, adm, batch);
 }
 
-Result<HostTensor> SDUNet::run(Executor& ex, const HostTensor& x, const HostTensor& timesteps,
+Result<HostTensor> SDUNet::run(Executor& ex, WeightSource& weights, const HostTensor& x,
+                               const HostTensor& timesteps,
                                std::span<const CondEntry* const> entries) {
   const int64_t per = x.shape()[0] / int64_t(entries.size());
   HostTensor context = cond_context_batch(entries, per);
@@ -44,7 +45,7 @@ Result<HostTensor> SDUNet::run(Executor& ex, const HostTensor& x, const HostTens
     HR_ASSIGN_OR_RETURN(HostTensor yy, sdxl_adm_of(*entries[i], config.adm_in_channels, per));
     y = i == 0 ? std::move(yy) : tensor_concat0(y, yy);
   }
-  return unet_run(ex, config, store, dtype, x, timesteps, context, adm ? &y : nullptr);
+  return unet_run(ex, config, weights, dtype, x, timesteps, context, adm ? &y : nullptr);
 }
 
 Result<std::unique_ptr<DiffusionModel>> sd_unet_create(const ComponentLoad& load) {

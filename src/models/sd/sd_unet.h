@@ -20,7 +20,8 @@ class SDUNet final : public DiffusionModel {
   WeightSet& weights() override { return store; }
   ModelSamplingSpec sampling() const override;
   Result<uint64_t> min_device_bytes(Executor& ex, const Shape& latent, int64_t tokens) override;
-  Result<HostTensor> run(Executor& ex, const HostTensor& x, const HostTensor& timesteps,
+  Result<HostTensor> run(Executor& ex, WeightSource& weights, const HostTensor& x,
+                         const HostTensor& timesteps,
                          std::span<const CondEntry* const> entries) override;
 
  private:

@@ -452,7 +452,7 @@ Result<uint64_t> unet_min_device_bytes(Executor& ex, const UNetConfig& cfg, int6
   return ex.min_device_bytes(*g);
 }
 
-Result<HostTensor> unet_run(Executor& ex, const UNetConfig& cfg, WeightSet& weights, DType dtype,
+Result<HostTensor> unet_run(Executor& ex, const UNetConfig& cfg, WeightSource& weights, DType dtype,
                             const HostTensor& x, const HostTensor& timesteps,
                             const HostTensor& context, const HostTensor* y) {
   if (x.shape().rank != 4 || context.shape().rank != 3 || timesteps.shape().rank != 1)

@@ -16,6 +16,7 @@
 namespace hr {
 
 class WeightSet;
+class WeightSource;
 
 // Field names follow ComfyUI's detect_unet_config so configurations compare one to one.
 struct UNetConfig {
@@ -76,7 +77,7 @@ Result<uint64_t> unet_min_device_bytes(Executor& ex, const UNetConfig& cfg, int6
 // Runs unet_graph for the inputs' shapes (built graphs are kept per configuration and shape,
 // Note [graph reuse] in unet.cpp; their plans live in the executor's cache). Inputs of another float dtype are
 // converted to `dtype`; the output is f32. `y` is required exactly when adm_in_channels > 0.
-Result<HostTensor> unet_run(Executor& ex, const UNetConfig& cfg, WeightSet& weights, DType dtype,
+Result<HostTensor> unet_run(Executor& ex, const UNetConfig& cfg, WeightSource& weights, DType dtype,
                             const HostTensor& x, const HostTensor& timesteps,
                             const HostTensor& context, const HostTensor* y = nullptr);
 

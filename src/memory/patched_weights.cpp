@@ -1,0 +1,344 @@
+// PatchedWeights: patched device copies made from the store's originals, and the patching of
+// streamed weights in the ring.
+#include "memory/patched_weights.h"
+
+#include <algorithm>
+
+#include "memory/eviction.h"
+
+namespace hr {
+
+PatchedWeights::PatchedWeights(std::shared_ptr<WeightSet> base,
+                               std::shared_ptr<const PatchSet> patches)
+    : base_(std::move(base)), patches_(std::move(patches)) {}
+
+PatchedWeights::~PatchedWeights() {
+  if (allocator_) allocator_->reclaimable_remove(this);
+  device_.clear();
+  streamed_.clear();
+}
+
+void PatchedWeights::bind(Backend* backend, Allocator* allocator) {
+  base_->bind(backend, allocator);
+  if (allocator != allocator_) {
+    if (allocator_) allocator_->reclaimable_remove(this);
+    if (allocator) allocator->reclaimable_add(this);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (backend != backend_ || allocator != allocator_) {
+    device_.clear();
+    streamed_.clear();
+    scratch_.reset();
+    workspace_.reset();
+  }
+  backend_ = backend;
+  allocator_ = allocator;
+}
+
+void PatchedWeights::allocator_gone() {
+  std::lock_guard<std::mutex> lock(mu_);
+  device_.clear();
+  streamed_.clear();
+  scratch_.reset();
+  workspace_.reset();
+  allocator_ = nullptr;
+}
+
+bool PatchedWeights::weight_patched(const std::string& name, WeightLayout layout) const {
+  if (layout != WeightLayout::STACK) return patches_->find(name) != nullptr;
+  for (const std::string& p : weight_stack_parts(name))
+    if (patches_->find(p)) return true;
+  return false;
+}
+
+Result<std::vector<PatchedWeights::Part>> PatchedWeights::parts_of(const std::string& name,
+                                                                   const TensorDesc& desc,
+                                                                   WeightLayout layout) const {
+  std::vector<std::string> names =
+      layout == WeightLayout::STACK ? weight_stack_parts(name) : std::vector<std::string>{name};
+  std::vector<Part> parts;
+  size_t offset = 0;
+  for (const std::string& n : names) {
+    const HostTensor* h = base_->find(n);
+    if (!h)
+      return make_error(ErrorCode::NOT_FOUND, "weight '{}' is not in the checkpoint", n);
+    Part p{n, offset, h->shape(), layout == WeightLayout::CONV_OHWI, patches_->find(n)};
+    if (p.patches) HR_TRY(patches_check(n, p.stored, *p.patches));
+    if (p.ohwi && p.stored.rank != 4)
+      return make_error(ErrorCode::INVALID_ARGUMENT, "weight '{}' is not a 4-d filter", n);
+    offset += size_t(h->numel()) * dtype_size(desc.dtype);
+    parts.push_back(std::move(p));
+  }
+  return parts;
+}
+
+Result<HostTensor> PatchedWeights::multiplier_of(const Part& p, size_t index) const {
+  return dora_multiplier(*base_->find(p.name), *p.patches, index);
+}
+
+// Note [patched weights]: factors are read where they are on a host-memory backend, uploaded
+// otherwise (the upload is ordered on the default stream, before the ops that read them).
+Result<PatchedWeights::PartFactors> PatchedWeights::factors_upload(const Part& p, Pool pool) {
+  PartFactors out;
+  const bool host = backend_->memory_is_host();
+  auto place = [&](const HostTensor& t) -> Result<TensorRef> {
+    if (host) return t.ref();
+    HR_ASSIGN_OR_RETURN(DeviceBuffer b, allocator_->allocate(t.bytes(), pool, "LoRA factors"));
+    HR_TRY(backend_->copy_h2d(b.data(), t.data(), t.bytes(), nullptr));
+    TensorRef r{t.desc(), b.data()};
+    out.buffers.push_back(std::move(b));
+    return r;
+  };
+  out.multipliers.resize(p.patches->size());
+  for (size_t i = 0; i < p.patches->size(); ++i) {
+    const WeightPatch& w = (*p.patches)[i];
+    PatchFactorsOnDevice d;
+    for (const HostTensor& f : w.factors) {
+      HR_ASSIGN_OR_RETURN(TensorRef r, place(f));
+      d.factors.push_back(r);
+    }
+    if (!w.dora_scale.empty()) {
+      HR_ASSIGN_OR_RETURN(out.multipliers[i], multiplier_of(p, i));
+      HR_ASSIGN_OR_RETURN(d.multiplier, place(out.multipliers[i]));
+    }
+    out.dev.push_back(std::move(d));
+  }
+  if (!host) HR_TRY(backend_->stream_sync(nullptr));  // the host sources may go after this
+  return out;
+}
+
+Status PatchedWeights::scratch_ensure(int64_t elems, size_t workspace) {
+  const size_t bytes = size_t(std::max<int64_t>(elems, 1)) * 3 * sizeof(float);
+  if (scratch_.size() < bytes) {
+    scratch_.reset();
+    HR_ASSIGN_OR_RETURN(scratch_, allocator_->allocate(bytes, Pool::ACTIVATIONS,
+                                                       "LoRA patch scratch"));
+  }
+  if (workspace > 0 && workspace_.size() < workspace) {
+    workspace_.reset();
+    HR_ASSIGN_OR_RETURN(workspace_, allocator_->allocate(workspace, Pool::ACTIVATIONS,
+                                                         "LoRA patch workspace"));
+  }
+  return Status();
+}
+
+Status PatchedWeights::parts_issue(const std::vector<Part>& parts,
+                                   const std::vector<PartFactors>& factors, void* dst,
+                                   const void* src, Stream* s) {
+  float* scratch = static_cast<float*>(scratch_.data());
+  const size_t elems = scratch_.size() / (3 * sizeof(float));
+  const PatchScratch sc{scratch, scratch + elems, scratch + 2 * elems, workspace_.data()};
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Part& p = parts[i];
+    char* to = static_cast<char*>(dst) + p.byte_offset;
+    const char* from = static_cast<const char*>(src) + p.byte_offset;
+    const DType dtype = base_->find(p.name)->dtype();
+    if (!p.patches) {
+      if (to != from)
+        HR_TRY(backend_->copy_d2d(to, from, size_t(p.stored.numel()) * dtype_size(dtype), s));
+      continue;
+    }
+    const PatchTarget t{to, from, dtype, p.stored, p.ohwi};
+    HR_TRY(patches_issue(*backend_, s, t, *p.patches, factors[i].dev, sc)
+               .with_context("patching weight '" + p.name + "'"));
+  }
+  return Status();
+}
+
+Result<TensorRef> PatchedWeights::patch_resident(const std::string& name, const TensorDesc& desc,
+                                                 WeightLayout layout, const std::string& key) {
+  HR_ASSIGN_OR_RETURN(std::vector<Part> parts, parts_of(name, desc, layout));
+  HR_ASSIGN_OR_RETURN(TensorRef src, base_->weight_get(name, desc, layout));
+  HR_ASSIGN_OR_RETURN(DeviceBuffer dst, allocator_->allocate(desc.bytes(), Pool::WEIGHTS,
+                                                             "weight " + key + " (patched)"));
+  std::vector<PartFactors> factors(parts.size());
+  int64_t elems = 0;
+  size_t workspace = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (!parts[i].patches) continue;
+    HR_ASSIGN_OR_RETURN(factors[i], factors_upload(parts[i], Pool::OTHER));
+    elems = std::max(elems, parts[i].stored.numel());
+    workspace = std::max(workspace, patch_workspace_bytes(*backend_, parts[i].stored,
+                                                          *parts[i].patches));
+  }
+  HR_TRY(scratch_ensure(elems, workspace));
+  HR_TRY(parts_issue(parts, factors, dst.data(), src.data, nullptr));
+  HR_TRY(backend_->stream_sync(nullptr));
+  if (streamed_.empty()) {  // the scratch is the streamed weights' too while they exist
+    scratch_.reset();
+    workspace_.reset();
+  }
+  base_->weight_evict(name, layout);  // derived either way; the patched copy replaces it here
+  ++made_;
+  auto it = device_.emplace(key, DeviceCopy{std::move(dst), 0}).first;
+  it->second.last_use = allocator_->tick();
+  return TensorRef{desc, it->second.buffer.data()};
+}
+
+Result<TensorRef> PatchedWeights::weight_get(const std::string& name, const TensorDesc& desc,
+                                             WeightLayout layout) {
+  if (!weight_patched(name, layout)) return base_->weight_get(name, desc, layout);
+  if (!allocator_ || !backend_)
+    return make_error(ErrorCode::INTERNAL, "patched weights '{}' served before bind", name);
+  ++in_use_;  // as WeightSet::weight_get: reclaim must not ask this view while it allocates
+  struct Release {
+    std::atomic<int>& n;
+    ~Release() { --n; }
+  } release{in_use_};
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string key = weight_key(name, layout);
+  auto it = device_.find(key);
+  if (it == device_.end()) return patch_resident(name, desc, layout, key);
+  it->second.last_use = allocator_->tick();
+  return TensorRef{desc, it->second.buffer.data()};
+}
+
+Result<TensorRef> PatchedWeights::weight_host(const std::string& name, const TensorDesc& desc,
+                                              WeightLayout layout) {
+  HR_ASSIGN_OR_RETURN(std::vector<TensorRef> r,
+                      weight_host_all({WeightRequest{name, desc, layout}}, 1));
+  return r.front();
+}
+
+Status PatchedWeights::stream_prepare(const WeightRequest& q) {
+  const std::string key = weight_key(q.name, q.layout);
+  if (streamed_.count(key)) return Status();
+  Streamed st;
+  HR_ASSIGN_OR_RETURN(st.parts, parts_of(q.name, q.desc, q.layout));
+  st.factors.resize(st.parts.size());
+  int64_t elems = 0;
+  size_t workspace = 0;
+  for (size_t i = 0; i < st.parts.size(); ++i) {
+    if (!st.parts[i].patches) continue;
+    HR_ASSIGN_OR_RETURN(st.factors[i], factors_upload(st.parts[i], Pool::WEIGHTS));
+    elems = std::max(elems, st.parts[i].stored.numel());
+    workspace = std::max(workspace, patch_workspace_bytes(*backend_, st.parts[i].stored,
+                                                          *st.parts[i].patches));
+  }
+  HR_TRY(scratch_ensure(elems, workspace));
+  streamed_.emplace(key, std::move(st));
+  return Status();
+}
+
+Result<std::vector<TensorRef>> PatchedWeights::weight_host_all(
+    const std::vector<WeightRequest>& requests, size_t align) {
+  {
+    ++in_use_;
+    struct Release {
+      std::atomic<int>& n;
+      ~Release() { --n; }
+    } release{in_use_};
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const WeightRequest& q : requests)
+      if (weight_patched(q.name, q.layout) && allocator_ && backend_)
+        HR_TRY(stream_prepare(q).with_context("preparing the LoRA patches of '" + q.name + "'"));
+  }
+  return base_->weight_host_all(requests, align);  // the unpatched originals
+}
+
+Status PatchedWeights::weight_patch_streamed(const WeightRequest& q, void* device, Stream* s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = streamed_.find(weight_key(q.name, q.layout));
+  if (it == streamed_.end())
+    return make_error(ErrorCode::INTERNAL, "streamed weight '{}' was not prepared", q.name);
+  return parts_issue(it->second.parts, it->second.factors, device, device, s);
+}
+
+uint64_t PatchedWeights::stream_extra_bytes(const std::vector<WeightRequest>& weights) const {
+  uint64_t factors = 0;
+  int64_t elems = 0;
+  for (const WeightRequest& q : weights) {
+    const bool stack = q.layout == WeightLayout::STACK;
+    for (const std::string& n : stack ? weight_stack_parts(q.name) : std::vector{q.name}) {
+      const std::vector<WeightPatch>* ps = patches_->find(n);
+      const HostTensor* h = ps ? base_->find(n) : nullptr;
+      if (!h) continue;
+      for (const WeightPatch& p : *ps) factors += p.factor_bytes();
+      elems = std::max(elems, h->numel());
+    }
+  }
+  return elems == 0 ? 0 : factors + uint64_t(elems) * 3 * sizeof(float);
+}
+
+void PatchedWeights::patch_signature(std::vector<const void*>& sig) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (streamed_.empty()) return;
+  sig.push_back(scratch_.data());
+  sig.push_back(workspace_.data());
+  std::vector<std::pair<std::string, const void*>> bufs;
+  for (const auto& [k, st] : streamed_)
+    for (const PartFactors& f : st.factors)
+      for (const DeviceBuffer& b : f.buffers) bufs.push_back({k, b.data()});
+  std::sort(bufs.begin(), bufs.end());
+  for (const auto& b : bufs) sig.push_back(b.second);
+}
+
+void PatchedWeights::weight_evict(const std::string& name, WeightLayout layout) {
+  base_->weight_evict(name, layout);
+  std::lock_guard<std::mutex> lock(mu_);
+  device_.erase(weight_key(name, layout));
+}
+
+uint64_t PatchedWeights::own_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t n = scratch_.size() + workspace_.size();
+  for (const auto& [k, c] : device_) n += c.buffer.size();
+  for (const auto& [k, st] : streamed_)
+    for (const PartFactors& f : st.factors)
+      for (const DeviceBuffer& b : f.buffers) n += b.size();
+  return n;
+}
+
+uint64_t PatchedWeights::resident_bytes() const { return base_->device_bytes() + own_bytes(); }
+
+void PatchedWeights::run_begin() {
+  ++in_use_;
+  base_->run_begin();
+  if (allocator_) last_use_ = allocator_->tick();
+}
+
+void PatchedWeights::run_end() {
+  if (allocator_) last_use_ = allocator_->tick();
+  base_->run_end();
+  if (--in_use_ == 0 && allocator_) allocator_->trim_weights();
+}
+
+uint64_t PatchedWeights::reclaim(uint64_t bytes) {
+  if (in_use()) return 0;
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock() || in_use()) return 0;
+  std::vector<EvictionCandidate> copies;
+  for (const auto& [k, c] : device_) copies.push_back({k, c.last_use, c.buffer.size()});
+  uint64_t freed = 0;
+  for (const std::string& k : eviction_order(std::move(copies), bytes)) {  // Note [eviction policy]
+    auto it = device_.find(k);
+    freed += it->second.buffer.size();
+    device_.erase(it);
+  }
+  if (freed < bytes) {  // the streaming factors and scratch: made again by the next streamed run
+    for (const auto& [k, st] : streamed_)
+      for (const PartFactors& f : st.factors)
+        for (const DeviceBuffer& b : f.buffers) freed += b.size();
+    freed += scratch_.size() + workspace_.size();
+    streamed_.clear();
+    scratch_.reset();
+    workspace_.reset();
+  }
+  return freed;
+}
+
+uint64_t PatchedWeights::reclaim_block(uint64_t bytes) {
+  if (in_use()) return 0;
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock() || in_use()) return 0;
+  std::vector<EvictionCandidate> copies;
+  for (const auto& [k, c] : device_)
+    if (c.buffer.size() == bytes && c.buffer.pool() == Pool::WEIGHTS)
+      copies.push_back({k, c.last_use, bytes});
+  const EvictionCandidate* oldest = eviction_block(copies);  // Note [eviction policy]
+  if (!oldest) return 0;
+  device_.erase(oldest->key);
+  return bytes;
+}
+
+}  // namespace hr
