@@ -481,6 +481,17 @@ def case_sdxl_kohya(b):
     b.add_lora("lora_te2_text_model_encoder_layers_1_self_attn_k_proj", 4, alpha=2.0)  # k alone: middle rows
 
 
+def case_sdxl_peft(b):
+    peft = (".lora_B.weight", ".lora_A.weight")
+    b.add_lora("unet.mid_block.attentions.0.transformer_blocks.0.attn2.processor.to_q", 4, names=peft)
+    b.add_lora("unet.down_blocks.2.attentions.1.proj_out", 4, alpha=2.0, names=peft)
+    b.add_lora("text_encoder.text_model.encoder.layers.1.self_attn.k_proj", 4, names=peft)
+    t2 = "text_encoder_2.text_model.encoder.layers.1."
+    b.add_lora(t2 + "self_attn.q_proj", 4, names=peft)  # q and v: first and last rows of in_proj
+    b.add_lora(t2 + "self_attn.v_proj", 2, alpha=1.0, names=peft)
+    b.add_lora(t2 + "self_attn.out_proj", 4, names=peft)
+
+
 def case_sd1_stack_a(b):
     u = "lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_"
     for name in ("attn1_to_q", "attn1_to_k", "ff_net_0_proj"):
@@ -507,6 +518,7 @@ CASES = {
     "sd1_dora": (case_sd1_dora, "tiny-sd1", "kohya+dora", 105),
     "sd1_diff": (case_sd1_diff, "tiny-sd1", "diff", 106),
     "sdxl_kohya": (case_sdxl_kohya, "tiny-sdxl", "kohya", 107),
+    "sdxl_peft": (case_sdxl_peft, "tiny-sdxl", "diffusers/peft", 110),
     "sd1_stack_a": (case_sd1_stack_a, "tiny-sd1", "kohya", 108),
     "sd1_stack_b": (case_sd1_stack_b, "tiny-sd1", "kohya", 109),
 }
@@ -577,7 +589,14 @@ def patch_weights(comfy, ckpt, patches):
     for key in sorted(patches):
         weight = converted[key]
         temp = weight.to(torch.float32, copy=True)
-        result = comfy.lora.calculate_weight(patches[key], temp, key)
+        capture = LogCapture()
+        logging.getLogger().addHandler(capture)
+        try:
+            result = comfy.lora.calculate_weight(patches[key], temp, key)
+        finally:
+            logging.getLogger().removeHandler(capture)
+        if capture.messages:  # calculate_weight logs a failed patch and leaves the weight as it was
+            raise SystemExit("calculate_weight on {}: {}".format(key, capture.messages))
         seed = comfy.model_patcher.string_to_seed(key)
         r16 = comfy.float.stochastic_rounding(result, torch.float16, seed=seed)
         rbf = comfy.float.stochastic_rounding(result, torch.bfloat16, seed=seed)
