@@ -205,6 +205,10 @@ void JobExecution::on_event(const ExecEvent& e) {
       emit("headroom_memory", {{"prompt_id", id}, {"node", e.node_id}, {"message", e.message}},
            false);
       break;
+    case ExecEvent::Kind::WARNING:  // headroom's addition too
+      emit("headroom_warning", {{"prompt_id", id}, {"node", e.node_id}, {"message", e.message}},
+           false);
+      break;
   }
 }
 

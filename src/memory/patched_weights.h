@@ -42,6 +42,7 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
 
   const PatchSet& patches() const { return *patches_; }
   WeightSet& base() { return *base_; }
+  const std::shared_ptr<WeightSet>& base_ptr() const { return base_; }
 
   void bind(Backend* backend, Allocator* allocator) override;
   Result<TensorRef> weight_get(const std::string& name, const TensorDesc& desc,

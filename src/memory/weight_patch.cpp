@@ -23,6 +23,18 @@ uint64_t WeightPatch::factor_bytes() const {
   return n;
 }
 
+WeightPatch WeightPatch::clone() const {
+  WeightPatch p;
+  p.kind = kind;
+  for (const HostTensor& f : factors) p.factors.push_back(f.clone());
+  p.dora_scale = dora_scale.empty() ? HostTensor() : dora_scale.clone();
+  p.strength = strength;
+  p.row_offset = row_offset;
+  p.rows = rows;
+  p.source = source;
+  return p;
+}
+
 Shape WeightPatch::region_shape(const Shape& stored) const {
   Shape s = stored;
   if (rows >= 0) s.dims[0] = rows;

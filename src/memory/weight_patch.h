@@ -45,6 +45,7 @@ struct WeightPatch {
   std::string source;  // the LoRA key stem it came from (errors, plans)
 
   uint64_t factor_bytes() const;
+  WeightPatch clone() const;
   // The shape of the difference for a target of `stored` shape (the covered rows).
   Shape region_shape(const Shape& stored) const;
 };

@@ -7,6 +7,7 @@ namespace hr {
 
 void nodes_register(NodeRegistry& r, const NodeEnv& env) {
   nodes_register_loaders(r, env);
+  nodes_register_lora(r, env);
   nodes_register_conditioning(r, env);
   nodes_register_sampling(r, env);
   nodes_register_images(r, env);

@@ -31,6 +31,7 @@ std::shared_ptr<const ModelPaths> model_paths_of(const ExecOptions& opts);
 
 // Per-family node registrations (nodes_*.cpp).
 void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env);
+void nodes_register_lora(NodeRegistry& r, const NodeEnv& env);
 void nodes_register_conditioning(NodeRegistry& r, const NodeEnv& env);
 void nodes_register_sampling(NodeRegistry& r, const NodeEnv& env);
 void nodes_register_images(NodeRegistry& r, const NodeEnv& env);

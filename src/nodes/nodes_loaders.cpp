@@ -1,6 +1,7 @@
 // Loader nodes: CheckpointLoaderSimple, UNETLoader, VAELoader, CLIPLoader.
 #include <cstdlib>
 
+#include "nodes/loader_files.h"
 #include "nodes/nodes.h"
 #include "nodes/values.h"
 #include "workflow/execute.h"
@@ -15,14 +16,6 @@ LoadOptions load_options(const ExecContext& ctx) {
   o.text_encoder_dtype = ctx.opts.compute_dtype;
   o.models_dir = ctx.opts.models_dir;
   return o;
-}
-
-// A plan run's loaders read headers only (Note [placeholder tensors] in core/tensor.h).
-Result<std::shared_ptr<const SafetensorsFile>> open_file(const ExecContext& ctx,
-                                                        const std::string& path) {
-  const TensorData data = ctx.opts.plan_run ? TensorData::PLACEHOLDERS : TensorData::READ;
-  HR_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> f, SafetensorsFile::open(path, data));
-  return std::shared_ptr<const SafetensorsFile>(std::move(f));
 }
 
 Result<std::shared_ptr<const CLIPValue>> clip_from_file(
@@ -40,18 +33,6 @@ constexpr const char* kCkptFolder = "checkpoints";
 constexpr const char* kUNetFolder = "diffusion_models";
 constexpr const char* kVAEFolder = "vae";
 constexpr const char* kCLIPFolder = "text_encoders";
-
-InputSpec file_combo(const std::string& name, const NodeEnv& env, const std::string& folder) {
-  InputSpec s{.name = name, .type = IoType::COMBO};
-  std::shared_ptr<const ModelPaths> paths = model_paths_of(env);
-  s.options_fn = [paths, folder] { return paths->files(folder); };
-  return s;
-}
-
-Result<std::string> model_file(const ExecContext& ctx, const std::string& folder,
-                               const std::string& name) {
-  return model_paths_of(ctx.opts)->file_path(folder, name);
-}
 
 }  // namespace
 

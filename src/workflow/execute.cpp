@@ -39,6 +39,13 @@ void ExecContext::memory_decision(const std::string& message) const {
   opts.on_event(e);
 }
 
+void ExecContext::warn(const std::string& message) const {
+  if (!opts.on_event) return;
+  ExecEvent e{ExecEvent::Kind::WARNING, node_id, class_of(prompt, node_id), 0, 0, Json(), {},
+              message};
+  opts.on_event(e);
+}
+
 Status ExecContext::check_interrupt() const {
   if (interrupted()) return Status(ErrorCode::CANCELLED, "interrupted");
   return Status();

@@ -27,13 +27,13 @@ struct ExecEvent {
   // MEMORY: a memory decision a node took (tiling, streaming, eviction, OOM recovery), with
   // its reason in `message`, e.g. "VAE decode tiled 4x4 at 256 px: arena 1.3 GiB > 0.9 GiB left".
   // PREVIEW: a sampler step's preview picture (PNG bytes in `image`; ExecOptions::preview).
-  enum class Kind { EXECUTING, PROGRESS, EXECUTED, CACHED, MEMORY, PREVIEW } kind;
+  enum class Kind { EXECUTING, PROGRESS, EXECUTED, CACHED, MEMORY, PREVIEW, WARNING } kind;
   std::string node_id;
   std::string class_type;
   int value = 0, max = 0;  // PROGRESS
   Json output;             // EXECUTED: the node's UI output
   std::vector<std::string> cached;  // CACHED
-  std::string message;              // MEMORY
+  std::string message;              // MEMORY, WARNING
   std::shared_ptr<const std::string> image;  // PREVIEW
 };
 
@@ -72,6 +72,9 @@ struct ExecContext {
   // Reports a memory decision (ExecEvent::Kind::MEMORY) for this node; a message equal to the
   // previous one of this node is not repeated (a sampler's steps decide the same each time).
   void memory_decision(const std::string& message) const;
+  // Reports something the user should know that does not fail the node (ExecEvent::Kind::WARNING:
+  // a LoRA's keys that matched no weight, as ComfyUI logs "lora key not loaded").
+  void warn(const std::string& message) const;
   mutable std::string last_decision;
   bool interrupted() const { return opts.interrupt && opts.interrupt->load(); }
   Status check_interrupt() const;

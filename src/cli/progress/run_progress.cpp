@@ -28,6 +28,7 @@ void RunProgress::on_event(const ExecEvent& e) {
       step(e.value, e.max);
       break;
     case ExecEvent::Kind::MEMORY:
+    case ExecEvent::Kind::WARNING:
       message(e);
       break;
     case ExecEvent::Kind::EXECUTED:
