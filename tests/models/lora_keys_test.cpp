@@ -1,9 +1,13 @@
 // The SD families' LoRA key maps against ComfyUI's own (model_lora_keys_unet/clip on the same
-// checkpoints: tests/data/lora/keymap-tiny-*.json, made by make_lora_golden.py).
+// checkpoints: tests/data/lora/keymap-tiny-*.json, made by make_lora_golden.py and, for the SD2
+// and SDXL-refiner text encoders, make_keymap_variants.py).
 #include "models/lora_keys.h"
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -84,9 +88,9 @@ struct Loaded {
   std::unique_ptr<TextEncoder> text;
 };
 
-Loaded load(const std::string& checkpoint) {
+Loaded load_path(const std::string& path) {
   Loaded l;
-  auto m = model_load(test::golden_path(checkpoint));
+  auto m = model_load(path);
   EXPECT_TRUE(m.ok()) << m.status().str();
   if (!m.ok()) return l;
   l.model = std::move(*m);
@@ -96,11 +100,12 @@ Loaded load(const std::string& checkpoint) {
   return l;
 }
 
+Loaded load(const std::string& checkpoint) { return load_path(test::golden_path(checkpoint)); }
+
 // Every stem of ComfyUI's map is in headroom's with the same target (or left out for a listed
 // reason), and headroom's has no stem ComfyUI's lacks.
-void expect_same_map(const std::string& golden) {
-  const json g = read_json(test::data_path("lora/" + golden));
-  Loaded l = load(std::string(g["checkpoint"]).substr(std::string("golden/").size()));
+void expect_same_map(const std::string& golden, const json& g, const Loaded& l,
+                     int min_compared) {
   ASSERT_TRUE(l.model && l.text);
   const ModelFamily& family = l.model->family();
   ASSERT_NE(family.lora_keys, nullptr) << family.name;
@@ -136,17 +141,59 @@ void expect_same_map(const std::string& golden) {
     EXPECT_TRUE(comfy_stems.count(stem)) << golden << ": headroom maps " << stem << " -> "
                                          << target_str(t) << ", ComfyUI does not";
   EXPECT_EQ(size_t(compared), map->size());
-  // What the files hold (make_lora_golden.py's README): a guard against a golden that lost its
-  // sections, which would make the comparison above vacuous.
-  EXPECT_GT(compared, 2000) << golden;
+  // A guard against a golden that lost its sections, which would make the comparison vacuous.
+  EXPECT_GE(compared, min_compared) << golden;
   std::ostringstream summary;
   for (const auto& [why, n] : left_out) summary << n << " " << why << "; ";
   ::testing::Test::RecordProperty("left_out", summary.str());
 }
 
-TEST(LoraKeys, SD1MatchesComfyUI) { expect_same_map("keymap-tiny-sd1.json"); }
+void expect_same_map(const std::string& golden, int min_compared) {
+  const json g = read_json(test::data_path("lora/" + golden));
+  Loaded l = load(std::string(g["checkpoint"]).substr(std::string("golden/").size()));
+  expect_same_map(golden, g, l, min_compared);
+}
 
-TEST(LoraKeys, SDXLMatchesComfyUI) { expect_same_map("keymap-tiny-sdxl.json"); }
+// The text-encoder-only files of make_keymap_variants.py: tiny-sdxl's bigG tower moved from
+// "derived.from" to "derived.to" (SD2's OpenCLIP-H slot, the SDXL refiner's bigG slot).
+void expect_same_map_derived(const std::string& golden, const std::string& family,
+                             int min_compared) {
+  const json g = read_json(test::data_path("lora/" + golden));
+  const std::string from = g["derived"]["from"], to = g["derived"]["to"];
+  auto src = SafetensorsFile::open(test::data_path(g["checkpoint"]));
+  ASSERT_TRUE(src.ok()) << src.status().str();
+  std::vector<HostTensor> ts;
+  std::vector<std::string> names;
+  for (const SafetensorsEntry& e : (*src)->entries()) {
+    if (e.name.rfind(from, 0) != 0) continue;
+    ts.push_back((*src)->load(e.name).value());
+    names.push_back(to + e.name.substr(from.size()));
+  }
+  std::vector<std::pair<std::string, const HostTensor*>> list;
+  for (size_t i = 0; i < ts.size(); ++i) list.push_back({names[i], &ts[i]});
+  const std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                     ("hr_lora_keys_" + std::to_string(getpid()) + "_" + golden +
+                                      ".safetensors");
+  ASSERT_TRUE(safetensors_write(path.string(), list, {}).ok());
+  Loaded l = load_path(path.string());
+  std::filesystem::remove(path);
+  ASSERT_TRUE(l.model);
+  EXPECT_EQ(l.model->family().name, family);
+  EXPECT_EQ(l.model->diffusion, nullptr);
+  expect_same_map(golden, g, l, min_compared);
+}
+
+TEST(LoraKeys, SD1MatchesComfyUI) { expect_same_map("keymap-tiny-sd1.json", 2000); }
+
+TEST(LoraKeys, SDXLMatchesComfyUI) { expect_same_map("keymap-tiny-sdxl.json", 2000); }
+
+TEST(LoraKeys, SD2TextEncoderMatchesComfyUI) {
+  expect_same_map_derived("keymap-tiny-sd2-clip.json", "sd2", 60);
+}
+
+TEST(LoraKeys, SDXLRefinerTextEncoderMatchesComfyUI) {
+  expect_same_map_derived("keymap-tiny-refiner-clip.json", "sdxl", 60);
+}
 
 // A few stems by hand, in case both sides drift together: kohya LDM and diffusers forms of one
 // UNet weight, diffusers' processor form, bigG's k_proj as the middle third of in_proj_weight.
