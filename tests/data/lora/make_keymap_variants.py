@@ -6,6 +6,9 @@ SD2 (OpenCLIP-H under "cond_stage_model.model.") and the SDXL refiner (bigG alon
 SD20 / SDXLRefiner.process_clip_state_dict and mapped by comfy.lora.model_lora_keys_clip.
 Writes keymap-tiny-sd2-clip.json and keymap-tiny-refiner-clip.json (the format of
 make_lora_golden.py's key maps, plus "derived": how the test rebuilds the file).
+Also unet-diffusers-names.json: comfy.utils.unet_to_diffusers on the full-size SD1.5, SDXL and
+SDXL-refiner UNet configs, each as its config, the pair count and the FNV-1a 64 hash of the
+sorted lines "<diffusers name> <ldm name>\n" (the full lists would be ~150 KB each).
 Usage: make_keymap_variants.py COMFYUI_DIR (ComfyUI a125cd84, as make_lora_golden.py).
 """
 import json
@@ -50,12 +53,47 @@ def write(comfy, v, prefix):
     print("{}: {} clip stems".format(os.path.basename(path), len(clip)))
 
 
+FULL_SIZE_UNETS = {
+    "sd15": {"num_res_blocks": [2, 2, 2, 2], "channel_mult": [1, 2, 4, 4],
+             "transformer_depth": [1, 1, 1, 1, 1, 1, 0, 0], "transformer_depth_middle": 1,
+             "transformer_depth_output": [1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0]},
+    "sdxl": {"num_res_blocks": [2, 2, 2], "channel_mult": [1, 2, 4],
+             "transformer_depth": [0, 0, 2, 2, 10, 10], "transformer_depth_middle": 10,
+             "transformer_depth_output": [0, 0, 0, 2, 2, 2, 10, 10, 10]},
+    "sdxl_refiner": {"num_res_blocks": [2, 2, 2, 2], "channel_mult": [1, 2, 4, 4],
+                     "transformer_depth": [0, 0, 4, 4, 4, 4, 0, 0], "transformer_depth_middle": 4,
+                     "transformer_depth_output": [0, 0, 0, 4, 4, 4, 4, 4, 4, 0, 0, 0]},
+}
+
+
+def fnv1a64(data):
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+    return h
+
+
+def write_unet_names(comfy):
+    out = {}
+    for name, config in FULL_SIZE_UNETS.items():
+        pairs = comfy.utils.unet_to_diffusers(dict(config))
+        text = "".join("{} {}\n".format(d, pairs[d]) for d in sorted(pairs))
+        out[name] = {"config": config, "count": len(pairs),
+                     "fnv1a64": "{:016x}".format(fnv1a64(text.encode()))}
+    path = os.path.join(HERE, "unet-diffusers-names.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1, sort_keys=True)
+        f.write("\n")
+    print("{}: {}".format(os.path.basename(path), {k: v["count"] for k, v in out.items()}))
+
+
 def main():
     if len(sys.argv) < 2:
         raise SystemExit(__doc__)
     comfy = mlg.import_comfy(os.path.abspath(sys.argv[1]))
     for name, (prefix, config) in VARIANTS.items():
         write(comfy, Variant(comfy, name, prefix, config), prefix)
+    write_unet_names(comfy)
 
 
 if __name__ == "__main__":
