@@ -1,6 +1,6 @@
 // The model-family registry: each family declares, as data, how it is detected from a file's
-// key names and shapes, its latent format, its model sampling, its text-encoder kinds and the
-// factories of its components (Note [model families]).
+// key names and shapes, its latent format, its model sampling, its text-encoder kinds, the
+// factories of its components and its LoRA key map (Note [model families]).
 #pragma once
 
 #include <array>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "models/lora_keys.h"
 #include "models/model_config.h"
 #include "models/safetensors.h"
 
@@ -109,6 +110,10 @@ struct ModelFamily {
   std::function<Result<std::unique_ptr<Autoencoder>>(const ComponentLoad&)> autoencoder_create;
   // All of the file's text encoders (info.text_encoders) as one component, with its tokenizer.
   std::function<Result<std::unique_ptr<TextEncoder>>(const ComponentLoad&)> text_encoder_create;
+
+  // The LoRA key map of this family's loaded components (Note [lora key maps]); nullptr: the
+  // family has no LoRA support, and a LoRA loader refuses its models by the family's name.
+  LoraKeysFn lora_keys = nullptr;
 };
 
 // Every family in detection order: the built-in ones, then those registered at run time.

@@ -1,6 +1,6 @@
 // The Stable Diffusion families as data: detection from the LDM/SGM single-file layout (or bare
 // component files, as ComfyUI's UNETLoader / VAELoader / CLIPLoader read), latent formats, model
-// sampling, text-encoder kinds and the component factories.
+// sampling, text-encoder kinds, the component factories and the LoRA key map.
 #include "models/sd/sd_family.h"
 
 #include "models/checkpoint.h"
@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "models/sd/sd_lora_keys.h"
 #include "models/sd/sd_text_encoder.h"
 #include "models/sd/sd_unet.h"
 #include "models/sd/sd_vae.h"
@@ -213,6 +214,7 @@ ModelFamily sd_family_make(const char* name, SDVariant variant, LatentFormat lat
   f.text_encoder_create = [clip](const ComponentLoad& load) {
     return sd_text_encoder_create(load, clip);
   };
+  f.lora_keys = sd_lora_keys;
   return f;
 }
 
