@@ -36,14 +36,6 @@ HostTensor times(HostTensor t, float s) {
   return t;
 }
 
-HostTensor transposed2(const HostTensor& t) {
-  const int64_t r = t.shape()[0], c = t.shape()[1];
-  HostTensor o(DType::F32, Shape{c, r});
-  for (int64_t i = 0; i < r; ++i)
-    for (int64_t j = 0; j < c; ++j) o.f32()[j * r + i] = t.f32()[i * c + j];
-  return o;
-}
-
 Result<HostTensor> mm(const HostTensor& a, const HostTensor& b, const std::string& what) {
   if (a.shape().rank != 2 || b.shape().rank != 2 || a.shape()[1] != b.shape()[0])
     return make_error(ErrorCode::INVALID_ARGUMENT, "LoRA key '{}': factors {} and {} do not chain",
@@ -221,7 +213,9 @@ Status stem_read(Reader& r, const std::string& x, const LoraTarget& t, float s, 
     alpha = a.f32()[0];
   }
   HostTensor dora;
-  if (r.has(x + ".dora_scale")) HR_ASSIGN_OR_RETURN(dora, r.get(x + ".dora_scale"));
+  if (r.has(x + ".dora_scale")) {
+    HR_ASSIGN_OR_RETURN(dora, r.get(x + ".dora_scale"));
+  }
   for (auto read : {lora_read, loha_read, lokr_read}) {
     HR_ASSIGN_OR_RETURN(Found p, read(r, x, alpha, s, dora));
     if (!p) continue;

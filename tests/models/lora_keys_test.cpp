@@ -243,8 +243,9 @@ class OtherTextEncoder final : public TextEncoder {
   explicit OtherTextEncoder(const ModelFamily& f) : family_(&f) {}
   const ModelFamily& family() const override { return *family_; }
   std::vector<std::string> parts() const override { return {"t5"}; }
-  Result<CondEntry> encode(Executor&, const std::map<std::string, std::string>&,
-                           int) const override {
+  std::vector<std::shared_ptr<WeightSet>> stores() const override { return {}; }
+  Result<CondEntry> encode(Executor&, const std::map<std::string, std::string>&, int,
+                           const EncoderSources&) const override {
     return make_error(ErrorCode::UNSUPPORTED, "not used");
   }
 
