@@ -113,8 +113,10 @@ Status patch_check(const std::string& weight, const Shape& stored, const WeightP
                            region.numel()));
   if (p.kind == PatchKind::LOW_RANK && p.factors[0].shape()[0] != region[0])
     return bad(fmt::format("up has {} rows", p.factors[0].shape()[0]));
-  if (!p.dora_scale.empty() && p.dora_scale.numel() != region[0] &&
-      (region.rank < 2 || p.dora_scale.numel() != region[1]))
+  const bool dora_fits = p.dora_scale.shape().rank > 0 && p.dora_scale.shape()[0] == region[0]
+                            ? p.dora_scale.numel() == region[0]
+                            : region.rank >= 2 && p.dora_scale.numel() == region[1];
+  if (!p.dora_scale.empty() && !dora_fits)
     return bad(fmt::format("dora_scale {} fits neither axis", p.dora_scale.shape().str()));
   return Status();
 }
@@ -179,13 +181,18 @@ Result<HostTensor> patch_diff_host(const WeightPatch& p, const Shape& region) {
 
 namespace {
 
+// ComfyUI's weight_decompose: the scale is per output row when its first dim is the weight's.
+bool dora_out_axis(const WeightPatch& p, const Shape& region) {
+  return p.dora_scale.shape().rank > 0 && p.dora_scale.shape()[0] == region[0];
+}
+
 // ComfyUI's weight_decompose norm: per row of the region (output axis), or per column over the
 // region plus the difference (input axis); + float32's epsilon.
 HostTensor dora_norm_multiplier(const WeightPatch& p, const float* region, const float* diff,
                                 const Shape& shape) {
   const int64_t rows = shape[0], cols = shape.rank > 1 ? shape[1] : 1;
   const int64_t inner = shape.numel() / (rows * cols);
-  const bool out_axis = p.dora_scale.numel() == rows;
+  const bool out_axis = dora_out_axis(p, shape);
   const int64_t n = out_axis ? rows : cols;
   std::vector<double> sq(size_t(n), 0.0);
   for (int64_t r = 0; r < rows; ++r)
@@ -214,7 +221,7 @@ void patch_apply_region(const WeightPatch& p, float* region, const float* diff, 
     for (int64_t i = 0; i < n; ++i) region[i] += diff[i];
     return;
   }
-  const bool out_axis = p.dora_scale.numel() == shape[0];
+  const bool out_axis = dora_out_axis(p, shape);
   const int64_t cols = shape.rank > 1 ? shape[1] : 1, inner = n / (shape[0] * cols);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t r = i / (cols * inner), c = (i / inner) % cols;

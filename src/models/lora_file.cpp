@@ -119,12 +119,57 @@ Result<Found> lora_read(Reader& r, const std::string& x, std::optional<float> al
   return Found();
 }
 
+// LoHa's CP form: m[p, r, k, l] = sum_i sum_j t[i, j, k, l] wb[j, r] wa[i, p].
+Result<HostTensor> cp_expand(const HostTensor& t, const HostTensor& wb, const HostTensor& wa,
+                             const std::string& x) {
+  const Shape ts = t.shape();
+  if (ts.rank != 4 || wa.shape().rank != 2 || wb.shape().rank != 2 || wa.shape()[0] != ts[0] ||
+      wb.shape()[0] != ts[1])
+    return make_error(ErrorCode::INVALID_ARGUMENT, "LoRA key '{}': CP factors {} {} {} do not fit",
+                      x, ts.str(), wb.shape().str(), wa.shape().str());
+  const int64_t I = ts[0], J = ts[1], K = ts[2] * ts[3], R = wb.shape()[1], P = wa.shape()[1];
+  HostTensor tb(DType::F32, Shape{I, R, K});  // sum_j t[i, j, k] wb[j, r]
+  for (int64_t i = 0; i < I; ++i)
+    for (int64_t j = 0; j < J; ++j)
+      for (int64_t r = 0; r < R; ++r) {
+        const float b = wb.f32()[j * R + r];
+        for (int64_t k = 0; k < K; ++k)
+          tb.f32()[(i * R + r) * K + k] += t.f32()[(i * J + j) * K + k] * b;
+      }
+  HostTensor m(DType::F32, Shape{P, R, ts[2], ts[3]});
+  for (int64_t i = 0; i < I; ++i)
+    for (int64_t p = 0; p < P; ++p) {
+      const float a = wa.f32()[i * P + p];
+      for (int64_t e = 0; e < R * K; ++e) m.f32()[p * R * K + e] += tb.f32()[i * R * K + e] * a;
+    }
+  return m;
+}
+
+// LoHa with hada_t1/hada_t2: both products expanded on the host into a full difference.
+Result<Found> loha_cp_read(Reader& r, const std::string& x, std::optional<float> alpha, float s,
+                           HostTensor& dora) {
+  std::vector<HostTensor> f;
+  for (const char* n : {".hada_w1_a", ".hada_w1_b", ".hada_t1", ".hada_w2_a", ".hada_w2_b",
+                        ".hada_t2"}) {
+    HR_ASSIGN_OR_RETURN(HostTensor t, r.get(x + n));
+    f.push_back(std::move(t));
+  }
+  HR_ASSIGN_OR_RETURN(HostTensor m1, cp_expand(f[2], f[1], f[0], x));
+  HR_ASSIGN_OR_RETURN(HostTensor m2, cp_expand(f[5], f[4], f[3], x));
+  if (m1.shape() != m2.shape())
+    return make_error(ErrorCode::INVALID_ARGUMENT, "LoRA key '{}': LoHa products {} and {} differ",
+                      x, m1.shape().str(), m2.shape().str());
+  for (int64_t i = 0; i < m1.numel(); ++i) m1.f32()[i] *= m2.f32()[i];
+  const int64_t rank = f[1].shape()[0];
+  std::vector<HostTensor> fs;
+  fs.push_back(std::move(m1));
+  return Found(patch_make(PatchKind::DIFF, std::move(fs), alpha, rank, s, std::move(dora)));
+}
+
 Result<Found> loha_read(Reader& r, const std::string& x, std::optional<float> alpha, float s,
                         HostTensor& dora) {
   if (!r.has(x + ".hada_w1_a")) return Found();
-  if (r.has(x + ".hada_t1") || r.has(x + ".hada_t2"))
-    return make_error(ErrorCode::UNSUPPORTED, "LoRA key '{}': LoHa's CP decomposition (hada_t1, "
-                      "hada_t2) is not supported", x);
+  if (r.has(x + ".hada_t1")) return loha_cp_read(r, x, alpha, s, dora);
   std::vector<HostTensor> fs;
   for (const char* n : {".hada_w1_a", ".hada_w1_b", ".hada_w2_a", ".hada_w2_b"}) {
     HR_ASSIGN_OR_RETURN(HostTensor t, r.get(x + n));
