@@ -241,6 +241,7 @@ Status PatchedWeights::weight_patch_streamed(const WeightRequest& q, void* devic
   auto it = streamed_.find(weight_key(q.name, q.layout));
   if (it == streamed_.end())
     return make_error(ErrorCode::INTERNAL, "streamed weight '{}' was not prepared", q.name);
+  ++streamed_made_;
   return parts_issue(it->second.parts, it->second.factors, device, device, s);
 }
 

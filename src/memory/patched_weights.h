@@ -72,6 +72,8 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
   uint64_t own_bytes() const;  // patched copies, streaming factors and scratch held now
   // Patched copies made so far (a test's and the bench's count of patch work).
   uint64_t patches_made() const { return made_.load(); }
+  // Streamed weights patched in the ring so far (issued, counting every run).
+  uint64_t streamed_patches() const { return streamed_made_.load(); }
 
  private:
   // One checkpoint tensor of a served weight: where it lies in the weight and its patches.
@@ -119,6 +121,7 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
   std::atomic<int> in_use_{0};
   std::atomic<uint64_t> last_use_{0};
   std::atomic<uint64_t> made_{0};
+  std::atomic<uint64_t> streamed_made_{0};
 };
 
 }  // namespace hr

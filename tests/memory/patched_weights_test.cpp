@@ -1,0 +1,201 @@
+// PatchedWeights (Note [patched weights]): a weight store seen through LoRA patches gives the
+// host reference's patched weights resident, in every layout, and streamed (patched in the ring
+// after the copy, Note [patched streaming], on a simulated discrete device whose copies finish
+// early or late); patched copies are made once, are derived data the eviction policy may drop,
+// and the store's host copies never change.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "async_sim_backend.h"
+#include "graph/executor.h"
+#include "graph/graph_test_util.h"
+#include "memory/eviction.h"
+#include "memory/executor_policies.h"
+#include "memory/patched_weights.h"
+
+namespace hr {
+namespace {
+
+constexpr int kLayers = 10;
+constexpr int64_t kWidth = 96;
+
+HostTensor random_f32(Shape s, std::mt19937& rng, float scale) {
+  HostTensor t(DType::F32, s);
+  std::normal_distribution<float> n(0.0f, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = n(rng);
+  return t;
+}
+
+// A residual MLP whose layers each read one width x width weight.
+Graph mlp() {
+  Graph g;
+  ValueId h = g.input("x", TensorDesc{DType::F32, Shape{4, kWidth}});
+  for (int i = 0; i < kLayers; ++i) {
+    ValueId w = g.weight(fmt::format("l{}.weight", i), TensorDesc{DType::F32, Shape{kWidth, kWidth}});
+    h = g.add(h, g.unary(OpKind::SILU, g.linear(h, w)));
+  }
+  g.output(h, "y");
+  return g;
+}
+
+WeightPatch lora(std::mt19937& rng, int64_t rows, int64_t offset = 0, bool slice = false) {
+  WeightPatch p;
+  p.kind = PatchKind::LOW_RANK;
+  p.factors.push_back(random_f32(Shape{rows, 4}, rng, 0.2f));
+  p.factors.push_back(random_f32(Shape{4, kWidth}, rng, 0.2f));
+  p.source = "test";
+  if (slice) {
+    p.row_offset = offset;
+    p.rows = rows;
+  }
+  return p;
+}
+
+// Patches on every other layer (one with two patches, one on a row slice only, one DoRA).
+std::shared_ptr<PatchSet> patch_set(std::mt19937& rng) {
+  auto s = std::make_shared<PatchSet>();
+  s->id = "test";
+  for (int i = 0; i < kLayers; i += 2) s->by_weight[fmt::format("l{}.weight", i)].push_back(lora(rng, kWidth));
+  s->by_weight["l2.weight"].push_back(lora(rng, kWidth));
+  s->by_weight["l4.weight"].clear();
+  s->by_weight["l4.weight"].push_back(lora(rng, 32, 48, true));
+  WeightPatch d = lora(rng, kWidth);
+  d.dora_scale = random_f32(Shape{kWidth, 1}, rng, 1.0f);
+  d.strength = 0.7f;
+  s->by_weight["l6.weight"].push_back(std::move(d));
+  return s;
+}
+
+struct Fixture {
+  Graph g = mlp();
+  std::mt19937 rng{11};
+  std::shared_ptr<WeightSet> store = std::make_shared<WeightSet>();
+  WeightSet reference;  // the host reference's patched weights
+  std::shared_ptr<PatchSet> patches;
+  HostTensor x;
+
+  Fixture() {
+    for (int i = 0; i < kLayers; ++i)
+      store->put(fmt::format("l{}.weight", i), random_f32(Shape{kWidth, kWidth}, rng, 0.1f));
+    patches = patch_set(rng);
+    for (const std::string& n : store->names()) {
+      HostTensor w = store->find(n)->clone();
+      if (const auto* ps = patches->find(n)) {
+        std::vector<HostTensor> ms;
+        for (size_t i = 0; i < ps->size(); ++i)
+          ms.push_back((*ps)[i].dora_scale.empty() ? HostTensor()
+                                                   : dora_multiplier(w, *ps, i).value());
+        EXPECT_TRUE(patches_apply_host(w, *ps, ms).ok());
+      }
+      reference.put(n, std::move(w));
+    }
+    x = random_f32(Shape{4, kWidth}, rng, 1.0f);
+  }
+
+  HostTensor run(Executor& ex, WeightSource& w) {
+    auto r = ex.run(g, {{"x", &x}}, w);
+    EXPECT_TRUE(r.ok()) << r.status().str();
+    return r.ok() ? std::move((*r)[0]) : HostTensor();
+  }
+};
+
+void expect_close(const HostTensor& got, const HostTensor& want, double tol) {
+  ASSERT_EQ(got.desc(), want.desc());
+  double worst = 0, scale = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    worst = std::max(worst, double(std::fabs(got.f32()[i] - want.f32()[i])));
+    scale = std::max(scale, double(std::fabs(want.f32()[i])));
+  }
+  EXPECT_LE(worst, tol * scale);
+}
+
+TEST(PatchedWeightsTest, ResidentMatchesHostReferenceOnceAndHostCopiesStay) {
+  Fixture f;
+  auto cpu = cpu_backend_create(1);
+  Allocator alloc(*cpu, Allocator::kUnlimited, eviction_policy());
+  Executor ex(*cpu, alloc, executor_policies_default(*cpu));
+  f.reference.bind(cpu.get(), &alloc);
+  const HostTensor want = f.run(ex, f.reference);
+  const HostTensor before = f.store->find("l0.weight")->clone();
+  PatchedWeights view(f.store, f.patches);
+  view.bind(cpu.get(), &alloc);
+  expect_close(f.run(ex, view), want, 1e-5);
+  EXPECT_EQ(view.patches_made(), 5u);  // l0, l2, l4, l6, l8
+  expect_close(f.run(ex, view), want, 1e-5);
+  EXPECT_EQ(view.patches_made(), 5u) << "a resident patched weight is made once";
+  EXPECT_EQ(std::memcmp(before.data(), f.store->find("l0.weight")->data(), before.bytes()), 0);
+  // Dropping the patched copies (derived data) loses nothing: the next run patches again.
+  EXPECT_GT(view.reclaim(UINT64_MAX), 0u);
+  expect_close(f.run(ex, view), want, 1e-5);
+  EXPECT_EQ(view.patches_made(), 10u);
+}
+
+TEST(PatchedWeightsTest, LayoutsArePatchedInTheirRows) {
+  std::mt19937 rng(3);
+  auto store = std::make_shared<WeightSet>();
+  store->put("a.weight", random_f32(Shape{8, 6, 3, 3}, rng, 0.1f));
+  store->put("b.weight", random_f32(Shape{8, 6, 3, 3}, rng, 0.1f));
+  auto set = std::make_shared<PatchSet>();
+  WeightPatch p;
+  p.kind = PatchKind::LOW_RANK;
+  p.factors.push_back(random_f32(Shape{8, 2}, rng, 0.3f));
+  p.factors.push_back(random_f32(Shape{2, 54}, rng, 0.3f));
+  p.source = "conv";
+  set->by_weight["b.weight"].push_back(std::move(p));
+  auto cpu = cpu_backend_create(1);
+  Allocator alloc(*cpu, Allocator::kUnlimited, eviction_policy());
+  PatchedWeights view(store, set);
+  view.bind(cpu.get(), &alloc);
+  HostTensor b = store->find("b.weight")->clone();
+  ASSERT_TRUE(patches_apply_host(b, *set->find("b.weight"), {}).ok());
+  // Channels-last filter: the patched weight rearranged.
+  auto ohwi_desc = weight_layout_desc(b.desc(), WeightLayout::CONV_OHWI);
+  auto ohwi = view.weight_get("b.weight", *ohwi_desc, WeightLayout::CONV_OHWI);
+  ASSERT_TRUE(ohwi.ok()) << ohwi.status().str();
+  HostTensor want_ohwi = weight_relayout(b, WeightLayout::CONV_OHWI).value();
+  expect_close(HostTensor::view(want_ohwi.desc(), ohwi->data, nullptr).clone(), want_ohwi, 1e-6);
+  // Stacked with an unpatched part: the patched part's rows only.
+  const std::string stacked = weight_stack_name({"a.weight", "b.weight"});
+  const TensorDesc sd{DType::F32, Shape{16, 6, 3, 3}};
+  auto st = view.weight_get(stacked, sd, WeightLayout::STACK);
+  ASSERT_TRUE(st.ok()) << st.status().str();
+  const float* got = static_cast<const float*>(st->data);
+  EXPECT_EQ(std::memcmp(got, store->find("a.weight")->data(), b.bytes()), 0);
+  expect_close(HostTensor::view(b.desc(), got + b.numel(), nullptr).clone(), b, 1e-6);
+}
+
+// Streamed on a simulated discrete device: the ring gets the unpatched host copy and the patch
+// ops run after the copy lands, whichever way the copies race the compute.
+TEST(PatchedWeightsTest, StreamedWeightsArePatchedInTheRing) {
+  for (SimOrder order : {SimOrder::COPIES_EARLY, SimOrder::COPIES_LATE, SimOrder::RANDOM}) {
+    AsyncSimBackend sim(order);  // first: the store's page-locked copies go back to it last
+    sim.set_discrete(true);
+    Fixture f;
+    auto cpu = cpu_backend_create(1);
+    Allocator ref_alloc(*cpu, Allocator::kUnlimited, eviction_policy());
+    Executor ref_ex(*cpu, ref_alloc, executor_policies_default(*cpu));
+    f.reference.bind(cpu.get(), &ref_alloc);
+    const HostTensor want = f.run(ref_ex, f.reference);
+
+    const uint64_t weight = uint64_t(kWidth * kWidth * 4);
+    Allocator alloc(sim, 6 * weight + (64u << 10), eviction_policy());
+    Executor ex(sim, alloc, executor_policies_default(sim));
+    ResidencyOptions o;
+    o.depth = 2;
+    o.small_bytes = 0;
+    ex.set_residency_options(o);
+    PatchedWeights view(f.store, f.patches);
+    view.bind(&sim, &alloc);
+    expect_close(f.run(ex, view), want, 1e-5);
+    ASSERT_TRUE(ex.last_residency().streams()) << "the budget should make it stream";
+    EXPECT_GT(view.streamed_patches(), 0u) << "no patched weight streamed";
+    expect_close(f.run(ex, view), want, 1e-5);  // the factors stay prepared
+    EXPECT_LE(alloc.total().peak, 6 * weight + (64u << 10));
+  }
+}
+
+}  // namespace
+}  // namespace hr
