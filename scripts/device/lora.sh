@@ -16,7 +16,7 @@ stamp "build done"
 grep -E "FAILED|Failure|PASSED|SKIPPED" "$OUT/lora_gpu.log" | head -20
 stamp "CudaLora done"
 if [ "${LORA_GPU_TESTS:-1}" = 1 ]; then
-  ctest --test-dir build-dev -L gpu -j2 --output-on-failure --timeout 400 > "$OUT/ctest_gpu.log" 2>&1
+  ctest --test-dir build-dev -L gpu -j1 --output-on-failure --timeout 400 > "$OUT/ctest_gpu.log" 2>&1
   grep -E "tests passed|tests failed|Failed|\*\*\*|Passed +[0-9.]+ sec" "$OUT/ctest_gpu.log" | tail -12
   stamp "ctest -L gpu done"
 fi

@@ -8,12 +8,28 @@
 
 namespace hr {
 
+// Note [fused in place]
+// A streamed weight is patched where it landed in the ring, but the fused GEMM must not write
+// the matrix it adds: the backend may run a GEMM more than once (the CUDA backend times its
+// candidate algorithms on first use of a shape), and with the output as its addend each run
+// would add the difference again. So the copy in the ring is copied once more, into the scratch,
+// and the GEMM reads that: 8 bytes a parameter in f16 instead of 4, still far below the float32
+// ops. The scratch's float32 elements that hold one such copy:
+int64_t fused_copy_elems(const Shape& stored, DType dtype) {
+  return (stored.numel() * int64_t(dtype_size(dtype)) + 11) / 12;
+}
+
+// What a fused GEMM's workspace may take (the CUDA backend's GEMMs ask for up to 8 MiB), for
+// stream_extra_bytes, which must answer before the factors exist.
+constexpr size_t kFusedWorkspace = 8u << 20;
+
 PatchedWeights::PatchedWeights(std::shared_ptr<WeightSet> base,
                                std::shared_ptr<const PatchSet> patches)
     : base_(std::move(base)), patches_(std::move(patches)) {}
 
 PatchedWeights::~PatchedWeights() {
   if (allocator_) allocator_->reclaimable_remove(this);
+  pending_release();
   device_.clear();
   streamed_.clear();
 }
@@ -26,6 +42,7 @@ void PatchedWeights::bind(Backend* backend, Allocator* allocator) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (backend != backend_ || allocator != allocator_) {
+    pending_release();
     device_.clear();
     streamed_.clear();
     scratch_.reset();
@@ -37,6 +54,7 @@ void PatchedWeights::bind(Backend* backend, Allocator* allocator) {
 
 void PatchedWeights::allocator_gone() {
   std::lock_guard<std::mutex> lock(mu_);
+  pending_release();
   device_.clear();
   streamed_.clear();
   scratch_.reset();
@@ -76,9 +94,16 @@ Result<HostTensor> PatchedWeights::multiplier_of(const Part& p, size_t index) co
   return dora_multiplier(*base_->find(p.name), *p.patches, index);
 }
 
+bool PatchedWeights::fused_here(const Part& p, DType dtype) const {
+  return p.patches && !backend_->memory_is_host() && patches_fusable(*p.patches, dtype, p.ohwi);
+}
+
 // Note [patched weights]: factors are read where they are on a host-memory backend, uploaded
-// otherwise (the upload is ordered on the default stream, before the ops that read them).
-Result<PatchedWeights::PartFactors> PatchedWeights::factors_upload(const Part& p, Pool pool) {
+// otherwise, in the fused form where the part takes it (Note [fused low-rank patches]). The
+// uploads are ordered on the default stream before the ops; their host sources (the patch set's,
+// or the fused copies in the result) must live until those copies ran.
+Result<PatchedWeights::PartFactors> PatchedWeights::factors_upload(const Part& p, DType dtype,
+                                                                   Pool pool) {
   PartFactors out;
   const bool host = backend_->memory_is_host();
   auto place = [&](const HostTensor& t) -> Result<TensorRef> {
@@ -89,6 +114,16 @@ Result<PatchedWeights::PartFactors> PatchedWeights::factors_upload(const Part& p
     out.buffers.push_back(std::move(b));
     return r;
   };
+  if (fused_here(p, dtype)) {
+    out.fused_host = patches_fuse(*p.patches, p.stored, dtype);
+    for (const FusedLowRank& f : out.fused_host) {
+      FusedOnDevice d{{}, {}, f.row_offset, f.rows};
+      HR_ASSIGN_OR_RETURN(d.up, place(f.up));
+      HR_ASSIGN_OR_RETURN(d.down_t, place(f.down_t));
+      out.fused.push_back(d);
+    }
+    return out;
+  }
   out.multipliers.resize(p.patches->size());
   for (size_t i = 0; i < p.patches->size(); ++i) {
     const WeightPatch& w = (*p.patches)[i];
@@ -103,13 +138,23 @@ Result<PatchedWeights::PartFactors> PatchedWeights::factors_upload(const Part& p
     }
     out.dev.push_back(std::move(d));
   }
-  if (!host) HR_TRY(backend_->stream_sync(nullptr));  // the host sources may go after this
   return out;
 }
 
+std::pair<int64_t, size_t> PatchedWeights::part_needs(const Part& p, const PartFactors& f,
+                                                      DType dtype) const {
+  if (!p.patches) return {0, 0};
+  if (f.fused.empty())
+    return {p.stored.numel(), patch_workspace_bytes(*backend_, p.stored, *p.patches)};
+  size_t ws = 0;
+  for (const FusedOnDevice& d : f.fused)
+    ws = std::max(ws, fused_workspace_bytes(*backend_, d, p.stored, dtype));
+  return {fused_copy_elems(p.stored, dtype), ws};
+}
+
 Status PatchedWeights::scratch_ensure(int64_t elems, size_t workspace) {
-  const size_t bytes = size_t(std::max<int64_t>(elems, 1)) * 3 * sizeof(float);
-  if (scratch_.size() < bytes) {
+  const size_t bytes = size_t(elems) * 3 * sizeof(float);
+  if (bytes > 0 && scratch_.size() < bytes) {
     scratch_.reset();
     HR_ASSIGN_OR_RETURN(scratch_, allocator_->allocate(bytes, Pool::ACTIVATIONS,
                                                        "LoRA patch scratch"));
@@ -138,13 +183,24 @@ Status PatchedWeights::parts_issue(const std::vector<Part>& parts,
         HR_TRY(backend_->copy_d2d(to, from, size_t(p.stored.numel()) * dtype_size(dtype), s));
       continue;
     }
+    const size_t bytes = size_t(p.stored.numel()) * dtype_size(dtype);
+    if (!factors[i].fused.empty() && to == from) {  // in the ring: Note [fused in place]
+      HR_TRY(backend_->copy_d2d(scratch, from, bytes, s));
+      from = reinterpret_cast<const char*>(scratch);
+    }
     const PatchTarget t{to, from, dtype, p.stored, p.ohwi};
-    HR_TRY(patches_issue(*backend_, s, t, *p.patches, factors[i].dev, sc)
-               .with_context("patching weight '" + p.name + "'"));
+    const Status st =
+        factors[i].fused.empty()
+            ? patches_issue(*backend_, s, t, *p.patches, factors[i].dev, sc)
+            : fused_issue(*backend_, s, t, factors[i].fused, workspace_.data(), workspace_.size());
+    HR_TRY(st.with_context("patching weight '" + p.name + "'"));
   }
   return Status();
 }
 
+// Note [patched weights]: the ops are issued and not waited for; the factors they read wait in
+// pending_ until run_end. The original's device copy stays while the budget has room for it
+// twice over (switching LoRA sets then patches from device memory) and goes otherwise.
 Result<TensorRef> PatchedWeights::patch_resident(const std::string& name, const TensorDesc& desc,
                                                  WeightLayout layout, const std::string& key) {
   HR_ASSIGN_OR_RETURN(std::vector<Part> parts, parts_of(name, desc, layout));
@@ -156,23 +212,31 @@ Result<TensorRef> PatchedWeights::patch_resident(const std::string& name, const 
   size_t workspace = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     if (!parts[i].patches) continue;
-    HR_ASSIGN_OR_RETURN(factors[i], factors_upload(parts[i], Pool::OTHER));
-    elems = std::max(elems, parts[i].stored.numel());
-    workspace = std::max(workspace, patch_workspace_bytes(*backend_, parts[i].stored,
-                                                          *parts[i].patches));
+    HR_ASSIGN_OR_RETURN(factors[i], factors_upload(parts[i], desc.dtype, Pool::OTHER));
+    const auto [e, w] = part_needs(parts[i], factors[i], desc.dtype);
+    elems = std::max(elems, e);
+    workspace = std::max(workspace, w);
   }
   HR_TRY(scratch_ensure(elems, workspace));
   HR_TRY(parts_issue(parts, factors, dst.data(), src.data, nullptr));
-  HR_TRY(backend_->stream_sync(nullptr));
-  if (streamed_.empty()) {  // the scratch is the streamed weights' too while they exist
-    scratch_.reset();
-    workspace_.reset();
-  }
-  base_->weight_evict(name, layout);  // derived either way; the patched copy replaces it here
+  for (PartFactors& f : factors) pending_.push_back(std::move(f));
+  const uint64_t budget = allocator_->budget(), held = allocator_->total().current;
+  if (budget != Allocator::kUnlimited && (held > budget || budget - held < 2 * desc.bytes()))
+    base_->weight_evict(name, layout);  // (the free is ordered after the ops on the stream)
   ++made_;
   auto it = device_.emplace(key, DeviceCopy{std::move(dst), 0}).first;
   it->second.last_use = allocator_->tick();
   return TensorRef{desc, it->second.buffer.data()};
+}
+
+void PatchedWeights::pending_release() {
+  if (pending_.empty()) return;
+  if (backend_) (void)backend_->stream_sync(nullptr);
+  pending_.clear();
+  if (streamed_.empty()) {  // the scratch is the streamed weights' too while they exist
+    scratch_.reset();
+    workspace_.reset();
+  }
 }
 
 Result<TensorRef> PatchedWeights::weight_get(const std::string& name, const TensorDesc& desc,
@@ -210,10 +274,10 @@ Status PatchedWeights::stream_prepare(const WeightRequest& q) {
   size_t workspace = 0;
   for (size_t i = 0; i < st.parts.size(); ++i) {
     if (!st.parts[i].patches) continue;
-    HR_ASSIGN_OR_RETURN(st.factors[i], factors_upload(st.parts[i], Pool::WEIGHTS));
-    elems = std::max(elems, st.parts[i].stored.numel());
-    workspace = std::max(workspace, patch_workspace_bytes(*backend_, st.parts[i].stored,
-                                                          *st.parts[i].patches));
+    HR_ASSIGN_OR_RETURN(st.factors[i], factors_upload(st.parts[i], q.desc.dtype, Pool::WEIGHTS));
+    const auto [e, w] = part_needs(st.parts[i], st.factors[i], q.desc.dtype);
+    elems = std::max(elems, e);
+    workspace = std::max(workspace, w);
   }
   HR_TRY(scratch_ensure(elems, workspace));
   streamed_.emplace(key, std::move(st));
@@ -248,17 +312,27 @@ Status PatchedWeights::weight_patch_streamed(const WeightRequest& q, void* devic
 uint64_t PatchedWeights::stream_extra_bytes(const std::vector<WeightRequest>& weights) const {
   uint64_t factors = 0;
   int64_t elems = 0;
+  size_t workspace = 0;
+  const bool device = backend_ && !backend_->memory_is_host();
   for (const WeightRequest& q : weights) {
     const bool stack = q.layout == WeightLayout::STACK;
     for (const std::string& n : stack ? weight_stack_parts(q.name) : std::vector{q.name}) {
       const std::vector<WeightPatch>* ps = patches_->find(n);
       const HostTensor* h = ps ? base_->find(n) : nullptr;
       if (!h) continue;
+      const bool ohwi = q.layout == WeightLayout::CONV_OHWI;
+      if (device && patches_fusable(*ps, q.desc.dtype, ohwi)) {  // Note [fused low-rank patches]
+        factors += fused_bytes(*ps, h->shape(), q.desc.dtype);
+        workspace = std::max(workspace, kFusedWorkspace);
+        elems = std::max(elems, fused_copy_elems(h->shape(), q.desc.dtype));
+        continue;
+      }
       for (const WeightPatch& p : *ps) factors += p.factor_bytes();
       elems = std::max(elems, h->numel());
+      if (backend_) workspace = std::max(workspace, patch_workspace_bytes(*backend_, h->shape(), *ps));
     }
   }
-  return elems == 0 ? 0 : factors + uint64_t(elems) * 3 * sizeof(float);
+  return factors + uint64_t(elems) * 3 * sizeof(float) + workspace;
 }
 
 void PatchedWeights::patch_signature(std::vector<const void*>& sig) const {
@@ -299,6 +373,10 @@ void PatchedWeights::run_begin() {
 }
 
 void PatchedWeights::run_end() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_release();
+  }
   if (allocator_) last_use_ = allocator_->tick();
   base_->run_end();
   if (--in_use_ == 0 && allocator_) allocator_->trim_weights();

@@ -89,6 +89,9 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
     std::vector<PatchFactorsOnDevice> dev;
     std::vector<DeviceBuffer> buffers;
     std::vector<HostTensor> multipliers;  // DoRA
+    // Note [fused low-rank patches]: the fused form's groups, when the part takes it.
+    std::vector<FusedLowRank> fused_host;
+    std::vector<FusedOnDevice> fused;
   };
   struct DeviceCopy {
     DeviceBuffer buffer;
@@ -101,7 +104,13 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
 
   Result<std::vector<Part>> parts_of(const std::string& name, const TensorDesc& desc,
                                      WeightLayout layout) const;
-  Result<PartFactors> factors_upload(const Part& p, Pool pool);
+  Result<PartFactors> factors_upload(const Part& p, DType dtype, Pool pool);
+  // Whether part `p` of a weight of `dtype` takes the fused form here.
+  bool fused_here(const Part& p, DType dtype) const;
+  // Scratch and workspace part `p` needs (float32 elements, bytes).
+  std::pair<int64_t, size_t> part_needs(const Part& p, const PartFactors& f, DType dtype) const;
+  // Syncs and frees what resident patching left for its ops to read (pending_).
+  void pending_release();
   Result<HostTensor> multiplier_of(const Part& p, size_t index) const;
   Status scratch_ensure(int64_t elems, size_t workspace);
   Status parts_issue(const std::vector<Part>& parts, const std::vector<PartFactors>& factors,
@@ -118,6 +127,9 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
   std::unordered_map<std::string, DeviceCopy> device_;  // patched copies, by weight key
   std::unordered_map<std::string, Streamed> streamed_;  // by weight key
   DeviceBuffer scratch_, workspace_;
+  // Factors of resident patches the ops issued may still read: freed after a sync at run_end
+  // (Note [patched weights]: patching issues without waiting).
+  std::vector<PartFactors> pending_;
   std::atomic<int> in_use_{0};
   std::atomic<uint64_t> last_use_{0};
   std::atomic<uint64_t> made_{0};

@@ -1,6 +1,7 @@
 // Weight patches: their shapes, the host reference, and the ops that apply them on a backend.
 #include "memory/weight_patch.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -428,6 +429,117 @@ Status patches_issue(Backend& b, Stream* s, const PatchTarget& t,
   const TensorRef calc = f32_ref(scratch.calc, ohwi_of(t.stored));
   HR_TRY(run(OpKind::PERMUTE, to_ohwi, {acc}, calc));
   return run(OpKind::CAST, back, {calc}, TensorRef{TensorDesc{t.dtype, calc.desc.shape}, t.data});
+}
+
+// ---- fused low-rank patches (Note [fused low-rank patches]) ----
+
+bool patches_fusable(std::span<const WeightPatch> patches, DType dtype, bool ohwi) {
+  if (ohwi || (dtype != DType::F16 && dtype != DType::BF16) || patches.empty()) return false;
+  for (const WeightPatch& p : patches)
+    if (p.kind != PatchKind::LOW_RANK || !p.dora_scale.empty()) return false;
+  return true;
+}
+
+namespace {
+
+// The patches' distinct row slices, in first-seen order.
+std::vector<std::pair<int64_t, int64_t>> slices_of(std::span<const WeightPatch> patches,
+                                                   const Shape& stored) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const WeightPatch& p : patches) {
+    const std::pair<int64_t, int64_t> s =
+        p.rows >= 0 ? std::pair{p.row_offset, p.rows} : std::pair{int64_t(0), stored[0]};
+    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  }
+  return out;
+}
+
+bool covers(const WeightPatch& p, std::pair<int64_t, int64_t> s, const Shape& stored) {
+  return p.rows >= 0 ? p.row_offset == s.first && p.rows == s.second
+                     : s.first == 0 && s.second == stored[0];
+}
+
+}  // namespace
+
+std::vector<FusedLowRank> patches_fuse(std::span<const WeightPatch> patches, const Shape& stored,
+                                       DType dtype) {
+  std::vector<FusedLowRank> out;
+  const int64_t n = row_elems(stored);
+  for (const auto& s : slices_of(patches, stored)) {
+    int64_t rank = 0;
+    for (const WeightPatch& p : patches)
+      if (covers(p, s, stored)) rank += p.factors[0].shape()[1];
+    HostTensor up(DType::F32, Shape{s.second, rank}), down_t(DType::F32, Shape{n, rank});
+    int64_t at = 0;
+    for (const WeightPatch& p : patches) {
+      if (!covers(p, s, stored)) continue;
+      const int64_t r = p.factors[0].shape()[1];
+      for (int64_t i = 0; i < s.second; ++i)
+        for (int64_t k = 0; k < r; ++k) up.f32()[i * rank + at + k] = p.factors[0].f32()[i * r + k];
+      for (int64_t k = 0; k < r; ++k)
+        for (int64_t c = 0; c < n; ++c) down_t.f32()[c * rank + at + k] = p.factors[1].f32()[k * n + c];
+      at += r;
+    }
+    out.push_back(FusedLowRank{up.to(dtype), down_t.to(dtype), s.first, s.second});
+  }
+  return out;
+}
+
+uint64_t fused_bytes(std::span<const WeightPatch> patches, const Shape& stored, DType dtype) {
+  uint64_t n = 0;
+  for (const WeightPatch& p : patches)
+    n += uint64_t(p.factors[0].numel() + p.factors[1].numel()) * dtype_size(dtype);
+  (void)stored;
+  return n;
+}
+
+namespace {
+
+struct FusedCall {
+  OpParams params;
+  std::vector<TensorRef> in;
+  TensorRef out;
+};
+
+// LINEAR with add_input: rows of t.data = rows of t.source + up @ down_t^T.
+FusedCall fused_call(const PatchTarget& t, const FusedOnDevice& f) {
+  FusedCall c;
+  c.params.add_input = true;
+  const int64_t n = row_elems(t.stored);
+  const size_t offset = size_t(f.row_offset * n) * dtype_size(t.dtype);
+  const TensorDesc rows{t.dtype, Shape{f.rows, n}};
+  const void* src = t.source ? t.source : t.data;
+  c.in = {f.up, f.down_t,
+          TensorRef{rows, const_cast<char*>(static_cast<const char*>(src) + offset)}};
+  c.out = TensorRef{rows, static_cast<char*>(t.data) + offset};
+  return c;
+}
+
+}  // namespace
+
+size_t fused_workspace_bytes(const BackendKernels& b, const FusedOnDevice& f, const Shape& stored,
+                             DType dtype) {
+  PatchTarget t{nullptr, nullptr, dtype, stored, false};
+  const FusedCall c = fused_call(t, f);
+  std::vector<TensorDesc> descs;
+  for (const TensorRef& r : c.in) descs.push_back(r.desc);
+  return b.op_workspace(OpKind::LINEAR, c.params, descs, c.out.desc);
+}
+
+Status fused_issue(Backend& b, Stream* s, const PatchTarget& t,
+                   std::span<const FusedOnDevice> groups, void* workspace, size_t workspace_bytes) {
+  for (const FusedOnDevice& f : groups) {
+    const FusedCall fc = fused_call(t, f);
+    OpCall c;
+    c.kind = OpKind::LINEAR;
+    c.params = &fc.params;
+    c.inputs = fc.in;
+    c.output = fc.out;
+    c.workspace = workspace;
+    c.workspace_bytes = workspace_bytes;
+    HR_TRY(b.op_run(c, s));
+  }
+  return Status();
 }
 
 }  // namespace hr

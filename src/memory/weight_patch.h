@@ -110,4 +110,39 @@ Status patches_issue(Backend& b, Stream* s, const PatchTarget& t,
                      std::span<const WeightPatch> patches,
                      std::span<const PatchFactorsOnDevice> dev, const PatchScratch& scratch);
 
+// Note [fused low-rank patches]
+// The common case, plain LoRAs on a linear weight stored in f16 or bf16, has a cheaper form on a
+// GPU: every patch's up (scale folded in) side by side and every down transposed, in the
+// weight's dtype, make one GEMM whose epilogue adds the weight: W' = round(W + up_cat down_cat)
+// with float32 accumulation and one rounding, as ComfyUI does. It reads and writes the weight
+// once (4 bytes a parameter in f16, against some 28 for the float32 ops) and needs no float32
+// scratch, which is what keeps a streamed step with a LoRA near the streamed step without. The
+// factors themselves are rounded to the weight's dtype first (ComfyUI multiplies them in float32),
+// so a few elements of a patched weight may round the other way: at most one step of the dtype.
+// Patches on different row slices (q, k and v inside a fused in_proj) make one group each.
+struct FusedLowRank {
+  HostTensor up;      // [rows, R] in the weight's dtype, the scales folded in
+  HostTensor down_t;  // [n, R], n = the weight's elements per row
+  int64_t row_offset = 0;
+  int64_t rows = 0;
+};
+// Whether `patches` on a weight of `dtype` (channels-last when `ohwi`) take the fused form.
+bool patches_fusable(std::span<const WeightPatch> patches, DType dtype, bool ohwi);
+// The fused groups of fusable `patches` on a weight of shape `stored`.
+std::vector<FusedLowRank> patches_fuse(std::span<const WeightPatch> patches, const Shape& stored,
+                                       DType dtype);
+// Bytes of the fused factors (what they take on the device).
+uint64_t fused_bytes(std::span<const WeightPatch> patches, const Shape& stored, DType dtype);
+// One group on the device: its factors' addresses.
+struct FusedOnDevice {
+  TensorRef up, down_t;
+  int64_t row_offset = 0, rows = 0;
+};
+// Workspace bytes the fused GEMM of a group needs.
+size_t fused_workspace_bytes(const BackendKernels& b, const FusedOnDevice& f, const Shape& stored,
+                             DType dtype);
+// Issues the fused GEMMs: t.data = t.source + up_cat down_cat, group by group.
+Status fused_issue(Backend& b, Stream* s, const PatchTarget& t,
+                   std::span<const FusedOnDevice> groups, void* workspace, size_t workspace_bytes);
+
 }  // namespace hr
