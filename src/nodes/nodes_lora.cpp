@@ -2,6 +2,10 @@
 // a patch set on a view of the model's weight stores (Note [patched weights] in
 // memory/patched_weights.h); the stores, and every other holder of the model, are unchanged.
 #include <algorithm>
+#include <filesystem>
+#include <list>
+#include <mutex>
+#include <optional>
 
 #include "nodes/loader_files.h"
 #include "nodes/nodes.h"
@@ -40,6 +44,60 @@ Status patches_fit(const WeightSet& store, const std::map<std::string, std::vect
     HR_TRY(patches_check(w, t->shape(), ps));
   }
   return Status();
+}
+
+// Note [LoRA view cache]
+// A patched view holds its patched device copies, so a job that applies a LoRA set with the
+// same strengths to the same model as a recent job reuses the view and patches nothing. The
+// views of the last kViews (base store, LoRA chain) pairs are kept in the executor's shared
+// resources (cleared with the loaded models); a view whose model nobody else holds any more
+// (its base's owners are cached views only) goes at the next lookup, so a switched checkpoint
+// does not stay in memory through its LoRA views.
+class LoraViewCache {
+ public:
+  static constexpr size_t kViews = 8;
+
+  // The view cached under `key` (null: the LoRA has no patches for that store), or nullopt.
+  std::optional<std::shared_ptr<PatchedWeights>> find(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    prune();
+    for (auto it = views_.begin(); it != views_.end(); ++it)
+      if (it->first == key) {
+        views_.splice(views_.begin(), views_, it);  // most recent first
+        return it->second;
+      }
+    return std::nullopt;
+  }
+  void put(const std::string& key, std::shared_ptr<PatchedWeights> view) {
+    std::lock_guard<std::mutex> lock(mu_);
+    views_.emplace_front(key, std::move(view));
+    while (views_.size() > kViews) views_.pop_back();
+  }
+
+ private:
+  void prune() {
+    std::map<const WeightSet*, long> cached;
+    for (const auto& [k, v] : views_)
+      if (v) ++cached[v->base_ptr().get()];
+    std::erase_if(views_, [&](const auto& e) {
+      return e.second && e.second->base_ptr().use_count() <= cached[e.second->base_ptr().get()];
+    });
+  }
+  std::mutex mu_;
+  std::list<std::pair<std::string, std::shared_ptr<PatchedWeights>>> views_;
+};
+
+LoraViewCache* view_cache(ExecContext& ctx) {
+  if (!ctx.opts.resources) return nullptr;
+  std::shared_ptr<void>& slot = (*ctx.opts.resources)["LoraLoader.views"];
+  if (!slot) slot = std::make_shared<LoraViewCache>();
+  return static_cast<LoraViewCache*>(slot.get());
+}
+
+// The cache key of the view of `base` with the chain `prev` then `id`.
+std::string view_key(const WeightSet* base, const PatchedWeights* prev, const std::string& id) {
+  return fmt::format("{}|{}|{}", static_cast<const void*>(base), prev ? prev->patches().id : "",
+                     id);
 }
 
 // A view of `base` with `add` after the patches `prev` has (null prev: none).
@@ -100,37 +158,92 @@ Result<LoraPatches> lora_read(ExecContext& ctx, const LoraInputs& in, const std:
   return p;
 }
 
+// The component stores a LoRA patches and the views they have now.
+struct Targets {
+  std::shared_ptr<WeightSet> diffusion;
+  const PatchedWeights* diffusion_prev = nullptr;
+  std::vector<std::shared_ptr<WeightSet>> encoders;
+  std::vector<const PatchedWeights*> encoders_prev;
+};
+
+Targets targets_of(const LoraInputs& in) {
+  Targets t;
+  if (in.model && in.strengths.model != 0) {
+    const ModelValue& mv = *in.model;
+    t.diffusion_prev = mv.patched.get();
+    t.diffusion = mv.patched ? mv.patched->base_ptr()
+                             : std::shared_ptr<WeightSet>(mv.model, &mv.model->diffusion->weights());
+  }
+  if (in.clip && in.strengths.clip != 0) {
+    t.encoders = in.clip->encoder->stores();
+    for (size_t i = 0; i < t.encoders.size(); ++i) {
+      const PatchedWeights* prev = i < in.clip->patched.size() ? in.clip->patched[i].get() : nullptr;
+      t.encoders_prev.push_back(prev);
+      if (prev) t.encoders[i] = prev->base_ptr();
+    }
+  }
+  return t;
+}
+
+// The file's identity for the cache: path, size and modification time, and the strengths.
+std::string lora_id(const std::string& path, const LoraStrengths& s) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  const auto time = std::filesystem::last_write_time(path, ec).time_since_epoch().count();
+  return fmt::format("{}:{}:{}@{}/{}", path, size, time, s.model, s.clip);
+}
+
 Result<std::vector<std::any>> lora_run(ExecContext& ctx, const LoraInputs& in) {
   std::vector<std::any> out{in.model};
   if (in.clip) out.emplace_back(in.clip);
   if (in.strengths.model == 0 && (!in.clip || in.strengths.clip == 0)) return out;  // unchanged
   HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kLoraFolder, in.name));
-  HR_ASSIGN_OR_RETURN(auto file, open_file(ctx, path));
-  HR_ASSIGN_OR_RETURN(LoraPatches p, lora_read(ctx, in, path, *file));
-  const std::string id = fmt::format("{}@{}/{}", path, in.strengths.model, in.strengths.clip);
-  if (in.model && !p.diffusion.empty()) {
-    const ModelValue& mv = *in.model;
-    std::shared_ptr<WeightSet> base =
-        mv.patched ? mv.patched->base_ptr()
-                   : std::shared_ptr<WeightSet>(mv.model, &mv.model->diffusion->weights());
-    ModelValue next{mv.model, nullptr};
-    HR_ASSIGN_OR_RETURN(next.patched, view_make(base, mv.patched.get(), std::move(p.diffusion), id,
-                                                "diffusion model"));
-    out[0] = std::make_shared<const ModelValue>(std::move(next));
-  }
-  if (in.clip && !p.encoders.empty()) {
-    CLIPValue next = *in.clip;
-    const auto stores = next.encoder->stores();
-    next.patched.resize(stores.size());
-    for (size_t i = 0; i < p.encoders.size() && i < stores.size(); ++i) {
-      if (p.encoders[i].empty()) continue;
-      const PatchedWeights* prev = next.patched[i].get();
-      std::shared_ptr<WeightSet> base = prev ? prev->base_ptr() : stores[i];
-      HR_ASSIGN_OR_RETURN(next.patched[i], view_make(base, prev, std::move(p.encoders[i]), id,
-                                                     "text encoder"));
+  const std::string id = lora_id(path, in.strengths);
+  const Targets t = targets_of(in);
+  LoraViewCache* cache = ctx.opts.plan_run ? nullptr : view_cache(ctx);
+  // Note [LoRA view cache]: every view this LoRA makes may exist already.
+  std::shared_ptr<PatchedWeights> model_view;
+  std::vector<std::shared_ptr<PatchedWeights>> enc_views(t.encoders.size());
+  bool all = cache != nullptr;
+  auto lookup = [&](const WeightSet* base, const PatchedWeights* prev,
+                    std::shared_ptr<PatchedWeights>& v) {
+    auto hit = cache->find(view_key(base, prev, id));
+    if (hit) v = *hit;
+    all = all && hit.has_value();
+  };
+  if (cache && t.diffusion) lookup(t.diffusion.get(), t.diffusion_prev, model_view);
+  for (size_t i = 0; cache && i < t.encoders.size(); ++i)
+    lookup(t.encoders[i].get(), t.encoders_prev[i], enc_views[i]);
+  if (!all) {
+    HR_ASSIGN_OR_RETURN(auto file, open_file(ctx, path));
+    HR_ASSIGN_OR_RETURN(LoraPatches p, lora_read(ctx, in, path, *file));
+    if (t.diffusion) {
+      if (!p.diffusion.empty()) {
+        HR_ASSIGN_OR_RETURN(model_view, view_make(t.diffusion, t.diffusion_prev,
+                                                  std::move(p.diffusion), id, "diffusion model"));
+      }
+      if (cache) cache->put(view_key(t.diffusion.get(), t.diffusion_prev, id), model_view);
     }
-    out[1] = std::make_shared<const CLIPValue>(std::move(next));
+    p.encoders.resize(t.encoders.size());
+    for (size_t i = 0; i < t.encoders.size(); ++i) {
+      if (!p.encoders[i].empty()) {
+        HR_ASSIGN_OR_RETURN(enc_views[i], view_make(t.encoders[i], t.encoders_prev[i],
+                                                    std::move(p.encoders[i]), id, "text encoder"));
+      }
+      if (cache) cache->put(view_key(t.encoders[i].get(), t.encoders_prev[i], id), enc_views[i]);
+    }
   }
+  if (model_view)
+    out[0] = std::make_shared<const ModelValue>(ModelValue{in.model->model, model_view});
+  bool clip_changed = false;
+  CLIPValue next = in.clip ? *in.clip : CLIPValue();
+  next.patched.resize(t.encoders.size());
+  for (size_t i = 0; i < enc_views.size(); ++i)
+    if (enc_views[i]) {
+      next.patched[i] = enc_views[i];
+      clip_changed = true;
+    }
+  if (clip_changed) out[1] = std::make_shared<const CLIPValue>(std::move(next));
   return out;
 }
 
