@@ -89,6 +89,10 @@ class WeightSource {
   }
   // Whether any weight may be served patched (the executor asks the above only then).
   virtual bool patches_any() const { return false; }
+  // For plans (Note [plan run]): what patching the source does, in a sentence ("" when none),
+  // and the device bytes it holds for it beside the weights (factors, scratch).
+  virtual std::string patch_describe() const { return ""; }
+  virtual uint64_t patch_device_bytes() const { return 0; }
   // Device addresses a captured step's patch ops read, beside the weights' own (Note [captures
   // and freed memory]).
   virtual void patch_signature(std::vector<const void*>& sig) const {}
@@ -115,6 +119,8 @@ struct RunRecord {
   std::string residency;        // residency_describe() when it streamed, else empty
   uint64_t arena_bytes = 0;
   uint64_t workspace_bytes = 0;  // the largest single op workspace
+  std::string patching;          // WeightSource::patch_describe(), "" when none
+  uint64_t patch_bytes = 0;      // WeightSource::patch_device_bytes()
 };
 
 // Its activation arena is Reclaimable (Note [reclaim] in backend/allocator.cpp): while no run

@@ -323,6 +323,8 @@ Result<std::vector<HostTensor>> Executor::run_locked(const Graph& graph, const H
   record.weight_bytes = compiled->weight_bytes;
   record.arena_bytes = compiled->plan->arena_bytes;
   record.workspace_bytes = compiled->plan->workspace_peak;
+  record.patching = weights.patch_describe();
+  record.patch_bytes = weights.patch_device_bytes();
   const ResidencyPlan& res = residency_.plan;
   if (res.streams()) {
     record.streamed_bytes = res.streamed_bytes;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/bytes.h"
 #include "memory/eviction.h"
 
 namespace hr {
@@ -358,6 +359,24 @@ uint64_t PatchedWeights::own_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t n = scratch_.size() + workspace_.size();
   for (const auto& [k, c] : device_) n += c.buffer.size();
+  for (const auto& [k, st] : streamed_)
+    for (const PartFactors& f : st.factors)
+      for (const DeviceBuffer& b : f.buffers) n += b.size();
+  return n;
+}
+
+std::string PatchedWeights::patch_describe() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fmt::format("LoRA patches on {} weights (factors {} on the host): {} resident patched "
+                     "copies made on the device, {} streamed weights patched in the ring after "
+                     "their copy",
+                     patches_->by_weight.size(), bytes_format(patches_->factor_bytes()),
+                     made_.load(), streamed_.size());
+}
+
+uint64_t PatchedWeights::patch_device_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t n = scratch_.size() + workspace_.size();
   for (const auto& [k, st] : streamed_)
     for (const PartFactors& f : st.factors)
       for (const DeviceBuffer& b : f.buffers) n += b.size();

@@ -54,6 +54,8 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
   void weight_evict(const std::string& name, WeightLayout layout) override;
   bool weight_patched(const std::string& name, WeightLayout layout) const override;
   bool patches_any() const override { return !patches_->by_weight.empty(); }
+  std::string patch_describe() const override;
+  uint64_t patch_device_bytes() const override;
   Status weight_patch_streamed(const WeightRequest& q, void* device, Stream* s) override;
   uint64_t stream_extra_bytes(const std::vector<WeightRequest>& weights) const override;
   void patch_signature(std::vector<const void*>& sig) const override;

@@ -30,8 +30,11 @@ HostTensor flat2(HostTensor t) {
   return std::move(t).reshaped(Shape{rows, rows == 0 ? 0 : s.numel() / rows});
 }
 
+// Note [placeholder tensors] in core/tensor.h: a plan run reads the file's shapes only; its
+// factors are read-only zeros, which the arithmetic here leaves as they are (or, for a product,
+// answers with a placeholder of the product's shape).
 HostTensor times(HostTensor t, float s) {
-  if (s != 1.0f)
+  if (s != 1.0f && !t.is_placeholder())
     for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] *= s;
   return t;
 }
@@ -41,6 +44,8 @@ Result<HostTensor> mm(const HostTensor& a, const HostTensor& b, const std::strin
     return make_error(ErrorCode::INVALID_ARGUMENT, "LoRA key '{}': factors {} and {} do not chain",
                       what, a.shape().str(), b.shape().str());
   const int64_t o = a.shape()[0], r = a.shape()[1], n = b.shape()[1];
+  if (a.is_placeholder() || b.is_placeholder())
+    return HostTensor::placeholder(TensorDesc{DType::F32, Shape{o, n}});
   HostTensor out(DType::F32, Shape{o, n});
   for (int64_t i = 0; i < o; ++i)
     for (int64_t k = 0; k < r; ++k) {
@@ -87,6 +92,8 @@ Result<HostTensor> locon_fold(const HostTensor& down, const HostTensor& mid, con
     return make_error(ErrorCode::INVALID_ARGUMENT, "LoRA key '{}': mid {} does not fit down {}", x,
                       ms.str(), down.shape().str());
   const int64_t r = ms[0], m = ms[1], kk = ms[2] * ms[3], in = down.numel() / down.shape()[0];
+  if (down.is_placeholder() || mid.is_placeholder())
+    return HostTensor::placeholder(TensorDesc{DType::F32, Shape{r, in * kk}});
   HostTensor out(DType::F32, Shape{r, in * kk});
   for (int64_t j = 0; j < r; ++j)
     for (int64_t mm_ = 0; mm_ < m; ++mm_)
@@ -128,6 +135,8 @@ Result<HostTensor> cp_expand(const HostTensor& t, const HostTensor& wb, const Ho
     return make_error(ErrorCode::INVALID_ARGUMENT, "LoRA key '{}': CP factors {} {} {} do not fit",
                       x, ts.str(), wb.shape().str(), wa.shape().str());
   const int64_t I = ts[0], J = ts[1], K = ts[2] * ts[3], R = wb.shape()[1], P = wa.shape()[1];
+  if (t.is_placeholder() || wb.is_placeholder() || wa.is_placeholder())
+    return HostTensor::placeholder(TensorDesc{DType::F32, Shape{P, R, ts[2], ts[3]}});
   HostTensor tb(DType::F32, Shape{I, R, K});  // sum_j t[i, j, k] wb[j, r]
   for (int64_t i = 0; i < I; ++i)
     for (int64_t j = 0; j < J; ++j)
@@ -159,7 +168,8 @@ Result<Found> loha_cp_read(Reader& r, const std::string& x, std::optional<float>
   if (m1.shape() != m2.shape())
     return make_error(ErrorCode::INVALID_ARGUMENT, "LoRA key '{}': LoHa products {} and {} differ",
                       x, m1.shape().str(), m2.shape().str());
-  for (int64_t i = 0; i < m1.numel(); ++i) m1.f32()[i] *= m2.f32()[i];
+  if (!m1.is_placeholder() && !m2.is_placeholder())
+    for (int64_t i = 0; i < m1.numel(); ++i) m1.f32()[i] *= m2.f32()[i];
   const int64_t rank = f[1].shape()[0];
   std::vector<HostTensor> fs;
   fs.push_back(std::move(m1));

@@ -64,6 +64,8 @@ class NodeLog {
     if (!r.residency.empty()) current_.residency = r.residency;
     current_.arena_bytes = std::max(current_.arena_bytes, r.arena_bytes);
     current_.workspace_bytes = std::max(current_.workspace_bytes, r.workspace_bytes);
+    if (!r.patching.empty()) current_.patching = r.patching;
+    current_.patch_bytes = std::max(current_.patch_bytes, r.patch_bytes);
     ++current_.graph_runs;
   }
   // Closes the open node; `fits` false when it failed for want of memory.
@@ -89,6 +91,10 @@ class NodeLog {
   std::string decision_text() const {
     std::string d;
     for (const std::string& m : decisions_) d += (d.empty() ? "" : "; ") + m;
+    if (!current_.patching.empty())
+      d += (d.empty() ? "" : "; ") + current_.patching +
+           fmt::format(" ({} of factors and scratch on the device)",
+                       bytes_format(current_.patch_bytes));
     if (!d.empty()) return d;
     if (current_.graph_runs == 0) return "no model";
     return fmt::format("{} model call(s)", current_.graph_runs);
@@ -218,6 +224,8 @@ Json workflow_plan_json(const WorkflowPlan& p) {
                           {"residency", n.residency},
                           {"arena_bytes", n.arena_bytes},
                           {"workspace_bytes", n.workspace_bytes},
+                          {"patching", n.patching},
+                          {"patch_bytes", n.patch_bytes},
                           {"graph_runs", n.graph_runs},
                           {"decision", n.decision},
                           {"total_after", n.total_after},

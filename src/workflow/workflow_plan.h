@@ -48,6 +48,10 @@ struct NodePlan {
   std::string residency;         // residency_describe() when streaming, else empty
   uint64_t arena_bytes = 0;      // largest activation arena among its graphs (workspaces inside)
   uint64_t workspace_bytes = 0;  // largest single op workspace among its graphs
+  // Weight patches (LoRA, Note [patched weights]): where they are applied, and the device bytes
+  // their factors and scratch take beside the weights.
+  std::string patching;
+  uint64_t patch_bytes = 0;
   int graph_runs = 0;            // model calls: sampler steps; VAE: images or tiles per image
   std::string decision;          // "whole", "UNet batch 2 (cond+uncond) x 20 steps", VAE tiling
   uint64_t total_after = 0;      // allocator-level bytes held after the node
