@@ -91,7 +91,9 @@ Result<LoraPatches> lora_read(ExecContext& ctx, const LoraInputs& in, const std:
     return make_error(ErrorCode::UNSUPPORTED, "{}: the {} family has no LoRA support yet", path,
                       family.display_name);
   HR_ASSIGN_OR_RETURN(LoraKeyMap map, family.lora_keys(diffusion, text));
-  HR_ASSIGN_OR_RETURN(LoraPatches p, lora_patches_read(file, map, in.strengths));
+  Result<LoraPatches> read = lora_patches_read(file, map, in.strengths);
+  if (!read.ok()) return read.status().with_context(path);
+  LoraPatches p = std::move(read).value();
   if (p.targets == 0 && p.not_loaded.size() == file.entries().size())
     return make_error(ErrorCode::INVALID_ARGUMENT, "{}: no key matches a weight of this {} model; "
                       "the file looks like a LoRA for {}", path, family.display_name,
@@ -100,13 +102,9 @@ Result<LoraPatches> lora_read(ExecContext& ctx, const LoraInputs& in, const std:
   return p;
 }
 
-Result<std::vector<std::any>> lora_run(ExecContext& ctx, const LoraInputs& in) {
-  std::vector<std::any> out{in.model};
-  if (in.clip) out.emplace_back(in.clip);
-  if (in.strengths.model == 0 && (!in.clip || in.strengths.clip == 0)) return out;  // unchanged
-  HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kLoraFolder, in.name));
-  HR_ASSIGN_OR_RETURN(auto file, open_file(ctx, path));
-  HR_ASSIGN_OR_RETURN(LoraPatches p, lora_read(ctx, in, path, *file));
+// `in`'s model and CLIP with `p`'s patches after those they have (`out`: the inputs as outputs).
+Result<std::vector<std::any>> lora_apply(const LoraInputs& in, const std::string& path,
+                                         LoraPatches p, std::vector<std::any> out) {
   const std::string id = fmt::format("{}@{}/{}", path, in.strengths.model, in.strengths.clip);
   if (in.model && !p.diffusion.empty()) {
     const ModelValue& mv = *in.model;
@@ -132,6 +130,30 @@ Result<std::vector<std::any>> lora_run(ExecContext& ctx, const LoraInputs& in) {
     out[1] = std::make_shared<const CLIPValue>(std::move(next));
   }
   return out;
+}
+
+// Note [LoRA files in a plan run]: a plan run's loaders hand out placeholder tensors (Note
+// [placeholder tensors] in core/tensor.h), but lora_patches_read computes with the factors it
+// reads (alpha's value, the scale folded into the first factor, LoCon's mid and LoHa's CP
+// products), which a placeholder has no data for: the plan run crashed there. A LoRA file is
+// small beside the checkpoint it patches (its factors are the LoRA's own bytes, which the plan
+// counts anyway), so it is read in full in a plan run too; the checkpoint stays headers only.
+Result<std::shared_ptr<const SafetensorsFile>> lora_open(const std::string& path) {
+  HR_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> f,
+                      SafetensorsFile::open(path, TensorData::READ));
+  return std::shared_ptr<const SafetensorsFile>(std::move(f));
+}
+
+Result<std::vector<std::any>> lora_run(ExecContext& ctx, const LoraInputs& in) {
+  std::vector<std::any> out{in.model};
+  if (in.clip) out.emplace_back(in.clip);
+  if (in.strengths.model == 0 && (!in.clip || in.strengths.clip == 0)) return out;  // unchanged
+  HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kLoraFolder, in.name));
+  HR_ASSIGN_OR_RETURN(auto file, lora_open(path));
+  HR_ASSIGN_OR_RETURN(LoraPatches p, lora_read(ctx, in, path, *file));
+  Result<std::vector<std::any>> done = lora_apply(in, path, std::move(p), std::move(out));
+  if (!done.ok()) return done.status().with_context(path);  // a factor that does not fit
+  return done;
 }
 
 InputSpec strength(const std::string& name) { return spec_float(name, 1.0, -100.0, 100.0, 0.01); }
