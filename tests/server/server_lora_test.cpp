@@ -1,0 +1,152 @@
+// The LoRA nodes through the server: /object_info has LoraLoader and LoraLoaderModelOnly as
+// ComfyUI's nodes.py declares them (a125cd84), /models/loras lists the loras folder, and jobs
+// with LoRAs run, warn of keys not loaded and fail alone on a broken file.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "server_fixture.h"
+
+namespace hr::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+class LoraServerTest : public ServerTest {
+ protected:
+  // models/loras: two of tests/data/lora's files and a truncated copy of one.
+  void configure(ServeOptions& o) override {
+    const fs::path loras = fs::path(o.models_dir) / "loras";
+    fs::create_directories(loras);
+    for (const char* f : {"sd1_stack_a.safetensors", "sd1_kohya.safetensors"})
+      fs::create_symlink(data_path(std::string("lora/") + f), loras / f);
+    std::ifstream in(data_path("lora/sd1_stack_a.safetensors"), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(loras / "broken.safetensors", std::ios::binary)
+        .write(bytes.data(), std::streamsize(bytes.size() / 2));
+  }
+
+  // tiny_workflow with a LoraLoader between the checkpoint and the sampler / text encoders.
+  static Json lora_workflow(const std::string& lora) {
+    Json wf = tiny_workflow();
+    wf["10"] = {{"class_type", "LoraLoader"},
+                {"inputs", {{"model", {"4", 0}}, {"clip", {"4", 1}}, {"lora_name", lora},
+                            {"strength_model", 0.75}, {"strength_clip", 1.25}}}};
+    wf["3"]["inputs"]["model"] = {"10", 0};
+    wf["6"]["inputs"]["clip"] = {"10", 1};
+    wf["7"]["inputs"]["clip"] = {"10", 1};
+    return wf;
+  }
+
+  static const std::vector<std::string>& lora_files() {
+    static const std::vector<std::string> files = {"broken.safetensors", "sd1_kohya.safetensors",
+                                                   "sd1_stack_a.safetensors"};
+    return files;
+  }
+};
+
+// ComfyUI's ("FLOAT", {"default": 1.0, "min": -100.0, "max": 100.0, "step": 0.01}).
+void expect_strength(const Json& spec, const std::string& name) {
+  SCOPED_TRACE(name);
+  ASSERT_TRUE(spec.is_array() && spec.size() == 2) << spec.dump();
+  EXPECT_EQ(spec[0], "FLOAT");
+  EXPECT_DOUBLE_EQ(spec[1]["default"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(spec[1]["min"].get<double>(), -100.0);
+  EXPECT_DOUBLE_EQ(spec[1]["max"].get<double>(), 100.0);
+  EXPECT_DOUBLE_EQ(spec[1]["step"].get<double>(), 0.01);
+}
+
+TEST_F(LoraServerTest, ObjectInfoHasComfyUIsLoraNodes) {
+  const Json all = http_call(port_, "GET", "/object_info").json();
+  ASSERT_TRUE(all.contains("LoraLoader"));
+  ASSERT_TRUE(all.contains("LoraLoaderModelOnly"));
+
+  const Json both = http_call(port_, "GET", "/object_info/LoraLoader").json()["LoraLoader"];
+  EXPECT_EQ(both, all["LoraLoader"]);
+  const Json& req = both["input"]["required"];
+  EXPECT_EQ(req.size(), 5u) << req.dump();
+  EXPECT_EQ(req["model"], Json::array({"MODEL"}));
+  EXPECT_EQ(req["clip"], Json::array({"CLIP"}));
+  EXPECT_EQ(req["lora_name"][0], Json(lora_files()));
+  expect_strength(req["strength_model"], "strength_model");
+  expect_strength(req["strength_clip"], "strength_clip");
+  EXPECT_FALSE(both["input"].contains("optional"));
+  EXPECT_EQ(both["input_order"]["required"],
+            Json::array({"model", "clip", "lora_name", "strength_model", "strength_clip"}));
+  EXPECT_EQ(both["output"], Json::array({"MODEL", "CLIP"}));
+  EXPECT_EQ(both["output_name"], Json::array({"MODEL", "CLIP"}));
+  EXPECT_EQ(both["output_is_list"], Json::array({false, false}));
+  EXPECT_EQ(both["name"], "LoraLoader");
+  EXPECT_EQ(both["display_name"], "Load LoRA");  // NODE_DISPLAY_NAME_MAPPINGS
+  EXPECT_EQ(both["category"], "loaders");
+  EXPECT_EQ(both["output_node"], false);
+
+  const Json only =
+      http_call(port_, "GET", "/object_info/LoraLoaderModelOnly").json()["LoraLoaderModelOnly"];
+  const Json& oreq = only["input"]["required"];
+  EXPECT_EQ(oreq.size(), 3u) << oreq.dump();
+  EXPECT_EQ(oreq["model"], Json::array({"MODEL"}));
+  EXPECT_EQ(oreq["lora_name"][0], Json(lora_files()));
+  expect_strength(oreq["strength_model"], "strength_model");
+  EXPECT_EQ(only["input_order"]["required"],
+            Json::array({"model", "lora_name", "strength_model"}));
+  EXPECT_EQ(only["output"], Json::array({"MODEL"}));
+  EXPECT_EQ(only["output_name"], Json::array({"MODEL"}));
+  EXPECT_EQ(only["name"], "LoraLoaderModelOnly");
+  EXPECT_EQ(only["display_name"], "LoraLoaderModelOnly");  // no display-name mapping in ComfyUI
+  EXPECT_EQ(only["category"], "loaders");
+}
+
+TEST_F(LoraServerTest, ModelsRouteListsTheLorasFolder) {
+  const Json folders = http_call(port_, "GET", "/models").json();
+  EXPECT_NE(std::find(folders.begin(), folders.end(), Json("loras")), folders.end())
+      << folders.dump();
+  EXPECT_EQ(http_call(port_, "GET", "/models/loras").json(), Json(lora_files()));
+  // A file added while the server runs is listed, and offered by the nodes, at the next request.
+  fs::create_symlink(data_path("lora/sd1_stack_b.safetensors"),
+                     dir_ / "models/loras/sd1_stack_b.safetensors");
+  std::vector<std::string> now = lora_files();
+  now.push_back("sd1_stack_b.safetensors");
+  EXPECT_EQ(http_call(port_, "GET", "/models/loras").json(), Json(now));
+  EXPECT_EQ(http_call(port_, "GET", "/object_info/LoraLoader")
+                .json()["LoraLoader"]["input"]["required"]["lora_name"][0],
+            Json(now));
+}
+
+// A job with a LoRA whose two keys match nothing runs and tells the client (headroom_warning);
+// a job with a truncated LoRA fails naming the file, and the job queued after it runs.
+TEST_F(LoraServerTest, LoraJobsWarnFailAloneAndTheQueueGoesOn) {
+  WsReader ws;
+  ASSERT_TRUE(ws.connect(port_, "lora"));
+  const std::string kohya = queue_prompt(lora_workflow("sd1_kohya.safetensors"), "lora");
+  const std::string broken = queue_prompt(lora_workflow("broken.safetensors"), "lora");
+  const std::string after = queue_prompt(lora_workflow("sd1_stack_a.safetensors"), "lora");
+
+  std::vector<Json> seen;
+  ASSERT_TRUE(ws.until("execution_success", kohya, &seen));
+  std::vector<Json> warnings;
+  for (const Json& m : seen)
+    if (m["type"] == "headroom_warning" && m["data"].value("prompt_id", "") == kohya)
+      warnings.push_back(m["data"]);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0]["node"], "10");
+  const std::string msg = warnings[0]["message"];
+  EXPECT_NE(msg.find("2 lora key(s) not loaded"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("lora_unet_not_a_block.lora_up.weight"), std::string::npos) << msg;
+
+  std::optional<Json> err = ws.until("execution_error", broken);
+  ASSERT_TRUE(err);
+  EXPECT_EQ((*err)["data"]["node_id"], "10");
+  EXPECT_EQ((*err)["data"]["node_type"], "LoraLoader");
+  const std::string text = (*err)["data"]["exception_message"];
+  EXPECT_NE(text.find("broken.safetensors"), std::string::npos) << text;
+
+  seen.clear();
+  ASSERT_TRUE(ws.until("execution_success", after, &seen));
+  for (const Json& m : seen) EXPECT_NE(m["type"], "headroom_warning") << m.dump();
+  const Json hist = http_call(port_, "GET", "/history/" + after).json();
+  EXPECT_EQ(hist[after]["outputs"]["9"]["images"].size(), 1u) << hist.dump();
+}
+
+}  // namespace
+}  // namespace hr::test
