@@ -148,5 +148,19 @@ TEST_F(LoraServerTest, LoraJobsWarnFailAloneAndTheQueueGoesOn) {
   EXPECT_EQ(hist[after]["outputs"]["9"]["images"].size(), 1u) << hist.dump();
 }
 
+// /headroom/plan plans a workflow with a LoRA (a plan run reads the LoRA file, Note [LoRA files
+// in a plan run] in nodes_lora.cpp) and lists the LoRA node.
+TEST_F(LoraServerTest, PlanRouteTakesALoraWorkflow) {
+  HttpResult plan =
+      http_post_json(port_, "/headroom/plan", Json{{"prompt", lora_workflow("sd1_stack_a.safetensors")}});
+  ASSERT_EQ(plan.status, 200) << plan.body;
+  const Json j = plan.json();
+  EXPECT_EQ(j["fits"], true);
+  EXPECT_GT(j["peak"].get<uint64_t>(), 0u);
+  std::vector<std::string> classes;
+  for (const Json& n : j["nodes"]) classes.push_back(n["class_type"]);
+  EXPECT_NE(std::find(classes.begin(), classes.end(), "LoraLoader"), classes.end()) << j.dump();
+}
+
 }  // namespace
 }  // namespace hr::test

@@ -480,6 +480,26 @@ TEST_F(LoraNodesTest, PlanRunOfTheLoraWorkflow) {
   std::printf("  predicted peak %llu, real %llu\n", (unsigned long long)plan->peak,
               (unsigned long long)real);
   EXPECT_LE(std::fabs(double(plan->peak) - double(real)), 0.02 * double(real));
+
+  // The same workflow without the LoRA nodes: the model calls read as many weight bytes or more
+  // with the LoRAs (their patched copies and factors are weights of the plan).
+  PromptValidation pv = validate(lora_workflow(kCheckpoint, {}, "plan"));
+  ASSERT_TRUE(pv.ok) << pv.summary();
+  auto plain = workflow_plan(pv.prompt, o);
+  ASSERT_TRUE(plain.ok()) << plain.status().str();
+  auto weights_of = [](const WorkflowPlan& wp, const std::string& cls) {
+    uint64_t b = 0;
+    for (const NodePlan& n : wp.nodes)
+      if (n.class_type == cls) b = std::max(b, n.weight_bytes);
+    return b;
+  };
+  for (const char* cls : {"CLIPTextEncode", "KSampler"}) {
+    std::printf("  %s weights: %llu with the LoRAs, %llu without\n", cls,
+                (unsigned long long)weights_of(*plan, cls), (unsigned long long)weights_of(*plain, cls));
+    EXPECT_GE(weights_of(*plan, cls), weights_of(*plain, cls)) << cls;
+  }
+  std::printf("  peak: %llu with the LoRAs, %llu without\n", (unsigned long long)plan->peak,
+              (unsigned long long)plain->peak);
 }
 
 }  // namespace
