@@ -533,5 +533,59 @@ TEST_F(LoraNodesTest, PlanRunOfTheLoraWorkflow) {
               (unsigned long long)plain->peak);
 }
 
+// With no weight resident (--novram's weights cap 0) under the smallest budget the plan finds,
+// every UNet weight streams, the patched ones patched after their copy
+// (PatchedWeights::weight_patch_streamed): the LoRA run's latent and PNG are those of the
+// unbudgeted LoRA run (measured: equal to the bit, 2026-12-03), so streaming loses no patch.
+TEST_F(LoraNodesTest, StreamedWeightsArePatchedToo) {
+  const json wf = lora_workflow(kCheckpoint, sd1_stack(), "free");
+  auto free_run = execute(wf);
+  ASSERT_TRUE(free_run.ok()) << free_run.status().str();
+  auto free_latent = output<Latent>("3", 0);
+  ASSERT_TRUE(free_latent);
+  const Image8 free_png = png_of(*free_run);
+
+  PromptValidation v = validate(lora_workflow(kCheckpoint, sd1_stack(), "budget"));
+  ASSERT_TRUE(v.ok) << v.summary();
+  WorkflowPlanOptions po;
+  po.backend = rt_.backend.get();
+  po.models_dir = (dir_ / "models").string();
+  auto plan = workflow_plan(v.prompt, po);
+  ASSERT_TRUE(plan.ok()) << plan.status().str();
+  const uint64_t budget = plan->smallest_budget;
+
+  Allocator alloc(*rt_.backend, budget, eviction_policy());
+  alloc.set_weights_cap(0);  // --novram
+  Executor ex(*rt_.backend, alloc, executor_policies_default(*rt_.backend));
+  ExecOptions o = opts_;
+  o.allocator = &alloc;
+  o.executor = &ex;
+  std::vector<std::string> memory;
+  o.on_event = [&memory](const ExecEvent& e) {
+    if (e.kind == ExecEvent::Kind::MEMORY) memory.push_back(e.class_type + ": " + e.message);
+  };
+  PromptExecutor pe;
+  auto r = pe.execute(v.prompt, o);
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  for (const std::string& m : memory) std::printf("  %s\n", m.c_str());
+  EXPECT_TRUE(std::any_of(memory.begin(), memory.end(),
+                          [](const std::string& m) {
+                            return m.starts_with("KSampler") &&
+                                   m.find("stream") != std::string::npos;
+                          }))
+      << "the sampler did not stream under " << budget << " bytes";
+  EXPECT_LE(alloc.total().peak, budget);
+
+  const std::vector<std::any>* outs = pe.node_outputs("3");
+  ASSERT_TRUE(outs && !outs->empty());
+  const auto latent = std::any_cast<std::shared_ptr<const Latent>>((*outs)[0]);
+  const double err = test::rel_err(*latent->samples, *free_latent->samples);
+  const test::PngStats png = test::png_compare(png_of(*r), free_png);
+  std::printf("  budget %llu: latent rel err %.3g against the unbudgeted run, png %s\n",
+              (unsigned long long)budget, err, test::png_describe(png).c_str());
+  EXPECT_LT(err, 1e-5);
+  EXPECT_LE(png.max_abs, 1) << test::png_describe(png);
+}
+
 }  // namespace
 }  // namespace hr
