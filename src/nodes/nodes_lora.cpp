@@ -135,9 +135,11 @@ Result<std::vector<std::any>> lora_apply(const LoraInputs& in, const std::string
 // Note [LoRA files in a plan run]: a plan run's loaders hand out placeholder tensors (Note
 // [placeholder tensors] in core/tensor.h), but lora_patches_read computes with the factors it
 // reads (alpha's value, the scale folded into the first factor, LoCon's mid and LoHa's CP
-// products), which a placeholder has no data for: the plan run crashed there. A LoRA file is
-// small beside the checkpoint it patches (its factors are the LoRA's own bytes, which the plan
-// counts anyway), so it is read in full in a plan run too; the checkpoint stays headers only.
+// products): scaling a placeholder in place writes to its read-only zero pages, and the plan run
+// crashed there (lora_file.cpp's times()). A LoRA file is small beside the checkpoint it patches
+// (its factors are the LoRA's own bytes), so it is read in full in a plan run too; the checkpoint
+// stays headers only. Once lora_patches_read takes placeholders, open_file can serve here.
+// LoraNodesTest.PlanRunOfTheLoraWorkflow and plan_coverage_test's LoRA case run it.
 Result<std::shared_ptr<const SafetensorsFile>> lora_open(const std::string& path) {
   HR_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> f,
                       SafetensorsFile::open(path, TensorData::READ));
