@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "core/png_io.h"
+#include "models/model_paths.h"
 #include "node_harness.h"
 #include "png_compare.h"
 #include "test_compare.h"
@@ -585,6 +586,42 @@ TEST_F(LoraNodesTest, StreamedWeightsArePatchedToo) {
               (unsigned long long)budget, err, test::png_describe(png).c_str());
   EXPECT_LT(err, 1e-5);
   EXPECT_LE(png.max_abs, 1) << test::png_describe(png);
+}
+
+// LoRAs in a folder that extra_model_paths.yaml adds (A1111's `loras: models/Lora`), in a
+// subfolder: the nodes offer them beside the models folder's, under ComfyUI's relative name, and
+// load them from there.
+TEST_F(LoraNodesTest, LorasFromExtraModelPaths) {
+  const fs::path webui = dir_ / "webui", yaml = dir_ / "extra_model_paths.yaml";
+  fs::create_directories(webui / "models/Lora/style");
+  fs::create_symlink(test::data_path("lora/sd1_stack_b.safetensors"),
+                     webui / "models/Lora/style/b.safetensors");
+  std::ofstream(yaml) << "a111:\n  base_path: " << webui.string() << "\n  loras: models/Lora\n";
+  ModelPaths mp = ModelPaths::from_models_dir((dir_ / "models").string());
+  Status st = mp.add_config_file(yaml.string());
+  ASSERT_TRUE(st.ok()) << st.str();
+  auto paths = std::make_shared<const ModelPaths>(std::move(mp));
+  NodeRegistry reg;
+  nodes_register(reg, NodeEnv{(dir_ / "models").string(), (dir_ / "input").string(), paths});
+  for (const char* cls : {"LoraLoader", "LoraLoaderModelOnly"}) {
+    const std::vector<std::string> offered = reg.find(cls)->input("lora_name")->combo_options();
+    EXPECT_NE(std::find(offered.begin(), offered.end(), "style/b.safetensors"), offered.end())
+        << cls;
+    EXPECT_NE(std::find(offered.begin(), offered.end(), "sd1_stack_a.safetensors"), offered.end())
+        << cls;
+  }
+  opts_.model_paths = paths;
+  PromptValidation v = prompt_validate(
+      lora_workflow(kCheckpoint, {{"style/b.safetensors", -0.5, std::nullopt}}, "extra"), reg);
+  ASSERT_TRUE(v.ok) << v.summary();
+  auto r = executor_.execute(v.prompt, opts_);
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  auto model = output<ModelValue>("10", 0);
+  ASSERT_TRUE(model && model->patched);
+  EXPECT_NE(model->patched->patches().id.find("style/b.safetensors"), std::string::npos)
+      << model->patched->patches().id;
+  fs::remove_all(webui);
+  fs::remove(yaml);
 }
 
 }  // namespace
