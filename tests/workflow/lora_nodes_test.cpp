@@ -624,5 +624,38 @@ TEST_F(LoraNodesTest, LorasFromExtraModelPaths) {
   fs::remove(yaml);
 }
 
+// One executor, prompts in turn as a server's queue runs them: other strengths re-patch from the
+// unpatched weights, the checkpoint loader is not run again, the same LoRA set gives the same
+// latent to the bit, and the plain checkpoint afterwards samples as before (the loaded weights
+// were never patched in place).
+TEST_F(LoraNodesTest, OtherStrengthsRepatchFromTheUnpatchedWeights) {
+  auto latent_of = [this](const json& wf, bool loader_cached) -> HostTensor {
+    auto r = execute(wf);
+    EXPECT_TRUE(r.ok()) << r.status().str();
+    if (!r.ok()) return HostTensor();
+    const bool cached = std::find(r->cached.begin(), r->cached.end(), "4") != r->cached.end();
+    EXPECT_EQ(cached, loader_cached);
+    auto l = output<Latent>("3", 0);
+    return l ? l->samples->clone() : HostTensor();
+  };
+  std::vector<LoraUse> other = sd1_stack();
+  other[1].strength_model = 0.7;
+  const HostTensor plain = latent_of(lora_workflow(kCheckpoint, {}, "a"), false);
+  const HostTensor stack = latent_of(lora_workflow(kCheckpoint, sd1_stack(), "b"), true);
+  const HostTensor changed = latent_of(lora_workflow(kCheckpoint, other, "c"), true);
+  const HostTensor again = latent_of(lora_workflow(kCheckpoint, sd1_stack(), "d"), true);
+  const HostTensor plain_again = latent_of(lora_workflow(kCheckpoint, {}, "e"), true);
+  ASSERT_FALSE(plain.empty() || stack.empty() || changed.empty() || again.empty() ||
+               plain_again.empty());
+  std::printf(
+      "  stack vs plain %.3g, other strength vs stack %.3g, stack again %.3g, plain again %.3g\n",
+      test::rel_err(stack, plain), test::rel_err(changed, stack), test::rel_err(again, stack),
+      test::rel_err(plain_again, plain));
+  EXPECT_GT(test::rel_err(stack, plain), 0.1);
+  EXPECT_GT(test::rel_err(changed, stack), 1e-2);
+  EXPECT_EQ(test::rel_err(again, stack), 0.0);
+  EXPECT_EQ(test::rel_err(plain_again, plain), 0.0);
+}
+
 }  // namespace
 }  // namespace hr
