@@ -105,7 +105,7 @@ Result<std::shared_ptr<PatchedWeights>> view_make(
     std::shared_ptr<WeightSet> base, const PatchedWeights* prev,
     std::map<std::string, std::vector<WeightPatch>> add, const std::string& id,
     const std::string& what) {
-  HR_TRY(patches_fit(*base, add, what));
+  HR_TRY(patches_fit(*base, add, what).with_context(id.substr(0, id.find(':'))));
   return std::make_shared<PatchedWeights>(std::move(base),
                                           patch_set_stack(prev, std::move(add), id));
 }
@@ -149,7 +149,9 @@ Result<LoraPatches> lora_read(ExecContext& ctx, const LoraInputs& in, const std:
     return make_error(ErrorCode::UNSUPPORTED, "{}: the {} family has no LoRA support yet", path,
                       family.display_name);
   HR_ASSIGN_OR_RETURN(LoraKeyMap map, family.lora_keys(diffusion, text));
-  HR_ASSIGN_OR_RETURN(LoraPatches p, lora_patches_read(file, map, in.strengths));
+  Result<LoraPatches> read = lora_patches_read(file, map, in.strengths);
+  if (!read.ok()) return read.status().with_context(path);
+  LoraPatches p = std::move(read).value();
   if (p.targets == 0 && p.not_loaded.size() == file.entries().size())
     return make_error(ErrorCode::INVALID_ARGUMENT, "{}: no key matches a weight of this {} model; "
                       "the file looks like a LoRA for {}", path, family.display_name,

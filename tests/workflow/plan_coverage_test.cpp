@@ -1,7 +1,7 @@
 // Every registered node plans, and every plan is the run: workflows that together use each
 // registered class (SD1 text-to-image, SDXL with CLIPTextEncodeSDXL, img2img with LoadImage +
-// VAEEncode at denoise 0.6, VAEDecodeTiled, a two-pass latent upscale, separate loaders) on tiny
-// random-weight checkpoints, f32 on the CPU, each planned and then run without a budget and
+// VAEEncode at denoise 0.6, VAEDecodeTiled, a two-pass latent upscale, separate loaders, LoRAs) on
+// tiny random-weight checkpoints, f32 on the CPU, each planned and then run without a budget and
 // under budgets between the smallest that fits and the unbudgeted peak, so that weights stream,
 // the VAE tiles and the sampler splits cond and uncond. The predicted allocator-level peak must be
 // within 2 % of Allocator::total().peak, and the plan must say it fits exactly when the run ends
@@ -23,6 +23,7 @@
 #include "models/make_model.h"
 #include "nodes/nodes.h"
 #include "core/png_io.h"
+#include "test_paths.h"
 #include "workflow/execute.h"
 #include "workflow/prompt.h"
 #include "workflow/workflow_plan.h"
@@ -141,6 +142,26 @@ Json two_pass_upscale() {
       {"9", node("SaveImage", {{"filename_prefix", "two_pass/x"}, {"images", link("8")}})}};
 }
 
+// Two LoRAs on tests/data's tiny SD1 checkpoint (whose weights the LoRA files of tests/data/lora
+// fit): a LoraLoader, then a LoraLoaderModelOnly, so that the sampler's weights are patched views
+// when they stream and the text encoders' when they are resident.
+Json sd1_loras() {
+  return Json{
+      {"4", node("CheckpointLoaderSimple", {{"ckpt_name", "golden-tiny-sd1.safetensors"}})},
+      {"10", node("LoraLoader", {{"model", link("4")}, {"clip", link("4", 1)},
+                                 {"lora_name", "sd1_stack_a.safetensors"},
+                                 {"strength_model", 0.8}, {"strength_clip", 0.6}})},
+      {"11", node("LoraLoaderModelOnly", {{"model", link("10")},
+                                          {"lora_name", "sd1_stack_b.safetensors"},
+                                          {"strength_model", -0.5}})},
+      {"5", node("EmptyLatentImage", {{"width", 128}, {"height", 128}, {"batch_size", 1}})},
+      {"6", node("CLIPTextEncode", {{"text", "a red circle"}, {"clip", link("10", 1)}})},
+      {"7", node("CLIPTextEncode", {{"text", ""}, {"clip", link("10", 1)}})},
+      {"3", sampler("11", "6", "7", "5", 1.0)},
+      {"8", node("VAEDecode", {{"samples", link("3")}, {"vae", link("4", 2)}})},
+      {"9", node("SaveImage", {{"filename_prefix", "lora"}, {"images", link("8")}})}};
+}
+
 // Note [split case]: the sampler splits cond and uncond when the batched call cannot run even
 // with every weight streamed but one entry's can. On the tiny model the floor of every workflow
 // is the VAE's smallest tile (64 px, ~11.5 MiB in f32), so the sampler must work on a latent
@@ -177,6 +198,13 @@ class PlanCoverageTest : public ::testing::Test {
     for (const char* f : {"diffusion_models", "vae", "text_encoders"})
       fs::create_symlink(dir_ / "models/checkpoints/tiny-sd1.safetensors",
                          dir_ / "models" / f / "tiny-sd1.safetensors");
+    fs::create_symlink(test::golden_path("tiny-sd1.safetensors"),
+                       dir_ / "models/checkpoints/golden-tiny-sd1.safetensors");
+    fs::create_symlink(test::golden_path("tiny-sd1.yaml"),
+                       dir_ / "models/checkpoints/golden-tiny-sd1.yaml");
+    fs::create_directories(dir_ / "models/loras");
+    for (const char* f : {"sd1_stack_a.safetensors", "sd1_stack_b.safetensors"})
+      fs::create_symlink(test::data_path(std::string("lora/") + f), dir_ / "models/loras" / f);
     Image8 img;
     img.width = 96;
     img.height = 80;
@@ -289,6 +317,7 @@ const std::vector<Case>& cases() {
                                       {"sdxl refiner", sdxl_refiner()},
                                       {"img2img", image_to_image()},
                                       {"two-pass upscale", two_pass_upscale()},
+                                      {"sd1 with two LoRAs", sd1_loras()},
                                       {"cond/uncond split", cfg_split(), false}};
   return c;
 }
