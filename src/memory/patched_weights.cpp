@@ -20,6 +20,9 @@ int64_t fused_copy_elems(const Shape& stored, DType dtype) {
   return (stored.numel() * int64_t(dtype_size(dtype)) + 11) / 12;
 }
 
+// The most bytes of factors resident patching leaves pending before it waits for the ops.
+constexpr uint64_t kPendingMost = 64ull << 20;
+
 // What a fused GEMM's workspace may take (the CUDA backend's GEMMs ask for up to 8 MiB), for
 // stream_extra_bytes, which must answer before the factors exist.
 constexpr size_t kFusedWorkspace = 8u << 20;
@@ -220,7 +223,11 @@ Result<TensorRef> PatchedWeights::patch_resident(const std::string& name, const 
   }
   HR_TRY(scratch_ensure(elems, workspace));
   HR_TRY(parts_issue(parts, factors, dst.data(), src.data, nullptr));
-  for (PartFactors& f : factors) pending_.push_back(std::move(f));
+  for (PartFactors& f : factors) {
+    for (const DeviceBuffer& b : f.buffers) pending_bytes_ += b.size();
+    pending_.push_back(std::move(f));
+  }
+  if (pending_bytes_ > kPendingMost) pending_release();  // bounded transient memory
   const uint64_t budget = allocator_->budget(), held = allocator_->total().current;
   if (budget != Allocator::kUnlimited && (held > budget || budget - held < 2 * desc.bytes()))
     base_->weight_evict(name, layout);  // (the free is ordered after the ops on the stream)
@@ -234,6 +241,7 @@ void PatchedWeights::pending_release() {
   if (pending_.empty()) return;
   if (backend_) (void)backend_->stream_sync(nullptr);
   pending_.clear();
+  pending_bytes_ = 0;
   if (streamed_.empty()) {  // the scratch is the streamed weights' too while they exist
     scratch_.reset();
     workspace_.reset();

@@ -132,6 +132,7 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
   // Factors of resident patches the ops issued may still read: freed after a sync at run_end
   // (Note [patched weights]: patching issues without waiting).
   std::vector<PartFactors> pending_;
+  uint64_t pending_bytes_ = 0;
   std::atomic<int> in_use_{0};
   std::atomic<uint64_t> last_use_{0};
   std::atomic<uint64_t> made_{0};

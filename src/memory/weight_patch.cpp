@@ -433,6 +433,19 @@ Status patches_issue(Backend& b, Stream* s, const PatchTarget& t,
 
 // ---- fused low-rank patches (Note [fused low-rank patches]) ----
 
+namespace {
+
+// `v` rounded to `dtype` and back.
+float dtype_round(float v, DType dtype) {
+  uint16_t h = 0;
+  float r = 0;
+  dtype_convert(&v, DType::F32, &h, dtype, 1);
+  dtype_convert(&h, dtype, &r, DType::F32, 1);
+  return r;
+}
+
+}  // namespace
+
 bool patches_fusable(std::span<const WeightPatch> patches, DType dtype, bool ohwi) {
   if (ohwi || (dtype != DType::F16 && dtype != DType::BF16) || patches.empty()) return false;
   for (const WeightPatch& p : patches)
@@ -469,15 +482,25 @@ std::vector<FusedLowRank> patches_fuse(std::span<const WeightPatch> patches, con
     int64_t rank = 0;
     for (const WeightPatch& p : patches)
       if (covers(p, s, stored)) rank += p.factors[0].shape()[1];
-    HostTensor up(DType::F32, Shape{s.second, rank}), down_t(DType::F32, Shape{n, rank});
+    // Columns [0, rank): up's high part; [rank, 2 rank): its low part, each against down.
+    HostTensor up(DType::F32, Shape{s.second, 2 * rank}), down_t(DType::F32, Shape{n, 2 * rank});
     int64_t at = 0;
     for (const WeightPatch& p : patches) {
       if (!covers(p, s, stored)) continue;
       const int64_t r = p.factors[0].shape()[1];
       for (int64_t i = 0; i < s.second; ++i)
-        for (int64_t k = 0; k < r; ++k) up.f32()[i * rank + at + k] = p.factors[0].f32()[i * r + k];
+        for (int64_t k = 0; k < r; ++k) {
+          const float v = p.factors[0].f32()[i * r + k];
+          const float hi = dtype_round(v, dtype);
+          up.f32()[i * 2 * rank + at + k] = hi;
+          up.f32()[i * 2 * rank + rank + at + k] = v - hi;
+        }
       for (int64_t k = 0; k < r; ++k)
-        for (int64_t c = 0; c < n; ++c) down_t.f32()[c * rank + at + k] = p.factors[1].f32()[k * n + c];
+        for (int64_t c = 0; c < n; ++c) {
+          const float v = p.factors[1].f32()[k * n + c];
+          down_t.f32()[c * 2 * rank + at + k] = v;
+          down_t.f32()[c * 2 * rank + rank + at + k] = v;
+        }
       at += r;
     }
     out.push_back(FusedLowRank{up.to(dtype), down_t.to(dtype), s.first, s.second});
@@ -487,8 +510,8 @@ std::vector<FusedLowRank> patches_fuse(std::span<const WeightPatch> patches, con
 
 uint64_t fused_bytes(std::span<const WeightPatch> patches, const Shape& stored, DType dtype) {
   uint64_t n = 0;
-  for (const WeightPatch& p : patches)
-    n += uint64_t(p.factors[0].numel() + p.factors[1].numel()) * dtype_size(dtype);
+  for (const WeightPatch& p : patches)  // two copies of each: Note [fused low-rank patches]
+    n += 2 * uint64_t(p.factors[0].numel() + p.factors[1].numel()) * dtype_size(dtype);
   (void)stored;
   return n;
 }

@@ -117,12 +117,16 @@ Status patches_issue(Backend& b, Stream* s, const PatchTarget& t,
 // with float32 accumulation and one rounding, as ComfyUI does. It reads and writes the weight
 // once (4 bytes a parameter in f16, against some 28 for the float32 ops) and needs no float32
 // scratch, which is what keeps a streamed step with a LoRA near the streamed step without. The
-// factors themselves are rounded to the weight's dtype first (ComfyUI multiplies them in float32),
-// so a few elements of a patched weight may round the other way: at most one step of the dtype.
-// Patches on different row slices (q, k and v inside a fused in_proj) make one group each.
+// factors must be in the weight's dtype, but ComfyUI multiplies them in float32 with the scale
+// applied; rounding the scaled up to f16 flipped the last bit of ~5 % of a test weight's elements.
+// So each up (the scale folded in) is split in two, its value rounded to the dtype and what that
+// rounding left out, both against the same down: the product then carries the scaled factor to
+// about twice the dtype's precision, and the sum is ComfyUI's but for the order of its terms. The
+// downs are exact where the file stores them in the weight's dtype, as LoRA files do. Patches on
+// different row slices (q, k and v inside a fused in_proj) make one group each.
 struct FusedLowRank {
-  HostTensor up;      // [rows, R] in the weight's dtype, the scales folded in
-  HostTensor down_t;  // [n, R], n = the weight's elements per row
+  HostTensor up;      // [rows, 2R] in the weight's dtype: the scaled ups' high and low parts
+  HostTensor down_t;  // [n, 2R], n = the weight's elements per row: the downs twice
   int64_t row_offset = 0;
   int64_t rows = 0;
 };
