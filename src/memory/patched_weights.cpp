@@ -21,11 +21,8 @@ int64_t fused_copy_elems(const Shape& stored, DType dtype) {
 }
 
 // The most bytes of factors resident patching leaves pending before it waits for the ops.
-constexpr uint64_t kPendingMost = 64ull << 20;
+constexpr uint64_t kPendingMost = 16ull << 20;
 
-// What a fused GEMM's workspace may take (the CUDA backend's GEMMs ask for up to 8 MiB), for
-// stream_extra_bytes, which must answer before the factors exist.
-constexpr size_t kFusedWorkspace = 8u << 20;
 
 PatchedWeights::PatchedWeights(std::shared_ptr<WeightSet> base,
                                std::shared_ptr<const PatchSet> patches)
@@ -191,6 +188,8 @@ Status PatchedWeights::parts_issue(const std::vector<Part>& parts,
     if (!factors[i].fused.empty() && to == from) {  // in the ring: Note [fused in place]
       HR_TRY(backend_->copy_d2d(scratch, from, bytes, s));
       from = reinterpret_cast<const char*>(scratch);
+    } else if (!factors[i].fused.empty()) {  // rows no group covers are the original's
+      HR_TRY(backend_->copy_d2d(to, from, bytes, s));
     }
     const PatchTarget t{to, from, dtype, p.stored, p.ohwi};
     const Status st =
@@ -203,8 +202,9 @@ Status PatchedWeights::parts_issue(const std::vector<Part>& parts,
 }
 
 // Note [patched weights]: the ops are issued and not waited for; the factors they read wait in
-// pending_ until run_end. The original's device copy stays while the budget has room for it
-// twice over (switching LoRA sets then patches from device memory) and goes otherwise.
+// pending_ (until run_end, or a wait every kPendingMost bytes). Under a budget the original's
+// device copy goes once the patched one is made: the residency plan counted each weight once.
+// Without one it stays, and another LoRA set on the same model patches from device memory.
 Result<TensorRef> PatchedWeights::patch_resident(const std::string& name, const TensorDesc& desc,
                                                  WeightLayout layout, const std::string& key) {
   HR_ASSIGN_OR_RETURN(std::vector<Part> parts, parts_of(name, desc, layout));
@@ -218,7 +218,7 @@ Result<TensorRef> PatchedWeights::patch_resident(const std::string& name, const 
     if (!parts[i].patches) continue;
     HR_ASSIGN_OR_RETURN(factors[i], factors_upload(parts[i], desc.dtype, Pool::OTHER));
     const auto [e, w] = part_needs(parts[i], factors[i], desc.dtype);
-    elems = std::max(elems, e);
+    if (factors[i].fused.empty()) elems = std::max(elems, e);  // fused: no copy (src != dst)
     workspace = std::max(workspace, w);
   }
   HR_TRY(scratch_ensure(elems, workspace));
@@ -228,8 +228,7 @@ Result<TensorRef> PatchedWeights::patch_resident(const std::string& name, const 
     pending_.push_back(std::move(f));
   }
   if (pending_bytes_ > kPendingMost) pending_release();  // bounded transient memory
-  const uint64_t budget = allocator_->budget(), held = allocator_->total().current;
-  if (budget != Allocator::kUnlimited && (held > budget || budget - held < 2 * desc.bytes()))
+  if (allocator_->budget() != Allocator::kUnlimited)
     base_->weight_evict(name, layout);  // (the free is ordered after the ops on the stream)
   ++made_;
   auto it = device_.emplace(key, DeviceCopy{std::move(dst), 0}).first;
@@ -332,7 +331,8 @@ uint64_t PatchedWeights::stream_extra_bytes(const std::vector<WeightRequest>& we
       const bool ohwi = q.layout == WeightLayout::CONV_OHWI;
       if (device && patches_fusable(*ps, q.desc.dtype, ohwi)) {  // Note [fused low-rank patches]
         factors += fused_bytes(*ps, h->shape(), q.desc.dtype);
-        workspace = std::max(workspace, kFusedWorkspace);
+        if (backend_)
+          workspace = std::max(workspace, fused_workspace_most(*backend_, *ps, h->shape(), q.desc.dtype));
         elems = std::max(elems, fused_copy_elems(h->shape(), q.desc.dtype));
         continue;
       }

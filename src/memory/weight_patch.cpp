@@ -444,12 +444,26 @@ float dtype_round(float v, DType dtype) {
   return r;
 }
 
+// Whether every value of `t` is exact in `dtype` (a LoRA file's f16 downs are; LoCon's folded ones
+// are not).
+bool exact_in(const HostTensor& t, DType dtype) {
+  if (dtype == DType::F32 || t.is_placeholder()) return true;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (dtype_round(t.f32()[i], dtype) != t.f32()[i]) return false;
+  return true;
+}
+
+// The parts each up is split into: two below float32 (Note [fused low-rank patches]).
+int64_t up_parts(DType dtype) { return dtype == DType::F32 ? 1 : 2; }
+
 }  // namespace
 
 bool patches_fusable(std::span<const WeightPatch> patches, DType dtype, bool ohwi) {
-  if (ohwi || (dtype != DType::F16 && dtype != DType::BF16) || patches.empty()) return false;
+  if (ohwi || patches.empty()) return false;
+  if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16) return false;
   for (const WeightPatch& p : patches)
-    if (p.kind != PatchKind::LOW_RANK || !p.dora_scale.empty()) return false;
+    if (p.kind != PatchKind::LOW_RANK || !p.dora_scale.empty() || !exact_in(p.factors[1], dtype))
+      return false;
   return true;
 }
 
@@ -483,23 +497,24 @@ std::vector<FusedLowRank> patches_fuse(std::span<const WeightPatch> patches, con
     for (const WeightPatch& p : patches)
       if (covers(p, s, stored)) rank += p.factors[0].shape()[1];
     // Columns [0, rank): up's high part; [rank, 2 rank): its low part, each against down.
-    HostTensor up(DType::F32, Shape{s.second, 2 * rank}), down_t(DType::F32, Shape{n, 2 * rank});
+    const int64_t parts = up_parts(dtype), width = parts * rank;
+    HostTensor up(DType::F32, Shape{s.second, width}), down_t(DType::F32, Shape{n, width});
     int64_t at = 0;
     for (const WeightPatch& p : patches) {
       if (!covers(p, s, stored)) continue;
       const int64_t r = p.factors[0].shape()[1];
-      for (int64_t i = 0; i < s.second; ++i)
+      const bool ph = p.factors[0].is_placeholder() || p.factors[1].is_placeholder();
+      for (int64_t i = 0; i < s.second && !ph; ++i)
         for (int64_t k = 0; k < r; ++k) {
           const float v = p.factors[0].f32()[i * r + k];
-          const float hi = dtype_round(v, dtype);
-          up.f32()[i * 2 * rank + at + k] = hi;
-          up.f32()[i * 2 * rank + rank + at + k] = v - hi;
+          const float hi = parts == 1 ? v : dtype_round(v, dtype);
+          up.f32()[i * width + at + k] = hi;
+          if (parts == 2) up.f32()[i * width + rank + at + k] = v - hi;
         }
-      for (int64_t k = 0; k < r; ++k)
+      for (int64_t k = 0; k < r && !ph; ++k)
         for (int64_t c = 0; c < n; ++c) {
           const float v = p.factors[1].f32()[k * n + c];
-          down_t.f32()[c * 2 * rank + at + k] = v;
-          down_t.f32()[c * 2 * rank + rank + at + k] = v;
+          for (int64_t q = 0; q < parts; ++q) down_t.f32()[c * width + q * rank + at + k] = v;
         }
       at += r;
     }
@@ -510,8 +525,9 @@ std::vector<FusedLowRank> patches_fuse(std::span<const WeightPatch> patches, con
 
 uint64_t fused_bytes(std::span<const WeightPatch> patches, const Shape& stored, DType dtype) {
   uint64_t n = 0;
-  for (const WeightPatch& p : patches)  // two copies of each: Note [fused low-rank patches]
-    n += 2 * uint64_t(p.factors[0].numel() + p.factors[1].numel()) * dtype_size(dtype);
+  for (const WeightPatch& p : patches)  // Note [fused low-rank patches]: the parts of each up
+    n += uint64_t(up_parts(dtype)) * uint64_t(p.factors[0].numel() + p.factors[1].numel()) *
+         dtype_size(dtype);
   (void)stored;
   return n;
 }
@@ -547,6 +563,20 @@ size_t fused_workspace_bytes(const BackendKernels& b, const FusedOnDevice& f, co
   std::vector<TensorDesc> descs;
   for (const TensorRef& r : c.in) descs.push_back(r.desc);
   return b.op_workspace(OpKind::LINEAR, c.params, descs, c.out.desc);
+}
+
+size_t fused_workspace_most(const BackendKernels& b, std::span<const WeightPatch> patches,
+                            const Shape& stored, DType dtype) {
+  int64_t rank = 0;
+  for (const WeightPatch& p : patches) rank += p.factors[0].shape()[1];
+  const int64_t width = up_parts(dtype) * rank, n = row_elems(stored);
+  size_t most = 0;
+  for (const auto& s : slices_of(patches, stored)) {
+    FusedOnDevice f{TensorRef{TensorDesc{dtype, Shape{s.second, width}}, nullptr},
+                    TensorRef{TensorDesc{dtype, Shape{n, width}}, nullptr}, s.first, s.second};
+    most = std::max(most, fused_workspace_bytes(b, f, stored, dtype));
+  }
+  return most;
 }
 
 Status fused_issue(Backend& b, Stream* s, const PatchTarget& t,

@@ -145,6 +145,10 @@ struct FusedOnDevice {
 // Workspace bytes the fused GEMM of a group needs.
 size_t fused_workspace_bytes(const BackendKernels& b, const FusedOnDevice& f, const Shape& stored,
                              DType dtype);
+// The most workspace the fused GEMMs of `patches` on a weight of `stored` shape ask for, from
+// their shapes alone (before the factors are fused).
+size_t fused_workspace_most(const BackendKernels& b, std::span<const WeightPatch> patches,
+                            const Shape& stored, DType dtype);
 // Issues the fused GEMMs: t.data = t.source + up_cat down_cat, group by group.
 Status fused_issue(Backend& b, Stream* s, const PatchTarget& t,
                    std::span<const FusedOnDevice> groups, void* workspace, size_t workspace_bytes);

@@ -197,5 +197,45 @@ TEST(PatchedWeightsTest, StreamedWeightsArePatchedInTheRing) {
   }
 }
 
+// On a discrete device plain LoRAs take the fused form (Note [fused low-rank patches]): a
+// weight patched in row slices only (q and v inside a fused projection, k not) keeps its other
+// rows, and a stacked weight's unpatched part is the original's.
+TEST(PatchedWeightsTest, FusedFormKeepsUnpatchedRows) {
+  AsyncSimBackend sim(SimOrder::COPIES_LATE);
+  sim.set_discrete(true);
+  std::mt19937 rng(5);
+  auto store = std::make_shared<WeightSet>();
+  store->put("qkv.weight", random_f32(Shape{3 * 32, kWidth}, rng, 0.1f));
+  store->put("other.weight", random_f32(Shape{32, kWidth}, rng, 0.1f));
+  auto set = std::make_shared<PatchSet>();
+  set->by_weight["qkv.weight"].push_back(lora(rng, 32, 0, true));   // q
+  set->by_weight["qkv.weight"].push_back(lora(rng, 32, 64, true));  // v
+  set->by_weight["qkv.weight"].push_back(lora(rng, 32, 64, true));  // v again (stacked LoRAs)
+  ASSERT_TRUE(patches_fusable(*set->find("qkv.weight"), DType::F32, false));
+  HostTensor want = store->find("qkv.weight")->clone();
+  ASSERT_TRUE(patches_apply_host(want, *set->find("qkv.weight"), {}).ok());
+  Allocator alloc(sim, Allocator::kUnlimited, eviction_policy());
+  PatchedWeights view(store, set);
+  view.bind(&sim, &alloc);
+  auto device_read = [&](const TensorRef& r) {
+    HostTensor h(r.desc);
+    EXPECT_TRUE(sim.copy_d2h(h.data(), r.data, h.bytes(), nullptr).ok());
+    EXPECT_TRUE(sim.stream_sync(nullptr).ok());
+    return h;
+  };
+  auto got = view.weight_get("qkv.weight", want.desc(), WeightLayout::STORED);
+  ASSERT_TRUE(got.ok()) << got.status().str();
+  expect_close(device_read(*got), want, 1e-6);
+  const std::string stacked = weight_stack_name({"other.weight", "qkv.weight"});
+  const TensorDesc sd{DType::F32, Shape{4 * 32, kWidth}};
+  auto st = view.weight_get(stacked, sd, WeightLayout::STACK);
+  ASSERT_TRUE(st.ok()) << st.status().str();
+  const HostTensor both = device_read(*st);
+  EXPECT_EQ(std::memcmp(both.data(), store->find("other.weight")->data(),
+                        store->find("other.weight")->bytes()), 0);
+  expect_close(HostTensor::view(want.desc(), both.f32() + 32 * kWidth, nullptr).clone(), want, 1e-6);
+  view.bind(nullptr, nullptr);
+}
+
 }  // namespace
 }  // namespace hr
