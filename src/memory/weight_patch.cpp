@@ -437,20 +437,20 @@ namespace {
 
 // `v` rounded to `dtype` and back.
 float dtype_round(float v, DType dtype) {
-  uint16_t h = 0;
-  float r = 0;
-  dtype_convert(&v, DType::F32, &h, dtype, 1);
-  dtype_convert(&h, dtype, &r, DType::F32, 1);
-  return r;
+  if (dtype == DType::F16) return f16_to_f32(f32_to_f16(v));
+  if (dtype == DType::BF16) return bf16_to_f32(f32_to_bf16(v));
+  return v;
 }
 
 // Whether every value of `t` is exact in `dtype` (a LoRA file's f16 downs are; LoCon's folded ones
 // are not).
 bool exact_in(const HostTensor& t, DType dtype) {
   if (dtype == DType::F32 || t.is_placeholder()) return true;
-  for (int64_t i = 0; i < t.numel(); ++i)
-    if (dtype_round(t.f32()[i], dtype) != t.f32()[i]) return false;
-  return true;
+  const float* v = t.f32();
+  int64_t inexact = 0;
+#pragma omp parallel for reduction(+ : inexact) if (t.numel() > (1 << 16))
+  for (int64_t i = 0; i < t.numel(); ++i) inexact += dtype_round(v[i], dtype) != v[i];
+  return inexact == 0;
 }
 
 // The parts each up is split into: two below float32 (Note [fused low-rank patches]).
@@ -504,15 +504,17 @@ std::vector<FusedLowRank> patches_fuse(std::span<const WeightPatch> patches, con
       if (!covers(p, s, stored)) continue;
       const int64_t r = p.factors[0].shape()[1];
       const bool ph = p.factors[0].is_placeholder() || p.factors[1].is_placeholder();
-      for (int64_t i = 0; i < s.second && !ph; ++i)
+#pragma omp parallel for if (s.second * r > (1 << 16))
+      for (int64_t i = 0; i < (ph ? 0 : s.second); ++i)
         for (int64_t k = 0; k < r; ++k) {
           const float v = p.factors[0].f32()[i * r + k];
           const float hi = parts == 1 ? v : dtype_round(v, dtype);
           up.f32()[i * width + at + k] = hi;
           if (parts == 2) up.f32()[i * width + rank + at + k] = v - hi;
         }
-      for (int64_t k = 0; k < r && !ph; ++k)
-        for (int64_t c = 0; c < n; ++c) {
+#pragma omp parallel for if (n * r > (1 << 16))
+      for (int64_t c = 0; c < (ph ? 0 : n); ++c)  // by output row: each thread writes its own
+        for (int64_t k = 0; k < r; ++k) {
           const float v = p.factors[1].f32()[k * n + c];
           for (int64_t q = 0; q < parts; ++q) down_t.f32()[c * width + q * rank + at + k] = v;
         }
