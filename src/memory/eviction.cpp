@@ -118,4 +118,33 @@ const EvictionCandidate* eviction_block(const std::vector<EvictionCandidate>& co
   return oldest;
 }
 
+uint64_t device_copies_evict(DeviceCopies& copies, uint64_t bytes) {
+  std::vector<EvictionCandidate> candidates;
+  for (const auto& [k, c] : copies) candidates.push_back({k, c.last_use, c.buffer.size()});
+  uint64_t freed = 0;
+  for (const std::string& k : eviction_order(std::move(candidates), bytes)) {
+    auto it = copies.find(k);
+    freed += it->second.buffer.size();
+    copies.erase(it);
+  }
+  return freed;
+}
+
+uint64_t device_copies_evict_block(DeviceCopies& copies, uint64_t bytes) {
+  std::vector<EvictionCandidate> candidates;  // the weight blocks of exactly that size
+  for (const auto& [k, c] : copies)
+    if (c.buffer.size() == bytes && c.buffer.pool() == Pool::WEIGHTS)
+      candidates.push_back({k, c.last_use, bytes});
+  const EvictionCandidate* oldest = eviction_block(candidates);
+  if (!oldest) return 0;
+  copies.erase(oldest->key);
+  return bytes;
+}
+
+uint64_t device_copies_bytes(const DeviceCopies& copies) {
+  uint64_t n = 0;
+  for (const auto& [k, c] : copies) n += c.buffer.size();
+  return n;
+}
+
 }  // namespace hr

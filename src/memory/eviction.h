@@ -3,9 +3,11 @@
 // go first, and which go after a run. The allocator (backend/allocator.h) is the mechanism.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/allocator.h"
@@ -71,5 +73,31 @@ std::vector<std::string> eviction_order(std::vector<EvictionCandidate> copies, u
 // Which of `copies` (all of one block size) gives its block away: the least recently used, the
 // first listed among equals; null when there is none.
 const EvictionCandidate* eviction_block(const std::vector<EvictionCandidate>& copies);
+
+// Marks a holder in use for a scope (its in-use count), so that the allocator's reclaim, which
+// may come while the holder allocates with its lock held, never asks it for room.
+class InUseScope {
+ public:
+  explicit InUseScope(std::atomic<int>& count) : count_(count) { ++count_; }
+  ~InUseScope() { --count_; }
+  InUseScope(const InUseScope&) = delete;
+  InUseScope& operator=(const InUseScope&) = delete;
+
+ private:
+  std::atomic<int>& count_;
+};
+
+// A holder's device copies by key (a weight set's, a patched view's), each with its last use.
+struct DeviceCopy {
+  DeviceBuffer buffer;
+  uint64_t last_use = 0;
+};
+using DeviceCopies = std::unordered_map<std::string, DeviceCopy>;
+// Frees copies in eviction_order's order until `bytes` are freed; the bytes freed.
+uint64_t device_copies_evict(DeviceCopies& copies, uint64_t bytes);
+// Frees the copy eviction_block picks among the Pool::WEIGHTS copies of exactly `bytes`; the
+// bytes freed (0 when there is none).
+uint64_t device_copies_evict_block(DeviceCopies& copies, uint64_t bytes);
+uint64_t device_copies_bytes(const DeviceCopies& copies);
 
 }  // namespace hr

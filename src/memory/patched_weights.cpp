@@ -146,7 +146,7 @@ std::pair<int64_t, size_t> PatchedWeights::part_needs(const Part& p, const PartF
                                                       DType dtype) const {
   if (!p.patches) return {0, 0};
   if (f.fused.empty())
-    return {p.stored.numel(), patch_workspace_bytes(*backend_, p.stored, *p.patches)};
+    return {p.stored.numel(), patch_workspace_bytes(*backend_, *p.patches)};
   size_t ws = 0;
   for (const FusedOnDevice& d : f.fused)
     ws = std::max(ws, fused_workspace_bytes(*backend_, d, p.stored, dtype));
@@ -252,11 +252,7 @@ Result<TensorRef> PatchedWeights::weight_get(const std::string& name, const Tens
   if (!weight_patched(name, layout)) return base_->weight_get(name, desc, layout);
   if (!allocator_ || !backend_)
     return make_error(ErrorCode::INTERNAL, "patched weights '{}' served before bind", name);
-  ++in_use_;  // as WeightSet::weight_get: reclaim must not ask this view while it allocates
-  struct Release {
-    std::atomic<int>& n;
-    ~Release() { --n; }
-  } release{in_use_};
+  const InUseScope in_use(in_use_);  // reclaim must not ask this view while it allocates
   std::lock_guard<std::mutex> lock(mu_);
   const std::string key = weight_key(name, layout);
   auto it = device_.find(key);
@@ -295,11 +291,7 @@ Status PatchedWeights::stream_prepare(const WeightRequest& q) {
 Result<std::vector<TensorRef>> PatchedWeights::weight_host_all(
     const std::vector<WeightRequest>& requests, size_t align) {
   {
-    ++in_use_;
-    struct Release {
-      std::atomic<int>& n;
-      ~Release() { --n; }
-    } release{in_use_};
+    const InUseScope in_use(in_use_);
     std::lock_guard<std::mutex> lock(mu_);
     for (const WeightRequest& q : requests)
       if (weight_patched(q.name, q.layout) && allocator_ && backend_)
@@ -330,7 +322,7 @@ uint64_t PatchedWeights::stream_extra_bytes(const std::vector<WeightRequest>& we
       if (!h) continue;
       const bool ohwi = q.layout == WeightLayout::CONV_OHWI;
       if (device && patches_fusable(*ps, q.desc.dtype, ohwi)) {  // Note [fused low-rank patches]
-        factors += fused_bytes(*ps, h->shape(), q.desc.dtype);
+        factors += fused_bytes(*ps, q.desc.dtype);
         if (backend_)
           workspace = std::max(workspace, fused_workspace_most(*backend_, *ps, h->shape(), q.desc.dtype));
         elems = std::max(elems, fused_copy_elems(h->shape(), q.desc.dtype));
@@ -338,7 +330,7 @@ uint64_t PatchedWeights::stream_extra_bytes(const std::vector<WeightRequest>& we
       }
       for (const WeightPatch& p : *ps) factors += p.factor_bytes();
       elems = std::max(elems, h->numel());
-      if (backend_) workspace = std::max(workspace, patch_workspace_bytes(*backend_, h->shape(), *ps));
+      if (backend_) workspace = std::max(workspace, patch_workspace_bytes(*backend_, *ps));
     }
   }
   return factors + uint64_t(elems) * 3 * sizeof(float) + workspace;
@@ -363,14 +355,17 @@ void PatchedWeights::weight_evict(const std::string& name, WeightLayout layout) 
   device_.erase(weight_key(name, layout));
 }
 
-uint64_t PatchedWeights::own_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+uint64_t PatchedWeights::streaming_bytes() const {
   uint64_t n = scratch_.size() + workspace_.size();
-  for (const auto& [k, c] : device_) n += c.buffer.size();
   for (const auto& [k, st] : streamed_)
     for (const PartFactors& f : st.factors)
       for (const DeviceBuffer& b : f.buffers) n += b.size();
   return n;
+}
+
+uint64_t PatchedWeights::own_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return device_copies_bytes(device_) + streaming_bytes();
 }
 
 std::string PatchedWeights::patch_describe() const {
@@ -384,11 +379,7 @@ std::string PatchedWeights::patch_describe() const {
 
 uint64_t PatchedWeights::patch_device_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
-  uint64_t n = scratch_.size() + workspace_.size();
-  for (const auto& [k, st] : streamed_)
-    for (const PartFactors& f : st.factors)
-      for (const DeviceBuffer& b : f.buffers) n += b.size();
-  return n;
+  return streaming_bytes();
 }
 
 uint64_t PatchedWeights::resident_bytes() const { return base_->device_bytes() + own_bytes(); }
@@ -413,19 +404,9 @@ uint64_t PatchedWeights::reclaim(uint64_t bytes) {
   if (in_use()) return 0;
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || in_use()) return 0;
-  std::vector<EvictionCandidate> copies;
-  for (const auto& [k, c] : device_) copies.push_back({k, c.last_use, c.buffer.size()});
-  uint64_t freed = 0;
-  for (const std::string& k : eviction_order(std::move(copies), bytes)) {  // Note [eviction policy]
-    auto it = device_.find(k);
-    freed += it->second.buffer.size();
-    device_.erase(it);
-  }
+  uint64_t freed = device_copies_evict(device_, bytes);  // Note [eviction policy]
   if (freed < bytes) {  // the streaming factors and scratch: made again by the next streamed run
-    for (const auto& [k, st] : streamed_)
-      for (const PartFactors& f : st.factors)
-        for (const DeviceBuffer& b : f.buffers) freed += b.size();
-    freed += scratch_.size() + workspace_.size();
+    freed += streaming_bytes();
     streamed_.clear();
     scratch_.reset();
     workspace_.reset();
@@ -437,14 +418,7 @@ uint64_t PatchedWeights::reclaim_block(uint64_t bytes) {
   if (in_use()) return 0;
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || in_use()) return 0;
-  std::vector<EvictionCandidate> copies;
-  for (const auto& [k, c] : device_)
-    if (c.buffer.size() == bytes && c.buffer.pool() == Pool::WEIGHTS)
-      copies.push_back({k, c.last_use, bytes});
-  const EvictionCandidate* oldest = eviction_block(copies);  // Note [eviction policy]
-  if (!oldest) return 0;
-  device_.erase(oldest->key);
-  return bytes;
+  return device_copies_evict_block(device_, bytes);  // Note [eviction policy]
 }
 
 }  // namespace hr

@@ -12,6 +12,7 @@
 
 #include "backend/allocator.h"
 #include "graph/executor.h"
+#include "memory/eviction.h"
 #include "memory/weight_patch.h"
 #include "memory/weight_set.h"
 
@@ -95,10 +96,6 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
     std::vector<FusedLowRank> fused_host;
     std::vector<FusedOnDevice> fused;
   };
-  struct DeviceCopy {
-    DeviceBuffer buffer;
-    uint64_t last_use = 0;
-  };
   struct Streamed {  // a streamed weight's prepared parts
     std::vector<Part> parts;
     std::vector<PartFactors> factors;
@@ -113,6 +110,8 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
   std::pair<int64_t, size_t> part_needs(const Part& p, const PartFactors& f, DType dtype) const;
   // Syncs and frees what resident patching left for its ops to read (pending_).
   void pending_release();
+  // Device bytes of the streamed weights' factors, the scratch and the workspace (mu_ held).
+  uint64_t streaming_bytes() const;
   Result<HostTensor> multiplier_of(const Part& p, size_t index) const;
   Status scratch_ensure(int64_t elems, size_t workspace);
   Status parts_issue(const std::vector<Part>& parts, const std::vector<PartFactors>& factors,
@@ -126,7 +125,7 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
   Backend* backend_ = nullptr;
   Allocator* allocator_ = nullptr;
   mutable std::mutex mu_;
-  std::unordered_map<std::string, DeviceCopy> device_;  // patched copies, by weight key
+  DeviceCopies device_;  // patched copies, by weight key
   std::unordered_map<std::string, Streamed> streamed_;  // by weight key
   DeviceBuffer scratch_, workspace_;
   // Factors of resident patches the ops issued may still read: freed after a sync at run_end

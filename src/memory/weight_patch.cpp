@@ -132,8 +132,6 @@ Status patches_check(const std::string& weight, const Shape& stored,
 
 // ---- host reference ----
 
-namespace {
-
 void matmul_host(const HostTensor& a, const HostTensor& b, float* out) {
   const int64_t o = a.shape()[0], r = a.shape()[1], n = b.shape()[1];
   std::memset(out, 0, size_t(o * n) * sizeof(float));
@@ -145,6 +143,8 @@ void matmul_host(const HostTensor& a, const HostTensor& b, float* out) {
       for (int64_t j = 0; j < n; ++j) orow[j] += av * brow[j];
     }
 }
+
+namespace {
 
 void kron_host(const HostTensor& w1, const HostTensor& w2, float* out) {
   const int64_t a1 = w1.shape()[0], a2 = w1.shape()[1];
@@ -376,8 +376,7 @@ Shape ohwi_of(const Shape& s) { return Shape{s[0], s[2], s[3], s[1]}; }
 
 }  // namespace
 
-size_t patch_workspace_bytes(const BackendKernels& b, const Shape& stored,
-                             std::span<const WeightPatch> patches) {
+size_t patch_workspace_bytes(const BackendKernels& b, std::span<const WeightPatch> patches) {
   size_t n = 0;
   const OpParams none;
   for (const WeightPatch& p : patches) {
@@ -389,7 +388,6 @@ size_t patch_workspace_bytes(const BackendKernels& b, const Shape& stored,
       n = std::max(n, b.op_workspace(OpKind::MATMUL, none, in, out));
     }
   }
-  (void)stored;
   return n;
 }
 
@@ -525,12 +523,11 @@ std::vector<FusedLowRank> patches_fuse(std::span<const WeightPatch> patches, con
   return out;
 }
 
-uint64_t fused_bytes(std::span<const WeightPatch> patches, const Shape& stored, DType dtype) {
+uint64_t fused_bytes(std::span<const WeightPatch> patches, DType dtype) {
   uint64_t n = 0;
   for (const WeightPatch& p : patches)  // Note [fused low-rank patches]: the parts of each up
     n += uint64_t(up_parts(dtype)) * uint64_t(p.factors[0].numel() + p.factors[1].numel()) *
          dtype_size(dtype);
-  (void)stored;
   return n;
 }
 

@@ -65,6 +65,8 @@ struct PatchSet {
 Status patches_check(const std::string& weight, const Shape& stored,
                      const std::vector<WeightPatch>& patches);
 
+// out [o, n] = a [o, r] @ b [r, n], float32 on the host (shapes already checked).
+void matmul_host(const HostTensor& a, const HostTensor& b, float* out);
 // The float32 difference of one patch (its covered rows), on the host: the reference the ops
 // are checked against and what dora_multiplier needs.
 Result<HostTensor> patch_diff_host(const WeightPatch& p, const Shape& region);
@@ -90,9 +92,8 @@ struct PatchScratch {
 };
 // Floats each scratch buffer needs for a weight whose parts have these stored shapes.
 int64_t patch_scratch_elems(std::span<const Shape> parts);
-// Workspace bytes the backend's ops need for `patches` on a target of shape `stored`.
-size_t patch_workspace_bytes(const BackendKernels& b, const Shape& stored,
-                             std::span<const WeightPatch> patches);
+// Workspace bytes the backend's ops need for `patches` (their factor products).
+size_t patch_workspace_bytes(const BackendKernels& b, std::span<const WeightPatch> patches);
 
 // One part of a target weight as it lies in device memory: `data` receives the patched tensor
 // of shape `stored` in `dtype`, channels-last ([O, KH, KW, C]) when `ohwi`.
@@ -136,7 +137,7 @@ bool patches_fusable(std::span<const WeightPatch> patches, DType dtype, bool ohw
 std::vector<FusedLowRank> patches_fuse(std::span<const WeightPatch> patches, const Shape& stored,
                                        DType dtype);
 // Bytes of the fused factors (what they take on the device).
-uint64_t fused_bytes(std::span<const WeightPatch> patches, const Shape& stored, DType dtype);
+uint64_t fused_bytes(std::span<const WeightPatch> patches, DType dtype);
 // One group on the device: its factors' addresses.
 struct FusedOnDevice {
   TensorRef up, down_t;

@@ -113,38 +113,21 @@ void WeightSet::run_end() {
 
 uint64_t WeightSet::device_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
-  uint64_t n = 0;
-  for (const auto& [k, c] : device_) n += c.buffer.size();
-  return n;
+  return device_copies_bytes(device_);
 }
 
 uint64_t WeightSet::reclaim(uint64_t bytes) {
   if (in_use()) return 0;
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || in_use()) return 0;
-  std::vector<EvictionCandidate> copies;
-  for (const auto& [k, c] : device_) copies.push_back({k, c.last_use, c.buffer.size()});
-  uint64_t freed = 0;
-  for (const std::string& k : eviction_order(std::move(copies), bytes)) {  // Note [eviction policy]
-    auto it = device_.find(k);
-    freed += it->second.buffer.size();
-    device_.erase(it);
-  }
-  return freed;
+  return device_copies_evict(device_, bytes);  // Note [eviction policy]
 }
 
 uint64_t WeightSet::reclaim_block(uint64_t bytes) {
   if (in_use()) return 0;
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || in_use()) return 0;
-  std::vector<EvictionCandidate> copies;  // the weight blocks of exactly that size
-  for (const auto& [k, c] : device_)
-    if (c.buffer.size() == bytes && c.buffer.pool() == Pool::WEIGHTS)
-      copies.push_back({k, c.last_use, bytes});
-  const EvictionCandidate* oldest = eviction_block(copies);  // Note [eviction policy]
-  if (!oldest) return 0;
-  device_.erase(oldest->key);
-  return bytes;
+  return device_copies_evict_block(device_, bytes);  // Note [eviction policy]
 }
 
 Result<std::string> WeightSet::stack_check(const std::string& name,
@@ -202,11 +185,7 @@ Result<TensorRef> WeightSet::weight_get(const std::string& name, const TensorDes
                                         WeightLayout layout) {
   // In use while it may allocate, so that the allocator's reclaim never asks this set (whose
   // lock is held here) for room; runs hold it in use already.
-  ++in_use_;
-  struct Release {
-    std::atomic<int>& n;
-    ~Release() { --n; }
-  } release{in_use_};
+  const InUseScope in_use(in_use_);
   std::lock_guard<std::mutex> lock(mu_);
   // A resident copy needs no host source: rearranging it again on every run cost CPU time and
   // kept a second host copy of every rearranged weight.

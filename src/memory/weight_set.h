@@ -23,6 +23,7 @@
 #include "backend/allocator.h"
 #include "core/tensor.h"
 #include "graph/executor.h"
+#include "memory/eviction.h"
 
 namespace hr {
 
@@ -75,15 +76,11 @@ class WeightSet final : public WeightSource, public Reclaimable {
   void allocator_gone() override;
 
  private:
-  struct DeviceCopy {
-    DeviceBuffer buffer;
-    uint64_t last_use = 0;
-  };
   std::map<std::string, HostTensor, std::less<>> host_;
   Backend* backend_ = nullptr;
   Allocator* allocator_ = nullptr;
   mutable std::mutex mu_;  // guards device_ (reclaim may come from another thread)
-  std::unordered_map<std::string, DeviceCopy> device_;  // by name (+ "@layout")
+  DeviceCopies device_;  // by name (+ "@layout")
   std::atomic<int> in_use_{0};
   std::atomic<uint64_t> last_use_{0};
   // Rearranged host copies for host-visible backends (Note [weight layouts]).

@@ -43,15 +43,11 @@ Result<HostTensor> mm(const HostTensor& a, const HostTensor& b, const std::strin
   if (a.shape().rank != 2 || b.shape().rank != 2 || a.shape()[1] != b.shape()[0])
     return make_error(ErrorCode::INVALID_ARGUMENT, "LoRA key '{}': factors {} and {} do not chain",
                       what, a.shape().str(), b.shape().str());
-  const int64_t o = a.shape()[0], r = a.shape()[1], n = b.shape()[1];
+  const int64_t o = a.shape()[0], n = b.shape()[1];
   if (a.is_placeholder() || b.is_placeholder())
     return HostTensor::placeholder(TensorDesc{DType::F32, Shape{o, n}});
   HostTensor out(DType::F32, Shape{o, n});
-  for (int64_t i = 0; i < o; ++i)
-    for (int64_t k = 0; k < r; ++k) {
-      const float av = a.f32()[i * r + k];
-      for (int64_t j = 0; j < n; ++j) out.f32()[i * n + j] += av * b.f32()[k * n + j];
-    }
+  matmul_host(a, b, out.f32());
   return out;
 }
 
@@ -243,7 +239,7 @@ Result<Found> diff_read(Reader& r, const std::string& key, float s) {
 
 struct Sink {
   LoraPatches& out;
-  void add(const LoraTarget& t, const std::string& weight, WeightPatch p, const std::string& stem) {
+  void add(const LoraTarget& t, WeightPatch p, const std::string& stem) {
     p.source = stem;
     if (t.row_offset >= 0) {
       p.row_offset = t.row_offset;
@@ -252,7 +248,7 @@ struct Sink {
     out.factor_bytes += p.factor_bytes();
     auto& by = t.component == LoraComponent::DIFFUSION ? out.diffusion
                                                        : out.encoders[size_t(t.encoder)];
-    auto& list = by[weight];
+    auto& list = by[t.weight];
     if (list.empty()) ++out.targets;
     list.push_back(std::move(p));
   }
@@ -274,16 +270,16 @@ Status stem_read(Reader& r, const std::string& x, const LoraTarget& t, float s, 
   for (auto read : {lora_read, loha_read, lokr_read}) {
     HR_ASSIGN_OR_RETURN(Found p, read(r, x, alpha, s, dora));
     if (!p) continue;
-    sink.add(t, t.weight, std::move(*p), x);
+    sink.add(t, std::move(*p), x);
     break;
   }
   for (const char* n : {".w_norm", ".diff"}) {
     HR_ASSIGN_OR_RETURN(Found p, diff_read(r, x + n, s));
-    if (p) sink.add(t, t.weight, std::move(*p), x);
+    if (p) sink.add(t, std::move(*p), x);
   }
   for (const char* n : {".b_norm", ".diff_b"}) {
     HR_ASSIGN_OR_RETURN(Found p, diff_read(r, x + n, s));
-    if (p) sink.add(LoraTarget{t.component, t.encoder, bias_of(t.weight)}, bias_of(t.weight),
+    if (p) sink.add(LoraTarget{t.component, t.encoder, bias_of(t.weight)},
                     std::move(*p), x);
   }
   return Status();
