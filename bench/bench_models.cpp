@@ -58,10 +58,7 @@ struct Row {
 
 double gib(double b) { return b / double(1ull << 30); }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using bench::median;
 
 // Whether the executor captures on this backend: what Executor's constructor decides.
 bool capture_on(const Backend& b) {

@@ -27,10 +27,7 @@ using namespace hr;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using bench::median;
 
 struct Ceilings {
   double gemm_tflops = 0, copy_gbs = 0;

@@ -26,17 +26,11 @@
 namespace hr {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::median;
+using bench::ms_since;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Host-to-device bandwidth from page-locked memory (best of 5 copies of 256 MiB), bytes/s.
 double h2d_bandwidth(Backend& b) {
