@@ -104,8 +104,8 @@ std::string view_key(const WeightSet* base, const PatchedWeights* prev, const st
 Result<std::shared_ptr<PatchedWeights>> view_make(
     std::shared_ptr<WeightSet> base, const PatchedWeights* prev,
     std::map<std::string, std::vector<WeightPatch>> add, const std::string& id,
-    const std::string& what) {
-  HR_TRY(patches_fit(*base, add, what).with_context(id.substr(0, id.find(':'))));
+    const std::string& path, const std::string& what) {
+  HR_TRY(patches_fit(*base, add, what).with_context(path));
   return std::make_shared<PatchedWeights>(std::move(base),
                                           patch_set_stack(prev, std::move(add), id));
 }
@@ -160,31 +160,33 @@ Result<LoraPatches> lora_read(ExecContext& ctx, const LoraInputs& in, const std:
   return p;
 }
 
-// The component stores a LoRA patches and the views they have now.
-struct Targets {
-  std::shared_ptr<WeightSet> diffusion;
-  const PatchedWeights* diffusion_prev = nullptr;
-  std::vector<std::shared_ptr<WeightSet>> encoders;
-  std::vector<const PatchedWeights*> encoders_prev;
+// One weight store a LoRA may patch: the diffusion model's (encoder -1) or a text encoder's,
+// the view it is seen through now (null: none), and the view the LoRA gives it.
+struct Slot {
+  int encoder = -1;
+  std::shared_ptr<WeightSet> base;
+  const PatchedWeights* prev = nullptr;
+  std::shared_ptr<PatchedWeights> view;  // null: the LoRA has no patches for this store
+  bool known = false;                    // `view` came from the cache
 };
 
-Targets targets_of(const LoraInputs& in) {
-  Targets t;
+// The stores of the components the strengths leave patched.
+std::vector<Slot> slots_of(const LoraInputs& in) {
+  std::vector<Slot> slots;
   if (in.model && in.strengths.model != 0) {
     const ModelValue& mv = *in.model;
-    t.diffusion_prev = mv.patched.get();
-    t.diffusion = mv.patched ? mv.patched->base_ptr()
-                             : std::shared_ptr<WeightSet>(mv.model, &mv.model->diffusion->weights());
+    slots.push_back({-1, mv.patched ? mv.patched->base_ptr()
+                                    : std::shared_ptr<WeightSet>(mv.model, &mv.model->diffusion->weights()),
+                     mv.patched.get()});
   }
   if (in.clip && in.strengths.clip != 0) {
-    t.encoders = in.clip->encoder->stores();
-    for (size_t i = 0; i < t.encoders.size(); ++i) {
+    const std::vector<std::shared_ptr<WeightSet>> stores = in.clip->encoder->stores();
+    for (size_t i = 0; i < stores.size(); ++i) {
       const PatchedWeights* prev = i < in.clip->patched.size() ? in.clip->patched[i].get() : nullptr;
-      t.encoders_prev.push_back(prev);
-      if (prev) t.encoders[i] = prev->base_ptr();
+      slots.push_back({int(i), prev ? prev->base_ptr() : stores[i], prev});
     }
   }
-  return t;
+  return slots;
 }
 
 // The file's identity for the cache: path, size and modification time, and the strengths.
@@ -195,57 +197,54 @@ std::string lora_id(const std::string& path, const LoraStrengths& s) {
   return fmt::format("{}:{}:{}@{}/{}", path, size, time, s.model, s.clip);
 }
 
+// The views of the slots the cache did not know, from the file (Note [LoRA view cache]).
+Status slots_read(ExecContext& ctx, const LoraInputs& in, const std::string& path,
+                  const std::string& id, std::vector<Slot>& slots, LoraViewCache* cache) {
+  HR_ASSIGN_OR_RETURN(auto file, open_file(ctx, path));
+  HR_ASSIGN_OR_RETURN(LoraPatches p, lora_read(ctx, in, path, *file));
+  for (Slot& s : slots) {
+    if (s.known) continue;
+    if (s.encoder >= 0 && p.encoders.size() <= size_t(s.encoder)) p.encoders.resize(size_t(s.encoder) + 1);
+    auto& add = s.encoder < 0 ? p.diffusion : p.encoders[size_t(s.encoder)];
+    if (!add.empty()) {
+      HR_ASSIGN_OR_RETURN(s.view, view_make(s.base, s.prev, std::move(add), id, path,
+                                            s.encoder < 0 ? "diffusion model" : "text encoder"));
+    }
+    if (cache) cache->put(view_key(s.base.get(), s.prev, id), s.view);
+  }
+  return Status();
+}
+
 Result<std::vector<std::any>> lora_run(ExecContext& ctx, const LoraInputs& in) {
   std::vector<std::any> out{in.model};
   if (in.clip) out.emplace_back(in.clip);
   if (in.strengths.model == 0 && (!in.clip || in.strengths.clip == 0)) return out;  // unchanged
   HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kLoraFolder, in.name));
   const std::string id = lora_id(path, in.strengths);
-  const Targets t = targets_of(in);
+  std::vector<Slot> slots = slots_of(in);
   LoraViewCache* cache = ctx.opts.plan_run ? nullptr : view_cache(ctx);
-  // Note [LoRA view cache]: every view this LoRA makes may exist already.
-  std::shared_ptr<PatchedWeights> model_view;
-  std::vector<std::shared_ptr<PatchedWeights>> enc_views(t.encoders.size());
-  bool all = cache != nullptr;
-  auto lookup = [&](const WeightSet* base, const PatchedWeights* prev,
-                    std::shared_ptr<PatchedWeights>& v) {
-    auto hit = cache->find(view_key(base, prev, id));
-    if (hit) v = *hit;
-    all = all && hit.has_value();
-  };
-  if (cache && t.diffusion) lookup(t.diffusion.get(), t.diffusion_prev, model_view);
-  for (size_t i = 0; cache && i < t.encoders.size(); ++i)
-    lookup(t.encoders[i].get(), t.encoders_prev[i], enc_views[i]);
-  if (!all) {
-    HR_ASSIGN_OR_RETURN(auto file, open_file(ctx, path));
-    HR_ASSIGN_OR_RETURN(LoraPatches p, lora_read(ctx, in, path, *file));
-    if (t.diffusion) {
-      if (!p.diffusion.empty()) {
-        HR_ASSIGN_OR_RETURN(model_view, view_make(t.diffusion, t.diffusion_prev,
-                                                  std::move(p.diffusion), id, "diffusion model"));
-      }
-      if (cache) cache->put(view_key(t.diffusion.get(), t.diffusion_prev, id), model_view);
-    }
-    p.encoders.resize(t.encoders.size());
-    for (size_t i = 0; i < t.encoders.size(); ++i) {
-      if (!p.encoders[i].empty()) {
-        HR_ASSIGN_OR_RETURN(enc_views[i], view_make(t.encoders[i], t.encoders_prev[i],
-                                                    std::move(p.encoders[i]), id, "text encoder"));
-      }
-      if (cache) cache->put(view_key(t.encoders[i].get(), t.encoders_prev[i], id), enc_views[i]);
-    }
+  bool all = cache != nullptr;  // Note [LoRA view cache]: every view this LoRA makes may exist
+  for (Slot& s : slots) {
+    std::optional<std::shared_ptr<PatchedWeights>> hit;
+    if (cache) hit = cache->find(view_key(s.base.get(), s.prev, id));
+    s.known = hit.has_value();
+    if (hit) s.view = *hit;
+    all = all && s.known;
   }
-  if (model_view)
-    out[0] = std::make_shared<const ModelValue>(ModelValue{in.model->model, model_view});
+  if (!all) HR_TRY(slots_read(ctx, in, path, id, slots, cache));
+  CLIPValue clip = in.clip ? *in.clip : CLIPValue();
   bool clip_changed = false;
-  CLIPValue next = in.clip ? *in.clip : CLIPValue();
-  next.patched.resize(t.encoders.size());
-  for (size_t i = 0; i < enc_views.size(); ++i)
-    if (enc_views[i]) {
-      next.patched[i] = enc_views[i];
-      clip_changed = true;
+  for (const Slot& s : slots) {
+    if (!s.view) continue;
+    if (s.encoder < 0) {
+      out[0] = std::make_shared<const ModelValue>(ModelValue{in.model->model, s.view});
+      continue;
     }
-  if (clip_changed) out[1] = std::make_shared<const CLIPValue>(std::move(next));
+    clip.patched.resize(std::max(clip.patched.size(), size_t(s.encoder) + 1));
+    clip.patched[size_t(s.encoder)] = s.view;
+    clip_changed = true;
+  }
+  if (clip_changed) out[1] = std::make_shared<const CLIPValue>(std::move(clip));
   return out;
 }
 
