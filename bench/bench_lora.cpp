@@ -118,6 +118,8 @@ Steps steps_time(Backend& b, bench::Workload& w, WeightSource& source, uint64_t 
       return s;
     }
   alloc.reset_peak();
+  auto* view = dynamic_cast<PatchedWeights*>(&source);
+  const uint64_t made0 = view ? view->patches_made() : 0, rec0 = ex.recoveries();
   std::vector<double> ms;
   for (int i = 0; i < steps; ++i) {
     const auto t0 = Clock::now();
@@ -126,6 +128,8 @@ Steps steps_time(Backend& b, bench::Workload& w, WeightSource& source, uint64_t 
   }
   s.ms = median(ms);
   s.residency = ex.last_residency_text();
+  s.residency += fmt::format(" [timed runs: {} recoveries, {} resident patches made]",
+                             ex.recoveries() - rec0, view ? view->patches_made() - made0 : 0);
   s.alloc_peak = alloc.total().peak;
   s.ok = true;
   source.bind(nullptr, nullptr);
