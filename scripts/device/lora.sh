@@ -5,6 +5,7 @@
 # and patch time, SDXL 1024^2 steps resident and at 50/25 % resident with and without a rank-64
 # LoRA, and a queue of SDXL jobs alternating two LoRA sets against the same queue without.
 # Settings: LORA_STEPS (timed steps, default 10), LORA_JOBS (queue length, default 10),
+# LORA_ONLY=patch|queue runs one part of the bench (patch: no checkpoint is written);
 # LORA_GPU_TESTS=0 skips the CudaLora tests and ctest -L gpu (builds only headroom and the
 # bench). Logs to $OUT; carry .debs (scripts/device/env.sh).
 t0=$(date +%s)
@@ -27,10 +28,10 @@ else
 fi
 models=/tmp/bench_lora_models
 mkdir -p "$models/checkpoints"
-./build-dev/headroom make-model --arch sdxl --size full --dtype f16 \
+[ "${LORA_ONLY:-}" = patch ] || ./build-dev/headroom make-model --arch sdxl --size full --dtype f16 \
   -o "$models/checkpoints/sdxl.safetensors" > "$OUT/make_model.log" 2>&1 || tail -5 "$OUT/make_model.log"
 stamp "SDXL checkpoint written"
 timeout 420 ./build-dev/bench/bench_lora --device cuda --steps "${LORA_STEPS:-10}" \
-  --jobs "${LORA_JOBS:-10}" --models "$models" > "$OUT/bench_lora.log" 2>&1
+  --jobs "${LORA_JOBS:-10}" --models "$models" ${LORA_ONLY:+--only "$LORA_ONLY"} > "$OUT/bench_lora.log" 2>&1
 cat "$OUT/bench_lora.log" | head -60
 stamp "bench_lora done"

@@ -96,6 +96,11 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
     std::vector<FusedLowRank> fused_host;
     std::vector<FusedOnDevice> fused;
   };
+  struct StreamExtra {  // what streaming one weight needs beside it (stream_extra_bytes)
+    uint64_t factors = 0;
+    int64_t elems = 0;  // scratch, float32 elements
+    size_t workspace = 0;
+  };
   struct Streamed {  // a streamed weight's prepared parts
     std::vector<Part> parts;
     std::vector<PartFactors> factors;
@@ -119,6 +124,7 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
   Result<TensorRef> patch_resident(const std::string& name, const TensorDesc& desc,
                                    WeightLayout layout, const std::string& key);
   Status stream_prepare(const WeightRequest& q);
+  StreamExtra stream_extra_of(const WeightRequest& q) const;  // mu_ held (Note [stream extra cache])
 
   std::shared_ptr<WeightSet> base_;
   std::shared_ptr<const PatchSet> patches_;
@@ -127,6 +133,7 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
   mutable std::mutex mu_;
   DeviceCopies device_;  // patched copies, by weight key
   std::unordered_map<std::string, Streamed> streamed_;  // by weight key
+  mutable std::unordered_map<std::string, StreamExtra> extra_;  // by weight key and dtype
   DeviceBuffer scratch_, workspace_;
   // Factors of resident patches the ops issued may still read: freed after a sync at run_end
   // (Note [patched weights]: patching issues without waiting).
