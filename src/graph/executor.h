@@ -207,9 +207,10 @@ class Executor final : public Reclaimable {
   // budget less the arena and what others hold and cannot give back, capped by the allocator's
   // weights cap (--lowvram, --novram).
   uint64_t weights_room(const CompiledGraph& c, const WeightSource& w);
-  // Device bytes the source needs beside c's weights to patch streamed ones (Note [patched
-  // streaming]).
-  static uint64_t stream_extra(const CompiledGraph& c, const WeightSource& w);
+  // Device bytes the source needs beside c's weights to patch the ones `plan` streams (null:
+  // every weight) (Note [patched streaming]).
+  static uint64_t stream_extra(const CompiledGraph& c, const WeightSource& w,
+                               const ResidencyPlan* plan);
   // Called after every successful run() with what it held (null: no observer).
   void set_run_observer(std::function<void(const RunRecord&)> observer) {
     run_observer_ = std::move(observer);
@@ -260,6 +261,12 @@ class Executor final : public Reclaimable {
   // The residency policy's plan for c within weights_room.
   Result<ResidencyPlan> residency_decide(const std::shared_ptr<const CompiledGraph>& c,
                                          WeightSource& w);
+  // The plan within `room` with the streamed weights' patch factors beside it (Note [patched
+  // streaming room] in executor.cpp).
+  Result<ResidencyPlan> residency_within(const std::shared_ptr<const CompiledGraph>& c,
+                                         const WeightSource& w, uint64_t room);
+  static uint64_t patch_transient(const CompiledGraph& c, const WeightSource& w,
+                                  const ResidencyPlan* plan);
   Status buffers_prepare(RunState& r, WeightSource& w);
   Status weights_bind(RunState& r, WeightSource& w);
   Status ops_issue(RunState& r);

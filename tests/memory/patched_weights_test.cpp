@@ -197,6 +197,60 @@ TEST(PatchedWeightsTest, StreamedWeightsArePatchedInTheRing) {
   }
 }
 
+// Note [patched streaming room]: the room the weights get is the budget less the factors of
+// the weights the plan streams, not of every patched weight: with the patches on the first two
+// layers only and the budget of the old rule, the plan keeps more resident than that rule could
+// and still runs within the budget, with the reference's result.
+TEST(PatchedWeightsTest, StreamingReservesOnlyTheStreamedWeightsFactors) {
+  AsyncSimBackend sim(SimOrder::COPIES_LATE);
+  sim.set_discrete(true);
+  Fixture f;
+  auto few = std::make_shared<PatchSet>();
+  few->id = "few";
+  for (const char* n : {"l0.weight", "l1.weight"}) {
+    WeightPatch p = lora(f.rng, kWidth);
+    p.factors[0] = random_f32(Shape{kWidth, 32}, f.rng, 0.2f);  // rank 32: factors worth reserving
+    p.factors[1] = random_f32(Shape{32, kWidth}, f.rng, 0.2f);
+    few->by_weight[n].push_back(std::move(p));
+  }
+  WeightSet reference;
+  for (const std::string& n : f.store->names()) {
+    HostTensor w = f.store->find(n)->clone();
+    if (const auto* ps = few->find(n)) {
+      const std::vector<HostTensor> none(ps->size());
+      ASSERT_TRUE(patches_apply_host(w, *ps, none).ok());
+    }
+    reference.put(n, std::move(w));
+  }
+  auto cpu = cpu_backend_create(1);
+  Allocator ref_alloc(*cpu, Allocator::kUnlimited, eviction_policy());
+  Executor ref_ex(*cpu, ref_alloc, executor_policies_default(*cpu));
+  reference.bind(cpu.get(), &ref_alloc);
+  const HostTensor want = f.run(ref_ex, reference);
+
+  PatchedWeights view(f.store, few);
+  Allocator probe_alloc(sim, Allocator::kUnlimited, eviction_policy());
+  Executor probe(sim, probe_alloc, executor_policies_default(sim));
+  view.bind(&sim, &probe_alloc);
+  auto c = probe.compile(f.g);
+  ASSERT_TRUE(c.ok());
+  const uint64_t weight = uint64_t(kWidth * kWidth * 4), all = Executor::stream_extra(**c, view, nullptr);
+  const uint64_t budget = (*c)->plan->arena_bytes + 6 * weight + all;
+  Allocator alloc(sim, budget, eviction_policy());
+  Executor ex(sim, alloc, executor_policies_default(sim));
+  ResidencyOptions o;
+  o.depth = 2;
+  o.small_bytes = 0;
+  ex.set_residency_options(o);
+  view.bind(&sim, &alloc);
+  for (int i = 0; i < 2; ++i) expect_close(f.run(ex, view), want, 1e-5);
+  const ResidencyPlan& p = ex.last_residency();
+  ASSERT_TRUE(p.streams()) << "the budget should make it stream";
+  EXPECT_LT(Executor::stream_extra(**c, view, &p), all);
+  EXPECT_GT(p.resident_bytes + p.ring_bytes, 6 * weight) << "no more resident than the old rule";
+  EXPECT_LE(alloc.total().peak, budget);
+}
+
 // On a discrete device plain LoRAs take the fused form (Note [fused low-rank patches]): a
 // weight patched in row slices only (q and v inside a fused projection, k not) keeps its other
 // rows, and a stacked weight's unpatched part is the original's.

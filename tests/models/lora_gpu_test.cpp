@@ -73,7 +73,7 @@ TEST(CudaLoraStreaming, StreamedPatchedStepsMatchResident) {
   auto compiled = probe.compile(*graph);
   ASSERT_TRUE(compiled.ok());
   const uint64_t budget = (*compiled)->plan->arena_bytes + (*compiled)->weight_bytes / 2 +
-                          Executor::stream_extra(**compiled, *a.diffusion);
+                          Executor::stream_extra(**compiled, *a.diffusion, nullptr);
   Allocator tight(*a.backend, budget, eviction_policy());
   Executor ex(*a.backend, tight, executor_policies_default(*a.backend));
   a.diffusion->bind(a.backend.get(), &tight);
