@@ -1,0 +1,156 @@
+// fp8 rounding: torch's round-to-nearest-even casts and ComfyUI's stochastic rounding, with the
+// float16 arithmetic and torch CPU generator stream that make it bit-identical.
+#include "core/fp8_round.h"
+
+#include <cmath>
+#include <random>
+
+namespace hr {
+
+namespace {
+
+// Round-to-nearest-even of a finite, non-negative value onto an fp8 grid with `mbits` mantissa
+// bits and exponent bias `bias`. Returns the code without sign; a carry out of the largest
+// exponent gives the code above it (480's NaN code for e4m3fn, inf for e5m2), as torch does.
+uint8_t fp8_rne_magnitude(float a, int mbits, int bias) {
+  const int min_exp = 1 - bias;  // exponent of the smallest normal
+  if (a < std::ldexp(1.0f, min_exp)) {
+    // Subnormal: multiples of 2^(min_exp - mbits); scaling by a power of two is exact, so
+    // nearbyint (round to nearest even) rounds the real value. 2^mbits is the smallest normal.
+    return uint8_t(std::nearbyint(std::ldexp(a, mbits - min_exp)));
+  }
+  int ex = 0;
+  float fr = std::frexp(a, &ex);  // a = fr * 2^ex, fr in [0.5, 1)
+  const int e = ex - 1;
+  const float steps = std::nearbyint((fr * 2.0f - 1.0f) * float(1 << mbits));  // exact before
+  return uint8_t(((e + bias) << mbits) + int(steps));  // steps == 2^mbits carries: correct
+}
+
+uint8_t sign_bit(float f) { return std::signbit(f) ? 0x80 : 0x00; }
+
+}  // namespace
+
+uint8_t f32_to_f8e4m3(float f) {
+  const float a = std::fabs(f);
+  if (std::isnan(a) || a >= 480.0f) return uint8_t(0x7f | sign_bit(f));
+  return uint8_t(fp8_rne_magnitude(a, 3, 7) | sign_bit(f));
+}
+
+uint8_t f32_to_f8e5m2(float f) {
+  const float a = std::fabs(f);
+  if (std::isnan(a)) return uint8_t(0x7f | sign_bit(f));
+  if (a >= 65536.0f) return uint8_t(0x7c | sign_bit(f));
+  return uint8_t(fp8_rne_magnitude(a, 2, 15) | sign_bit(f));
+}
+
+// Note [comfy string seed]
+// ComfyUI seeds the stochastic rounding of each weight with string_to_seed(key): CRC-32
+// (reflected polynomial 0xEDB88320, register starting at and finally xored with 0xFFFFFFFF),
+// except that Python iterates the str, so each step xors ord(char), a whole Unicode code point
+// (up to 21 bits), into the register instead of a byte. For ASCII keys it equals zlib.crc32;
+// for others the UTF-8 is decoded first. A malformed UTF-8 byte counts as its own code point.
+namespace {
+
+// Decodes one code point at s[i], advancing i.
+uint32_t utf8_next(std::string_view s, size_t& i) {
+  const auto byte = [&](size_t k) { return uint32_t(uint8_t(s[k])); };
+  const uint32_t b0 = byte(i);
+  const int len = b0 < 0x80 ? 1 : (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
+  if (len <= 1 || i + size_t(len) > s.size()) {
+    ++i;
+    return b0;
+  }
+  uint32_t cp = b0 & (0x7fu >> len);
+  for (int k = 1; k < len; ++k) {
+    const uint32_t b = byte(i + size_t(k));
+    if ((b >> 6) != 2) {  // not a continuation byte: malformed
+      ++i;
+      return b0;
+    }
+    cp = (cp << 6) | (b & 0x3f);
+  }
+  i += size_t(len);
+  return cp;
+}
+
+}  // namespace
+
+uint32_t comfy_string_seed(std::string_view key) {
+  uint32_t crc = 0xFFFFFFFFu;
+  for (size_t i = 0; i < key.size();) {
+    crc ^= utf8_next(key, i);
+    for (int b = 0; b < 8; ++b) crc = (crc & 1u) ? (crc >> 1) ^ 0xEDB88320u : crc >> 1;
+  }
+  return crc ^ 0xFFFFFFFFu;
+}
+
+// Note [comfy stochastic rounding]
+// comfy/float.py manual_stochastic_round_to_float8, per element, every step a float16 tensor op
+// (torch computes each in float32 and rounds to half; for +, -, *, / of halves that is the
+// correctly rounded half result):
+//   x = half(v); sign = sign(x) (NaN -> 0), 0 where |x| == 0; a = |x|
+//   e = clamp(floor(half(log2(a))) + bias, 0, 2^ebits - 1)      (NaN stays NaN)
+//   normal (e != 0): s = (a / 2^(e - bias) - 1) * 2^mbits        2^(e - bias) is a half: 2^16 = inf
+//   subnormal:       s = a / 2^(1 - bias - mbits)
+//   m = floor(s + u) / 2^mbits, u = torch.rand(dtype=float16): the one inexact rounding that
+//       matters, half(s + u)
+//   r = sign * (normal ? 2^(e - bias) * (1 + m) : 2^(1 - bias) * m), clamped to +-finfo.max
+// Quirks kept: log2 is rounded to half before the floor, so a value just below a power of two
+// >= 4 (or <= 1/4) takes the exponent above it and its mantissa goes negative; e5m2 inputs whose
+// exponent reaches 31 (|x| > 65472 and inf) compute 2^16 = inf, then inf * 0 and come out NaN.
+// The log2 rounding does not depend on which float32 log2 torch uses: over every positive
+// finite half, floor(half(log2)) is the same for results 1 float ulp either side.
+//
+// Note [torch cpu rand half]
+// torch.rand(n, dtype=float16, generator=g) on the CPU (DistributionTemplates.h uniform_kernel,
+// a serial kernel; uniform_real in TransformationHelper.h) takes one 32-bit mt19937 draw per
+// element in memory order and keeps the low 11 bits (numeric_limits<Half>::digits):
+// u = (r & 0x7ff) / 2048. The generator is torch's mt19937 seeded with the seed's low 32 bits,
+// which is std::mt19937's seeding (as TorchCPUGenerator in sampling/torch_rng.h; core cannot
+// use it). stochastic_rounding splits dim 0 into slices of round(rows / max(1, numel / 4096^2))
+// rows and draws torch.rand per slice from one generator; the slices are contiguous and in
+// order, so the stream is one draw per element in row-major order whatever the slicing.
+namespace {
+
+float to_half(float v) { return f16_to_f32(f32_to_f16(v)); }
+
+struct Fp8Format {
+  int ebits, mbits, bias;
+  float max;
+};
+
+float pow2_half(float e) { return std::isnan(e) ? e : to_half(std::ldexp(1.0f, int(e))); }
+
+float stochastic_round_one(float v, const Fp8Format& f, uint32_t draw) {
+  const float x = to_half(v);
+  const float a = std::fabs(x);
+  const float sign = (a == 0.0f || std::isnan(x)) ? 0.0f : (x > 0.0f ? 1.0f : -1.0f);
+  float e = std::floor(to_half(std::log2(a))) + float(f.bias);
+  e = std::isnan(e) ? e : std::fmin(std::fmax(e, 0.0f), float((1 << f.ebits) - 1));
+  const bool normal = !(e == 0.0f);
+  const float scale = float(1 << f.mbits);
+  const float p = pow2_half(e - float(f.bias));
+  const float s = normal ? to_half(to_half(to_half(a / p) - 1.0f) * scale)
+                         : to_half(a / std::ldexp(1.0f, 1 - f.bias - f.mbits));
+  const float u = float(draw & 0x7ffu) / 2048.0f;  // Note [torch cpu rand half]
+  const float m = to_half(std::floor(to_half(s + u)) / scale);
+  const float r = normal ? to_half(p * to_half(1.0f + m)) : to_half(std::ldexp(1.0f, 1 - f.bias) * m);
+  const float out = sign * r;
+  return std::isnan(out) ? out : std::fmin(std::fmax(out, -f.max), f.max);
+}
+
+}  // namespace
+
+void fp8_stochastic_round(const float* src, int64_t rows, int64_t row_elems, DType dtype,
+                          uint64_t seed, uint8_t* dst) {
+  const bool e4m3 = dtype == DType::F8_E4M3;
+  const Fp8Format f = e4m3 ? Fp8Format{4, 3, 7, 448.0f} : Fp8Format{5, 2, 15, 57344.0f};
+  std::mt19937 gen(uint32_t(seed & 0xFFFFFFFFu));  // Note [torch cpu rand half]
+  const int64_t n = rows * row_elems;
+  for (int64_t i = 0; i < n; ++i) {
+    const float r = stochastic_round_one(src[i], f, uint32_t(gen()));
+    dst[i] = e4m3 ? f32_to_f8e4m3(r) : f32_to_f8e5m2(r);  // r is on the fp8 grid: exact
+  }
+}
+
+}  // namespace hr
