@@ -55,7 +55,11 @@ namespace {
 uint32_t utf8_next(std::string_view s, size_t& i) {
   const auto byte = [&](size_t k) { return uint32_t(uint8_t(s[k])); };
   const uint32_t b0 = byte(i);
-  const int len = b0 < 0x80 ? 1 : (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
+  const int len = b0 < 0x80         ? 1
+                  : (b0 >> 5) == 6  ? 2
+                  : (b0 >> 4) == 14 ? 3
+                  : (b0 >> 3) == 30 ? 4
+                                    : 0;
   if (len <= 1 || i + size_t(len) > s.size()) {
     ++i;
     return b0;
@@ -96,8 +100,9 @@ uint32_t comfy_string_seed(std::string_view key) {
 //       matters, half(s + u)
 //   r = sign * (normal ? 2^(e - bias) * (1 + m) : 2^(1 - bias) * m), clamped to +-finfo.max
 // Quirks kept: log2 is rounded to half before the floor, so a value just below a power of two
-// >= 4 (or <= 1/4) takes the exponent above it and its mantissa goes negative; e5m2 inputs whose
-// exponent reaches 31 (|x| > 65472 and inf) compute 2^16 = inf, then inf * 0 and come out NaN.
+// >= 8 (or <= 1/4) takes the exponent above it and its mantissa goes negative (94 of the positive
+// finite halves); e5m2 inputs whose exponent reaches 31 (half value >= 65376, and inf) compute
+// 2^16 = inf, then inf * 0, and come out NaN.
 // The log2 rounding does not depend on which float32 log2 torch uses: over every positive
 // finite half, floor(half(log2)) is the same for results 1 float ulp either side.
 //
@@ -134,7 +139,8 @@ float stochastic_round_one(float v, const Fp8Format& f, uint32_t draw) {
                          : to_half(a / std::ldexp(1.0f, 1 - f.bias - f.mbits));
   const float u = float(draw & 0x7ffu) / 2048.0f;  // Note [torch cpu rand half]
   const float m = to_half(std::floor(to_half(s + u)) / scale);
-  const float r = normal ? to_half(p * to_half(1.0f + m)) : to_half(std::ldexp(1.0f, 1 - f.bias) * m);
+  const float r =
+      normal ? to_half(p * to_half(1.0f + m)) : to_half(std::ldexp(1.0f, 1 - f.bias) * m);
   const float out = sign * r;
   return std::isnan(out) ? out : std::fmin(std::fmax(out, -f.max), f.max);
 }
