@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <vector>
 
 namespace hr {
 
@@ -121,28 +122,62 @@ float to_half(float v) { return f16_to_f32(f32_to_f16(v)); }
 
 struct Fp8Format {
   int ebits, mbits, bias;
-  float max;
+  float max;  // torch.finfo(dtype).max
 };
+constexpr Fp8Format kE4M3{4, 3, 7, 448.0f};
+constexpr Fp8Format kE5M2{5, 2, 15, 57344.0f};
 
 float pow2_half(float e) { return std::isnan(e) ? e : to_half(std::ldexp(1.0f, int(e))); }
 
-float stochastic_round_one(float v, const Fp8Format& f, uint32_t draw) {
-  const float x = to_half(v);
+// What an element needs from its float16 value before the random draw (Note [fp8 half plan]).
+struct HalfPlan {
+  float s;      // mantissa_scaled: the value the draw is added to
+  float scale;  // normal: 2^(e - bias) (a half: may be inf or NaN); subnormal: 2^(1 - bias)
+  float sign;   // -1, 0 or 1; 0 for zeros and NaN
+  bool normal;
+};
+
+HalfPlan plan_half(float x, const Fp8Format& f) {
   const float a = std::fabs(x);
-  const float sign = (a == 0.0f || std::isnan(x)) ? 0.0f : (x > 0.0f ? 1.0f : -1.0f);
+  HalfPlan hp;
+  hp.sign = (a == 0.0f || std::isnan(x)) ? 0.0f : (x > 0.0f ? 1.0f : -1.0f);
   float e = std::floor(to_half(std::log2(a))) + float(f.bias);
   e = std::isnan(e) ? e : std::fmin(std::fmax(e, 0.0f), float((1 << f.ebits) - 1));
-  const bool normal = !(e == 0.0f);
-  const float scale = float(1 << f.mbits);
-  const float p = pow2_half(e - float(f.bias));
-  const float s = normal ? to_half(to_half(to_half(a / p) - 1.0f) * scale)
-                         : to_half(a / std::ldexp(1.0f, 1 - f.bias - f.mbits));
+  hp.normal = !(e == 0.0f);
+  const float steps = float(1 << f.mbits);
+  if (hp.normal) {
+    hp.scale = pow2_half(e - float(f.bias));
+    hp.s = to_half(to_half(to_half(a / hp.scale) - 1.0f) * steps);
+  } else {
+    hp.scale = std::ldexp(1.0f, 1 - f.bias);
+    hp.s = to_half(a / std::ldexp(1.0f, 1 - f.bias - f.mbits));
+  }
+  return hp;
+}
+
+// From the draw on: m = floor(s + u) / 2^mbits, the value rebuilt, signed and clamped.
+float finish_half(const HalfPlan& hp, const Fp8Format& f, uint32_t draw) {
   const float u = float(draw & 0x7ffu) / 2048.0f;  // Note [torch cpu rand half]
-  const float m = to_half(std::floor(to_half(s + u)) / scale);
-  const float r =
-      normal ? to_half(p * to_half(1.0f + m)) : to_half(std::ldexp(1.0f, 1 - f.bias) * m);
-  const float out = sign * r;
+  const float m = to_half(std::floor(to_half(hp.s + u)) / float(1 << f.mbits));
+  const float r = hp.normal ? to_half(hp.scale * to_half(1.0f + m)) : to_half(hp.scale * m);
+  const float out = hp.sign * r;
   return std::isnan(out) ? out : std::fmin(std::fmax(out, -f.max), f.max);
+}
+
+// Note [fp8 half plan]
+// Everything before the draw depends only on the element's float16 value, so it is worked out
+// once for each of the 65536 float16 bit patterns per format (about 1 MB, built on first use);
+// an element then costs a table look-up and the few float16 roundings after the draw. This is
+// the same arithmetic as element by element (the golden's every-float16 case checks all entries).
+const std::vector<HalfPlan>& half_plans(bool e4m3) {
+  static const auto build = [](const Fp8Format& f) {
+    std::vector<HalfPlan> plans(65536);
+    for (uint32_t h = 0; h < 65536; ++h) plans[h] = plan_half(f16_to_f32(uint16_t(h)), f);
+    return plans;
+  };
+  static const std::vector<HalfPlan> e4m3_plans = build(kE4M3);
+  static const std::vector<HalfPlan> e5m2_plans = build(kE5M2);
+  return e4m3 ? e4m3_plans : e5m2_plans;
 }
 
 }  // namespace
@@ -150,11 +185,12 @@ float stochastic_round_one(float v, const Fp8Format& f, uint32_t draw) {
 void fp8_stochastic_round(const float* src, int64_t rows, int64_t row_elems, DType dtype,
                           uint64_t seed, uint8_t* dst) {
   const bool e4m3 = dtype == DType::F8_E4M3;
-  const Fp8Format f = e4m3 ? Fp8Format{4, 3, 7, 448.0f} : Fp8Format{5, 2, 15, 57344.0f};
+  const Fp8Format& f = e4m3 ? kE4M3 : kE5M2;
+  const std::vector<HalfPlan>& plans = half_plans(e4m3);
   std::mt19937 gen(uint32_t(seed & 0xFFFFFFFFu));  // Note [torch cpu rand half]
   const int64_t n = rows * row_elems;
   for (int64_t i = 0; i < n; ++i) {
-    const float r = stochastic_round_one(src[i], f, uint32_t(gen()));
+    const float r = finish_half(plans[f32_to_f16(src[i])], f, uint32_t(gen()));  // x.half()
     dst[i] = e4m3 ? f32_to_f8e4m3(r) : f32_to_f8e5m2(r);  // r is on the fp8 grid: exact
   }
 }
