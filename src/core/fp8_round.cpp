@@ -3,6 +3,7 @@
 #include "core/fp8_round.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -120,6 +121,18 @@ namespace {
 
 float to_half(float v) { return f16_to_f32(f32_to_f16(v)); }
 
+// to_half for the per-element path: values whose float16 is normal and finite round in place
+// (round to nearest even on the float's 13 dropped mantissa bits); the rest take to_half.
+inline float to_half_fast(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  const uint32_t mag = b & 0x7fffffffu;
+  if (mag < 0x38800000u || mag >= 0x477fe000u) return to_half(v);  // < 2^-14 or >= 65520
+  b = (b + 0xfffu + ((b >> 13) & 1u)) & ~0x1fffu;
+  std::memcpy(&v, &b, 4);
+  return v;
+}
+
 struct Fp8Format {
   int ebits, mbits, bias;
   float max;  // torch.finfo(dtype).max
@@ -158,8 +171,9 @@ HalfPlan plan_half(float x, const Fp8Format& f) {
 // From the draw on: m = floor(s + u) / 2^mbits, the value rebuilt, signed and clamped.
 float finish_half(const HalfPlan& hp, const Fp8Format& f, uint32_t draw) {
   const float u = float(draw & 0x7ffu) / 2048.0f;  // Note [torch cpu rand half]
-  const float m = to_half(std::floor(to_half(hp.s + u)) / float(1 << f.mbits));
-  const float r = hp.normal ? to_half(hp.scale * to_half(1.0f + m)) : to_half(hp.scale * m);
+  const float m = to_half_fast(std::floor(to_half_fast(hp.s + u)) / float(1 << f.mbits));
+  const float r =
+      hp.normal ? to_half_fast(hp.scale * to_half_fast(1.0f + m)) : to_half_fast(hp.scale * m);
   const float out = hp.sign * r;
   return std::isnan(out) ? out : std::fmin(std::fmax(out, -f.max), f.max);
 }
