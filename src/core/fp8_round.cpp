@@ -21,11 +21,13 @@ uint8_t fp8_rne_magnitude(float a, int mbits, int bias) {
     // nearbyint (round to nearest even) rounds the real value. 2^mbits is the smallest normal.
     return uint8_t(std::nearbyint(std::ldexp(a, mbits - min_exp)));
   }
-  int ex = 0;
-  float fr = std::frexp(a, &ex);  // a = fr * 2^ex, fr in [0.5, 1)
-  const int e = ex - 1;
-  const float steps = std::nearbyint((fr * 2.0f - 1.0f) * float(1 << mbits));  // exact before
-  return uint8_t(((e + bias) << mbits) + int(steps));  // steps == 2^mbits carries: correct
+  // Normal: keep the top mbits of the float's 23-bit mantissa, rounding the dropped bits to
+  // nearest even (a carry moves into the exponent field, which is the right next value).
+  const int drop = 23 - mbits;
+  uint32_t b;
+  std::memcpy(&b, &a, 4);
+  b += (1u << (drop - 1)) - 1u + ((b >> drop) & 1u);
+  return uint8_t((b >> drop) - (uint32_t(127 - bias) << mbits));
 }
 
 uint8_t sign_bit(float f) { return std::signbit(f) ? 0x80 : 0x00; }
