@@ -9,6 +9,15 @@
 
 namespace hr {
 
+// Note [which fp8 rounding]
+// ComfyUI a125cd84 (read, not run): a float16/bf16 checkpoint stored as fp8 at load
+// (UNETLoader weight_dtype fp8_*) goes through load_state_dict, i.e. torch's param.copy_ into an
+// fp8 parameter: round to nearest even, f32_to_f8e4m3/e5m2 of the exactly widened value.
+// Stochastic rounding is what ComfyUI applies when it writes a computed weight back into an fp8
+// weight: LoRA and other patches (model_patcher patch_weight_to_device, the float32 result, seed
+// string_to_seed of the model key such as "diffusion_model.input_blocks.1.1.proj_in.weight") and
+// scaled-fp8 layers' set_weight (weight / scale_weight, same seed).
+
 // torch's `.to(torch.float8_e4m3fn)` of a float: round to nearest even; |x| > 464 (it would
 // round to 480, the NaN code) and NaN give NaN 0x7f with the sign bit; e4m3fn has no inf.
 uint8_t f32_to_f8e4m3(float f);
