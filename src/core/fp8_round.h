@@ -31,8 +31,8 @@ uint32_t comfy_string_seed(std::string_view key);
 
 // ComfyUI's stochastic_rounding(value, float8 dtype, seed) (comfy/float.py) on the CPU, for a
 // row-major float32 tensor of `rows` rows of `row_elems` values each (rows is dim 0; the other
-// dims are flattened into row_elems). dtype is F8_E4M3 or F8_E5M2; dst gets rows * row_elems
-// fp8 codes, bit-identical to torch's result except that a NaN's sign is not specified.
+// dims are flattened into row_elems). dtype is F8_E4M3 or F8_E5M2 (others abort); dst gets rows *
+// row_elems fp8 codes, bit-identical to torch's result except that a NaN's sign is not specified.
 // See Note [comfy stochastic rounding].
 void fp8_stochastic_round(const float* src, int64_t rows, int64_t row_elems, DType dtype,
                           uint64_t seed, uint8_t* dst);
