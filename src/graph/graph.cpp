@@ -154,6 +154,9 @@ Result<HostTensor> weight_relayout(const HostTensor& stored, WeightLayout layout
 }
 
 ValueId Graph::weight(const std::string& name, TensorDesc desc, WeightLayout layout) {
+  if (storage_ && layout == WeightLayout::STORED)
+    if (auto s = storage_->find(name); s != storage_->end() && s->second.dtype != desc.dtype)
+      return weight_stored(name, desc, s->second);
   const std::string wkey = weight_key(name, layout);
   auto it = weights_by_name_.find(wkey);
   if (it != weights_by_name_.end()) {
@@ -171,6 +174,42 @@ ValueId Graph::weight(const std::string& name, TensorDesc desc, WeightLayout lay
   weights_by_name_[wkey] = id;
   key_value(id);
   return id;
+}
+
+std::string weight_storage_key(const WeightStorageMap* storage) {
+  if (!storage || storage->empty()) return "";
+  std::vector<const std::pair<const std::string, WeightStorage>*> sorted;
+  for (const auto& e : *storage) sorted.push_back(&e);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  auto mix = [&](std::string_view s) {
+    for (char ch : s) h = (h ^ uint8_t(ch)) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;
+  };
+  for (auto* e : sorted) {
+    mix(e->first);
+    mix(dtype_name(e->second.dtype));
+    mix(e->second.scale);
+  }
+  return fmt::format("{} stored, {:016x}", storage->size(), h);
+}
+
+// Note [fp8 weights]: the stored weight, CAST to desc's dtype, times its scale.
+ValueId Graph::weight_stored(const std::string& name, TensorDesc desc, const WeightStorage& s) {
+  if (auto it = dequantized_.find(name); it != dequantized_.end()) {
+    if (values_[size_t(it->second)].desc == desc) return it->second;
+    fail(make_error(ErrorCode::INVALID_ARGUMENT, "weight '{}' is declared as {} and as {}", name,
+                    values_[size_t(it->second)].desc.str(), desc.str()));
+    return kNoValue;
+  }
+  const std::shared_ptr<const WeightStorageMap> keep = std::move(storage_);  // no recursion
+  ValueId v = cast(weight(name, TensorDesc{s.dtype, desc.shape}), desc.dtype, name + ".dequant");
+  if (!s.scale.empty())
+    v = op(OpKind::MUL, {}, {v, weight(s.scale, TensorDesc{desc.dtype, Shape{1}})},
+           name + ".scaled");
+  storage_ = keep;
+  dequantized_[name] = v;
+  return v;
 }
 
 ValueId Graph::find_input(const std::string& name) const {

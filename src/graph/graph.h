@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -81,6 +82,23 @@ struct Node {
 // Builder and container. Shape errors do not abort building: the first one is kept in
 // status() and later calls return kNoValue, so model code can build straight through and
 // check once at the end.
+// Note [fp8 weights]
+// A checkpoint may store a weight in fp8 (F8_E4M3 / F8_E5M2), optionally with a per-tensor
+// scale (ComfyUI's scaled fp8: `scale_weight`; `comfy_quant` files: `weight_scale`). The model
+// declares the weight in its compute dtype as always; a graph given the storage map declares
+// the stored bytes instead and reaches the compute dtype with ops: CAST to the compute dtype,
+// then MUL by the scale (itself a weight, stored in the compute dtype), which is ComfyUI's
+// dequantizing cast (`weight.to(dtype) * scale_weight.to(dtype)`, rounded once per op). So the
+// plan counts fp8 bytes for residency and streaming, and the dequantized copy is an arena
+// buffer that lives from the CAST to its reader.
+struct WeightStorage {
+  DType dtype = DType::F32;  // as stored
+  std::string scale;         // the scale weight's name ("" = none), shape {1}
+};
+using WeightStorageMap = std::unordered_map<std::string, WeightStorage>;
+// A digest of the map's content ("" for none or empty), for caches of built graphs.
+std::string weight_storage_key(const WeightStorageMap* storage);
+
 class Graph {
  public:
   // Input and weight names are unique; asking for a weight again by name with the same
@@ -90,6 +108,11 @@ class Graph {
   // `desc` is the descriptor in that layout.
   ValueId weight(const std::string& name, TensorDesc desc,
                  WeightLayout layout = WeightLayout::STORED);
+  // Weights the map names are declared as stored (Note [fp8 weights]); set before the first
+  // weight. A weight declared in its stored dtype is not converted.
+  void set_weight_storage(std::shared_ptr<const WeightStorageMap> storage) {
+    storage_ = std::move(storage);
+  }
   // Appends a node; infers the output descriptor with op_infer. An empty name becomes
   // "<op>.<node index>". RESHAPE nodes produce views (Value::view_of).
   ValueId op(OpKind kind, const OpParams& params, std::vector<ValueId> inputs,
@@ -156,6 +179,9 @@ class Graph {
   std::vector<ValueId> outputs_;  // in marking order
   std::unordered_map<std::string, ValueId> inputs_by_name_;
   std::unordered_map<std::string, ValueId> weights_by_name_;
+  std::shared_ptr<const WeightStorageMap> storage_;
+  std::unordered_map<std::string, ValueId> dequantized_;  // by weight name
+  ValueId weight_stored(const std::string& name, TensorDesc desc, const WeightStorage& s);
   Status status_;
 };
 

@@ -297,7 +297,7 @@ Result<HostTensor> SafetensorsFile::load(std::string_view name, std::optional<DT
   const SafetensorsEntry* e = find(name);
   if (!e) return make_error(ErrorCode::NOT_FOUND, "tensor '{}' not in {}", name, path_);
   DType target = dtype ? *dtype : (dtype_is_compute(e->dtype) ? e->dtype : DType::F32);
-  if (!dtype_is_compute(target))
+  if (!dtype_is_compute(target) && target != e->dtype)  // storage types only as stored
     return make_error(ErrorCode::INVALID_ARGUMENT,
                       "{}: tensor '{}' cannot be loaded as {} (not a compute dtype)", path_, name,
                       dtype_name(target));
@@ -307,7 +307,9 @@ Result<HostTensor> SafetensorsFile::load(std::string_view name, std::optional<DT
   size_t n = size_t(e->shape.numel());
   // The data section starts at 8 + header length, which writers need not align: convert from
   // an aligned copy so the typed reads in dtype_convert stay aligned.
-  if (target != e->dtype && reinterpret_cast<uintptr_t>(src.data()) % dtype_size(e->dtype) != 0) {
+  if (target == e->dtype) {
+    if (!src.empty()) std::memcpy(t.data(), src.data(), src.size());
+  } else if (reinterpret_cast<uintptr_t>(src.data()) % dtype_size(e->dtype) != 0) {
     HostTensor aligned(TensorDesc{DType::U8, Shape{int64_t(src.size())}});
     std::memcpy(aligned.data(), src.data(), src.size());
     dtype_convert(aligned.data(), e->dtype, t.data(), target, n);

@@ -2,6 +2,8 @@
 // CONCAT, unit-step SLICE, RESHAPE and COPY are copy_2d kernels issued by the backend (cuda_copy.cu).
 #include <type_traits>
 
+#include <cuda_fp8.h>
+
 #include "backend/cuda/cuda_common.h"
 
 namespace hr::cuda {
@@ -83,6 +85,10 @@ template <>
 __device__ __forceinline__ float widen<int32_t>(int32_t v) { return float(v); }
 template <>
 __device__ __forceinline__ float widen<int64_t>(int64_t v) { return float(v); }
+template <>
+__device__ __forceinline__ float widen<__nv_fp8_e4m3>(__nv_fp8_e4m3 v) { return float(v); }
+template <>
+__device__ __forceinline__ float widen<__nv_fp8_e5m2>(__nv_fp8_e5m2 v) { return float(v); }
 
 template <typename D, typename S>
 __device__ __forceinline__ D convert(S v) {
@@ -186,8 +192,20 @@ cudaError_t upsample_nearest(size_t esize, const void* x, int64_t planes, int64_
   });
 }
 
+// Note [fp8 weights]: an fp8 weight reaches the compute dtype through CAST (graph.h).
+template <typename S>
+cudaError_t cast_from(const void* x, DType to, void* y, int64_t n, cudaStream_t s) {
+  return dispatch_compute(to, [&](auto dtag) -> cudaError_t {
+    using D = decltype(dtag);
+    return launch(cast_kernel<D, S>, dim3(grid_1d(n, 256)), dim3(256), 0, s,
+                  static_cast<const S*>(x), static_cast<D*>(y), n);
+  });
+}
+
 cudaError_t cast(DType from, const void* x, DType to, void* y, int64_t n, cudaStream_t s) {
   if (n == 0) return cudaSuccess;
+  if (from == DType::F8_E4M3) return cast_from<__nv_fp8_e4m3>(x, to, y, n, s);
+  if (from == DType::F8_E5M2) return cast_from<__nv_fp8_e5m2>(x, to, y, n, s);
   return dispatch_compute(from, [&](auto stag) -> cudaError_t {
     using S = decltype(stag);
     return dispatch_compute(to, [&](auto dtag) -> cudaError_t {

@@ -159,6 +159,7 @@ Result<CLIPTextGraph> clip_text_graph(const CLIPTextConfig& c, const CLIPTextGra
   const TensorDesc vec{c.dtype, {C}};
   CLIPTextGraph out;
   Graph& g = out.graph;
+  g.set_weight_storage(c.storage);
   auto W = [&](const std::string& name, Shape s) { return g.weight(name, {c.dtype, s}); };
   auto layer_norm = [&](ValueId x, const std::string& prefix) {
     return g.layer_norm(x, g.weight(prefix + ".weight", vec), g.weight(prefix + ".bias", vec),

@@ -39,6 +39,8 @@ struct CLIPTextConfig {
   // HF layout: the level above "embeddings." ("text_model." in SD files; empty in files written
   // by older transformers versions).
   std::string hf_root = "text_model.";
+  // fp8 weights and their scales (Note [fp8 weights] in graph/graph.h); null: none.
+  std::shared_ptr<const WeightStorageMap> storage;
 };
 
 // Reads the configuration from a WeightSet loaded with the encoder's prefix stripped

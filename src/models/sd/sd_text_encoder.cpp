@@ -127,10 +127,16 @@ Result<std::unique_ptr<TextEncoder>> sd_text_encoder_create(const ComponentLoad&
     SDClipEncoder enc;
     enc.kind = part.kind;
     enc.weights = std::make_shared<WeightSet>();
-    HR_TRY(weights_load_prefix(*enc.weights, load.file, part.prefix, load.options.text_encoder_dtype));
+    HR_ASSIGN_OR_RETURN(WeightFormats formats, weight_formats_read(*load.file, part.prefix));
+    HR_TRY(weights_load_prefix(*enc.weights, load.file, part.prefix, load.options.text_encoder_dtype,
+                               &formats));
     // Heads: the settings (config file, metadata; Note [model settings order]) or detection.
     HR_ASSIGN_OR_RETURN(enc.config,
                         clip_text_detect(*enc.weights, info.settings.text_encoder_heads_at(i)));
+    if (formats.any()) {  // Note [fp8 weights]: the graph computes in the compute dtype
+      enc.config.storage = formats.storage;
+      enc.config.dtype = load.options.text_encoder_dtype;
+    }
     encoders.push_back(std::move(enc));
   }
   HR_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tokenizer,

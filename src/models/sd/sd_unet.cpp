@@ -66,9 +66,15 @@ Result<std::unique_ptr<DiffusionModel>> sd_unet_create(const ComponentLoad& load
     cfg.num_heads = -1;
     cfg.num_head_channels = *head_ch;
   }
+  HR_ASSIGN_OR_RETURN(WeightFormats formats, weight_formats_read(*load.file, ci.diffusion_prefix));
+  if (formats.any()) {
+    cfg.storage = formats.storage;
+    cfg.storage_key = weight_storage_key(formats.storage.get());
+  }
   auto unet = std::make_unique<SDUNet>(*ci.family, std::move(cfg), options.diffusion_dtype,
                                        ci.prediction);
-  HR_TRY(weights_load_prefix(unet->store, load.file, ci.diffusion_prefix, options.diffusion_dtype)
+  HR_TRY(weights_load_prefix(unet->store, load.file, ci.diffusion_prefix, options.diffusion_dtype,
+                             &formats)
              .with_context("loading the UNet"));
   return std::unique_ptr<DiffusionModel>(std::move(unet));
 }

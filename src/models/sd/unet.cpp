@@ -184,7 +184,9 @@ constexpr float kLayerNormEps = 1e-5f;
 
 class UNetBuilder {
  public:
-  UNetBuilder(const UNetConfig& cfg, DType dtype) : c_(cfg), dt_(dtype) {}
+  UNetBuilder(const UNetConfig& cfg, DType dtype) : c_(cfg), dt_(dtype) {
+    g.set_weight_storage(cfg.storage);
+  }
 
   Graph g;
 
@@ -428,8 +430,8 @@ Result<std::shared_ptr<const Graph>> unet_graph_shared(const UNetConfig& cfg, in
                                                        int64_t tokens, DType dtype) {
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<const Graph>> cache;
-  const std::string key = fmt::format("{}|{}x{}x{}|{}|{}", cfg.str(), batch, height, width, tokens,
-                                      dtype_name(dtype));
+  const std::string key = fmt::format("{}|{}|{}x{}x{}|{}|{}", cfg.str(), cfg.storage_key, batch,
+                                      height, width, tokens, dtype_name(dtype));
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);

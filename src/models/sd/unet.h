@@ -40,6 +40,10 @@ struct UNetConfig {
   // or a fixed head width (SD2/SDXL: 64), heads = channels / num_head_channels.
   int num_heads = 8;
   int num_head_channels = -1;
+  // fp8 weights of the loaded file and their scales (Note [fp8 weights] in graph/graph.h);
+  // null: every weight in the compute dtype.
+  std::shared_ptr<const WeightStorageMap> storage;
+  std::string storage_key;  // weight_storage_key(storage), made once at load
 
   int levels() const { return int(channel_mult.size()); }
   int heads_for(int channels) const {

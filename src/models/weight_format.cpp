@@ -1,0 +1,126 @@
+// weight_formats_read: fp8, scaled fp8 and comfy_quant layers of a checkpoint.
+#include "models/weight_format.h"
+
+#include <fmt/format.h>
+
+#include "core/json_parse.h"
+
+namespace hr {
+
+namespace {
+
+bool is_fp8(DType t) { return t == DType::F8_E4M3 || t == DType::F8_E5M2; }
+
+bool ends_with(std::string_view s, std::string_view tail) {
+  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
+}
+
+// The layer of a per-layer tensor "<layer>.<what>" ("" when the name does not end so).
+std::string layer_of(std::string_view name, std::string_view what) {
+  const size_t cut = what.size() + 1;  // ".<what>"
+  if (name.size() <= cut || name[name.size() - cut] != '.' || !ends_with(name, what)) return "";
+  return std::string(name.substr(0, name.size() - cut));
+}
+
+Status refuse(const SafetensorsFile& f, std::string_view key, const std::string& why) {
+  return make_error(ErrorCode::UNSUPPORTED, "{}: tensor '{}': {}", f.path(), key, why);
+}
+
+// A per-tensor scale: one number.
+Status scale_check(const SafetensorsFile& f, const SafetensorsEntry& e) {
+  if (e.shape.numel() != 1 || !dtype_is_float(e.dtype))
+    return refuse(f, e.name, fmt::format("a scale must be one float, found {} {}",
+                                         dtype_name(e.dtype), e.shape.str()));
+  return Status();
+}
+
+// comfy_quant: a U8 tensor holding JSON, {"format": "float8_e4m3fn", ...}.
+Result<std::string> comfy_quant_format(const SafetensorsFile& f, const SafetensorsEntry& e) {
+  std::span<const std::byte> raw = f.raw(e);
+  Result<nlohmann::json> j =
+      json_parse(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()));
+  if (!j.ok() || !j->is_object() || !j->contains("format") || !(*j)["format"].is_string())
+    return refuse(f, e.name, "comfy_quant is not JSON with a \"format\" string");
+  return (*j)["format"].get<std::string>();
+}
+
+struct Reader {
+  const SafetensorsFile& file;
+  std::string_view prefix;
+  WeightFormats out;
+  WeightStorageMap map;
+
+  std::string local(const std::string& name) const { return name.substr(prefix.size()); }
+
+  // A weight `<layer>.weight` in fp8 with the scale `scale_key` (full name; "" = none).
+  Status weight_scaled(const std::string& layer, const std::string& scale_key) {
+    const std::string w = layer + ".weight";
+    const SafetensorsEntry* e = file.find(w);
+    if (!e) return refuse(file, scale_key, "a scale without its weight '" + w + "'");
+    if (!is_fp8(e->dtype))
+      return refuse(file, scale_key, fmt::format("a scale beside a {} weight (scales are for fp8)",
+                                                 dtype_name(e->dtype)));
+    map[local(w)] = WeightStorage{e->dtype, scale_key.empty() ? "" : local(scale_key)};
+    if (!scale_key.empty()) out.scales.insert(local(scale_key));
+    return Status();
+  }
+
+  Status comfy_quant(const SafetensorsEntry& e) {
+    HR_ASSIGN_OR_RETURN(std::string format, comfy_quant_format(file, e));
+    const std::string layer = layer_of(e.name, "comfy_quant");
+    if (format != "float8_e4m3fn" && format != "float8_e5m2")
+      return refuse(file, e.name,
+                    fmt::format("comfy_quant format '{}' is not supported (headroom computes the "
+                                "per-tensor float8_e4m3fn and float8_e5m2 formats)", format));
+    out.not_weights.insert(local(e.name));
+    const std::string scale = layer + ".weight_scale";
+    const SafetensorsEntry* s = file.find(scale);
+    if (s) HR_TRY(scale_check(file, *s));
+    if (out.kind.empty()) out.kind = "comfy_quant (" + format + ")";
+    return weight_scaled(layer, s ? scale : "");
+  }
+
+  Status entry(const SafetensorsEntry& e) {
+    const std::string_view n = e.name;
+    if (n.size() == prefix.size() + 10 && ends_with(n, "scaled_fp8")) {
+      out.not_weights.insert(local(e.name));
+      out.kind = fmt::format("scaled fp8 ({})", dtype_name(is_fp8(e.dtype) ? e.dtype : DType::F8_E4M3));
+      return Status();
+    }
+    if (ends_with(n, ".comfy_quant")) return comfy_quant(e);
+    if (ends_with(n, ".scale_weight")) {
+      HR_TRY(scale_check(file, e));
+      return weight_scaled(layer_of(n, "scale_weight"), e.name);
+    }
+    if (ends_with(n, ".scale_input") || ends_with(n, ".input_scale")) {  // Note [input scales]
+      HR_TRY(scale_check(file, e));
+      out.not_weights.insert(local(e.name));
+      return Status();
+    }
+    if (is_fp8(e.dtype) && !map.count(local(e.name))) map[local(e.name)] = WeightStorage{e.dtype, ""};
+    return Status();
+  }
+};
+
+}  // namespace
+
+// Note [input scales]: ComfyUI reads scale_input only when it multiplies in fp8 (the `_fast`
+// modes); dequantizing, as headroom does, it is unused, so it is kept out of the weights.
+Result<WeightFormats> weight_formats_read(const SafetensorsFile& file, std::string_view prefix) {
+  Reader r{file, prefix, {}, {}};
+  for (const SafetensorsEntry& e : file.entries()) {
+    if (e.name.compare(0, prefix.size(), prefix) != 0) continue;
+    HR_TRY(r.entry(e));
+  }
+  // A weight_scale whose layer has no comfy_quant entry: a format headroom does not know.
+  for (const SafetensorsEntry& e : file.entries())
+    if (e.name.compare(0, prefix.size(), prefix) == 0 && ends_with(e.name, ".weight_scale") &&
+        !r.out.scales.count(r.local(e.name)))
+      return refuse(file, e.name, "weight_scale without a comfy_quant entry for its layer");
+  if (!r.map.empty() && r.out.kind.empty())
+    r.out.kind = fmt::format("fp8 ({})", dtype_name(r.map.begin()->second.dtype));
+  r.out.storage = std::make_shared<const WeightStorageMap>(std::move(r.map));
+  return std::move(r.out);
+}
+
+}  // namespace hr
