@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "models/checkpoint.h"
 #include "models/model_paths.h"
+#include "models/weight_format.h"
 
 namespace hr {
 namespace {
@@ -28,6 +29,23 @@ void print_settings(const SafetensorsFile& f, const CheckpointInfo& info) {
   if (info.family->settings_describe)
     for (const auto& [label, text] : info.family->settings_describe(f, info))
       std::printf("    %-20s %s\n", label.c_str(), text.c_str());
+}
+
+// How the component's weights are stored when not plainly (Note [fp8 weights] in graph.h).
+void print_storage(const SafetensorsFile& f, const std::string& prefix) {
+  Result<WeightFormats> w = weight_formats_read(f, prefix);
+  if (!w.ok()) {
+    std::printf("  %-26s refused: %s\n", "", w.status().message().c_str());
+    return;
+  }
+  if (!w->any()) return;
+  uint64_t bytes = 0;
+  for (const auto& [name, st] : *w->storage)
+    if (const SafetensorsEntry* e = f.find(prefix + name)) bytes += e->end - e->begin;
+  std::printf("  %-26s storage %s: %zu fp8 weights (%.1f MiB) kept fp8 on the host, the device "
+              "and over PCIe, %zu with a scale; dequantized to the compute dtype before use\n",
+              "", w->kind.c_str(), w->storage->size(), double(bytes) / double(1 << 20),
+              w->scales.size());
 }
 
 void inspect(const std::string& path) {
@@ -63,6 +81,7 @@ void inspect(const std::string& path) {
     std::printf("  %-26s %14s params %10.1f MiB  [%s]\n", name.c_str(),
                 fmt::format("{:L}", st.params).c_str(), double(st.bytes) / double(1 << 20),
                 dts.c_str());
+    print_storage(**f, prefix);
   }
   print_settings(**f, *info);
   for (const auto& [k, v] : (*f)->metadata())

@@ -85,6 +85,10 @@ Result<std::vector<PatchedWeights::Part>> PatchedWeights::parts_of(const std::st
       return make_error(ErrorCode::NOT_FOUND, "weight '{}' is not in the checkpoint", n);
     Part p{n, offset, h->shape(), layout == WeightLayout::CONV_OHWI, patches_->find(n)};
     if (p.patches) HR_TRY(patches_check(n, p.stored, *p.patches));
+    if (p.patches && (h->dtype() == DType::F8_E4M3 || h->dtype() == DType::F8_E5M2))
+      return make_error(ErrorCode::UNSUPPORTED,
+                        "LoRA patches on the fp8 weight '{}' ({}) are not supported yet", n,
+                        patches_->id);
     if (p.ohwi && p.stored.rank != 4)
       return make_error(ErrorCode::INVALID_ARGUMENT, "weight '{}' is not a 4-d filter", n);
     offset += size_t(h->numel()) * dtype_size(desc.dtype);

@@ -56,6 +56,11 @@ struct LoadOptions {
   DType diffusion_dtype = DType::F32;  // compute dtypes; weights are converted on load
   DType vae_dtype = DType::F32;
   DType text_encoder_dtype = DType::F32;
+  // Store the diffusion model / the text encoders in this fp8 dtype at load (UNETLoader's
+  // weight_dtype, ComfyUI's --fp8_e4m3fn-unet / --fp8_e4m3fn-text-enc); files already stored in
+  // fp8 keep their own format. Note [fp8 at load] in models/weight_format.cpp.
+  std::optional<DType> diffusion_weight_dtype;
+  std::optional<DType> text_encoder_weight_dtype;
   std::optional<Prediction> prediction;
   // Override the head layout from the settings or detection (exactly one of the two is used).
   std::optional<int> num_heads;

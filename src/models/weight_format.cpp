@@ -123,4 +123,31 @@ Result<WeightFormats> weight_formats_read(const SafetensorsFile& file, std::stri
   return std::move(r.out);
 }
 
+// Note [fp8 at load]
+// ComfyUI's UNETLoader weight_dtype fp8_* (and --fp8_e4m3fn-unet / -text-enc) builds the model
+// with every layer's parameters in the fp8 dtype (openaimodel.py passes dtype to every Conv2d,
+// Linear, GroupNorm and LayerNorm; CLIP's embeddings too) and load_state_dict copies the file's
+// values into them: torch's round-to-nearest-even cast, no scale. Each layer casts its weight
+// and bias to the compute dtype before use (manual_cast). So here: every float tensor of rank
+// >= 1 is stored in fp8 by the same cast (core/fp8_round.h) and the graph CASTs it back.
+WeightFormats weight_formats_at_load(const SafetensorsFile& file, std::string_view prefix,
+                                     DType fp8) {
+  WeightStorageMap map;
+  for (const SafetensorsEntry& e : file.entries())
+    if (e.name.compare(0, prefix.size(), prefix) == 0 && dtype_is_float(e.dtype) &&
+        e.shape.rank >= 1)
+      map[e.name.substr(prefix.size())] = WeightStorage{fp8, ""};
+  WeightFormats out;
+  out.kind = fmt::format("{} at load", dtype_name(fp8));
+  out.storage = std::make_shared<const WeightStorageMap>(std::move(map));
+  return out;
+}
+
+Result<WeightFormats> weight_formats_for(const SafetensorsFile& file, std::string_view prefix,
+                                         std::optional<DType> at_load) {
+  HR_ASSIGN_OR_RETURN(WeightFormats own, weight_formats_read(file, prefix));
+  if (own.any() || !at_load) return own;
+  return weight_formats_at_load(file, prefix, *at_load);
+}
+
 }  // namespace hr

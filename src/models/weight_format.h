@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -24,6 +25,14 @@ struct WeightFormats {
   std::string kind;  // "", "fp8", "scaled fp8 (f8_e4m3)", "comfy_quant (float8_e4m3fn)"
   bool any() const { return storage && !storage->empty(); }
 };
+
+// The formats of a component stored in fp8 at load (Note [fp8 at load] in weight_format.cpp):
+// every float tensor of rank >= 1 under `prefix`, `fp8` being F8_E4M3 or F8_E5M2.
+WeightFormats weight_formats_at_load(const SafetensorsFile& file, std::string_view prefix,
+                                     DType fp8);
+// The store's formats: the file's own when it has any, else fp8 at load when `at_load` is set.
+Result<WeightFormats> weight_formats_for(const SafetensorsFile& file, std::string_view prefix,
+                                         std::optional<DType> at_load);
 
 // The formats of the tensors of `file` under `prefix` (names in the result without it).
 // Refuses, naming the file, the key and the format: a comfy_quant format other than per-tensor

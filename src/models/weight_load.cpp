@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "core/fp8_round.h"
+
 namespace hr {
 
 namespace {
@@ -24,6 +26,20 @@ std::optional<DType> stored_dtype(const SafetensorsEntry& e, const std::string& 
   return load_dtype(e, dtype);
 }
 
+// A tensor in `target`: the file's bytes, converted, or (fp8 at load, Note [fp8 at load] in
+// weight_format.cpp) rounded to fp8 from float32 as torch casts.
+Result<HostTensor> tensor_load(const SafetensorsFile& file, const SafetensorsEntry& e, DType target) {
+  const bool quantize = (target == DType::F8_E4M3 || target == DType::F8_E5M2) && e.dtype != target;
+  if (!quantize) return file.load(e.name, target);
+  HR_ASSIGN_OR_RETURN(HostTensor f, file.load(e.name, DType::F32));
+  HostTensor q(DType::F8_E4M3 == target ? DType::F8_E4M3 : DType::F8_E5M2, e.shape);
+  if (f.is_placeholder()) return HostTensor::placeholder(q.desc());
+  uint8_t* out = static_cast<uint8_t*>(q.data());
+  for (int64_t i = 0; i < f.numel(); ++i)
+    out[i] = target == DType::F8_E4M3 ? f32_to_f8e4m3(f.f32()[i]) : f32_to_f8e5m2(f.f32()[i]);
+  return q;
+}
+
 // Scales are one number; the graph reads them as {1} (Note [fp8 weights]).
 HostTensor shaped(HostTensor t, const std::string& local, const WeightFormats* formats) {
   if (!formats || !formats->scales.count(local) || t.desc().shape == Shape{1}) return t;
@@ -39,7 +55,7 @@ Status weights_load_prefix(WeightSet& weights, const SafetensorsFile& file, std:
     const std::string local = e.name.substr(prefix.size());
     const std::optional<DType> target = stored_dtype(e, local, dtype, formats);
     if (!target) continue;
-    HR_ASSIGN_OR_RETURN(HostTensor t, file.load(e.name, *target));
+    HR_ASSIGN_OR_RETURN(HostTensor t, tensor_load(file, e, *target));
     file.pages_release(e);  // Note [page release]
     weights.put(local, shaped(std::move(t), local, formats));
   }
@@ -57,7 +73,7 @@ Status weights_load_prefix(WeightSet& weights, const std::shared_ptr<const Safet
     if (!target) continue;
     std::optional<HostTensor> v = SafetensorsFile::view(file, e, *target);
     if (!v) {
-      HR_ASSIGN_OR_RETURN(HostTensor t, file->load(e.name, *target));
+      HR_ASSIGN_OR_RETURN(HostTensor t, tensor_load(*file, e, *target));
       file->pages_release(e);  // Note [page release]
       v = std::move(t);
     }

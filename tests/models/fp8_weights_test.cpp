@@ -16,6 +16,7 @@
 #include "models/checkpoint.h"
 #include "models/sd/sd_unet.h"
 #include "models/text_encoder.h"
+#include "core/fp8_round.h"
 #include "models/weight_format.h"
 #include "test_paths.h"
 
@@ -177,6 +178,66 @@ TEST_P(Fp8Weights, ComputeAsTheDequantizedCheckpoint) {
 
 INSTANTIATE_TEST_SUITE_P(Forms, Fp8Weights,
                          ::testing::Values(Form::SCALED_FP8, Form::COMFY_QUANT));
+
+// Note [fp8 at load]: UNETLoader's weight_dtype fp8_e4m3fn (and the text-encoder flag) stores
+// every float tensor of rank >= 1 of the component in fp8 by torch's cast (core/fp8_round.h,
+// checked against torch there) and computes as the checkpoint holding those values would.
+TEST_F(Fp8Weights, StoredInFp8AtLoad) {
+  auto src = SafetensorsFile::open(test::golden_path("tiny-sd1.safetensors"));
+  ASSERT_TRUE(src.ok());
+  std::vector<std::pair<std::string, HostTensor>> ref;
+  for (const SafetensorsEntry& e : (*src)->entries()) {
+    HostTensor w = (*src)->load(e.name, dtype_is_float(e.dtype) ? DType::F32 : e.dtype).value();
+    const bool part = e.name.rfind("model.diffusion_model.", 0) == 0 ||
+                      e.name.rfind("cond_stage_model.", 0) == 0;
+    if (part && dtype_is_float(e.dtype) && e.shape.rank >= 1)
+      for (int64_t i = 0; i < w.numel(); ++i) w.f32()[i] = f8e4m3_to_f32(f32_to_f8e4m3(w.f32()[i]));
+    ref.emplace_back(e.name, std::move(w));
+  }
+  std::vector<std::pair<std::string, const HostTensor*>> list;
+  for (auto& [n, t] : ref) list.emplace_back(n, &t);
+  ASSERT_TRUE(safetensors_write(path("ref.safetensors"), list, (*src)->metadata()).ok());
+  fs::copy_file(test::golden_path("tiny-sd1.yaml"), path("ref.yaml"));  // the same settings
+
+  LoadOptions o;
+  o.models_dir = test::source_dir() + "/data";
+  auto plain = model_load(path("ref.safetensors"), o);
+  ASSERT_TRUE(plain.ok()) << plain.status().str();
+  o.diffusion_weight_dtype = DType::F8_E4M3;
+  o.text_encoder_weight_dtype = DType::F8_E4M3;
+  auto fp8 = model_load(test::golden_path("tiny-sd1.safetensors"), o);
+  ASSERT_TRUE(fp8.ok()) << fp8.status().str();
+  size_t stored = 0, floats = 0;
+  for (const std::string& w : sd_unet(**fp8)->store.names()) {
+    const DType d = sd_unet(**fp8)->store.find(w)->dtype();
+    stored += d == DType::F8_E4M3;
+    floats += dtype_is_float(d);
+  }
+  EXPECT_EQ(stored, floats) << "every float tensor of the UNet is fp8";
+
+  const HostTensor x = golden("unet.sd1.x"), t = golden("unet.sd1.timesteps"),
+                   c = golden("unet.sd1.context");
+  auto a = unet_run(*ex_, *sd_unet(**fp8), x, t, c, nullptr);
+  ASSERT_TRUE(a.ok()) << a.status().str();
+  auto b = unet_run(*ex_, *sd_unet(**plain), x, t, c, nullptr);
+  ASSERT_TRUE(b.ok()) << b.status().str();
+  EXPECT_EQ(std::memcmp(a->data(), b->data(), a->bytes()), 0) << "the UNet differs";
+
+  auto te_a = text_encoder_load((*fp8)->file, (*fp8)->info, o);
+  ASSERT_TRUE(te_a.ok()) << te_a.status().str();
+  auto te_b = text_encoder_load((*plain)->file, (*plain)->info, LoadOptions{.models_dir = o.models_dir});
+  ASSERT_TRUE(te_b.ok()) << te_b.status().str();
+  const auto texts = text_parts_all(**te_a, "a photo of a cat");
+  auto ea = (*te_a)->encode(*ex_, texts, 0, {});
+  ASSERT_TRUE(ea.ok()) << ea.status().str();
+  auto eb = (*te_b)->encode(*ex_, texts, 0, {});
+  ASSERT_TRUE(eb.ok()) << eb.status().str();
+  float worst = 0;
+  for (int64_t i = 0; i < ea->cond->numel(); ++i)
+    worst = std::max(worst, std::fabs(ea->cond->f32()[i] - eb->cond->f32()[i]));
+  EXPECT_EQ(std::memcmp(ea->cond->data(), eb->cond->data(), ea->cond->bytes()), 0)
+      << "the text encoder differs by " << worst << " at most";
+}
 
 // Refusals name the file, the key and the format.
 class Fp8Refusals : public Fp8Weights {};

@@ -127,7 +127,9 @@ Result<std::unique_ptr<TextEncoder>> sd_text_encoder_create(const ComponentLoad&
     SDClipEncoder enc;
     enc.kind = part.kind;
     enc.weights = std::make_shared<WeightSet>();
-    HR_ASSIGN_OR_RETURN(WeightFormats formats, weight_formats_read(*load.file, part.prefix));
+    HR_ASSIGN_OR_RETURN(WeightFormats formats,
+                        weight_formats_for(*load.file, part.prefix,
+                                           load.options.text_encoder_weight_dtype));
     HR_TRY(weights_load_prefix(*enc.weights, load.file, part.prefix, load.options.text_encoder_dtype,
                                &formats));
     // Heads: the settings (config file, metadata; Note [model settings order]) or detection.

@@ -66,7 +66,8 @@ Result<std::unique_ptr<DiffusionModel>> sd_unet_create(const ComponentLoad& load
     cfg.num_heads = -1;
     cfg.num_head_channels = *head_ch;
   }
-  HR_ASSIGN_OR_RETURN(WeightFormats formats, weight_formats_read(*load.file, ci.diffusion_prefix));
+  HR_ASSIGN_OR_RETURN(WeightFormats formats, weight_formats_for(*load.file, ci.diffusion_prefix,
+                                                                options.diffusion_weight_dtype));
   if (formats.any()) {
     cfg.storage = formats.storage;
     cfg.storage_key = weight_storage_key(formats.storage.get());
