@@ -98,6 +98,8 @@ int plan_workflow(const PlanArgs& a) {
   WorkflowPlanOptions o;
   o.backend = backend.get();
   o.compute_dtype = *dtype;
+  o.unet_weights = policy->unet_weights;
+  o.text_encoder_weights = policy->text_encoder_weights;
   o.budget = policy->budget;
   o.weights_cap = policy->weights_cap;
   o.models_dir = a.models_dir;

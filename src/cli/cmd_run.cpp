@@ -62,6 +62,8 @@ int cmd_run(const RunArgs& args) {
   bool node_open = false;
 
   ExecOptions opts = run_exec_options(args, *in, *backend, allocator, executor, dtype);
+  opts.unet_weights = policy->unet_weights;
+  opts.text_encoder_weights = policy->text_encoder_weights;
   const Prompt& prompt = in->prompt;
   ConsoleLine console(isatty(STDERR_FILENO) != 0);
   RunProgress progress(console, PromptExecutor::execution_order(prompt).size());

@@ -23,6 +23,13 @@ void add_memory_options(CLI::App& cmd, MemoryArgs& m) {
   cmd.add_flag("--novram", m.novram, "no weight stays resident between uses");
   cmd.add_flag("--highvram", m.highvram, "keep models resident after their prompt");
   cmd.add_flag("--gpu-only", m.gpu_only, "keep every weight resident; never stream");
+  cmd.add_flag("--fp8_e4m3fn-unet", m.fp8_e4m3fn_unet,
+               "store diffusion models in fp8 (e4m3fn) at load, as ComfyUI's flag");
+  cmd.add_flag("--fp8_e5m2-unet", m.fp8_e5m2_unet, "store diffusion models in fp8 (e5m2) at load");
+  cmd.add_flag("--fp8_e4m3fn-text-enc", m.fp8_e4m3fn_text_enc,
+               "store text encoders in fp8 (e4m3fn) at load");
+  cmd.add_flag("--fp8_e5m2-text-enc", m.fp8_e5m2_text_enc,
+               "store text encoders in fp8 (e5m2) at load");
   cmd.add_option("--pinned-budget", m.pinned_budget,
                  "most page-locked host memory for streamed weights: 8GiB or 25% of RAM "
                  "(default: half of RAM); beyond it copies come from pageable memory");

@@ -63,6 +63,21 @@ uint64_t host_ram() {
 
 }  // namespace
 
+// The fp8 storage flags: at most one per component.
+Status fp8_flags_resolve(const MemoryArgs& args, MemoryPolicy& p) {
+  if (args.fp8_e4m3fn_unet && args.fp8_e5m2_unet)
+    return make_error(ErrorCode::INVALID_ARGUMENT,
+                      "--fp8_e4m3fn-unet and --fp8_e5m2-unet exclude each other");
+  if (args.fp8_e4m3fn_text_enc && args.fp8_e5m2_text_enc)
+    return make_error(ErrorCode::INVALID_ARGUMENT,
+                      "--fp8_e4m3fn-text-enc and --fp8_e5m2-text-enc exclude each other");
+  if (args.fp8_e4m3fn_unet) p.unet_weights = DType::F8_E4M3;
+  if (args.fp8_e5m2_unet) p.unet_weights = DType::F8_E5M2;
+  if (args.fp8_e4m3fn_text_enc) p.text_encoder_weights = DType::F8_E4M3;
+  if (args.fp8_e5m2_text_enc) p.text_encoder_weights = DType::F8_E5M2;
+  return Status();
+}
+
 Result<MemoryPolicy> memory_policy_resolve(const MemoryArgs& args, const DeviceInfo& device) {
   MemoryPolicy p;
   int modes = int(args.lowvram) + int(args.novram) + int(args.highvram) + int(args.gpu_only);
@@ -103,6 +118,7 @@ Result<MemoryPolicy> memory_policy_resolve(const MemoryArgs& args, const DeviceI
   } else if (ram > 0) {
     p.pinned_budget = ram / 2;
   }
+  HR_TRY(fp8_flags_resolve(args, p));
   return p;
 }
 

@@ -28,6 +28,9 @@ struct MemoryArgs {
   std::optional<double> reserve_vram;  // GiB kept free for others (ComfyUI's --reserve-vram)
   bool lowvram = false, novram = false, highvram = false, gpu_only = false;
   std::string pinned_budget;  // page-locked host memory: "8GiB", "25%" of RAM, "" = half of RAM
+  // ComfyUI's --fp8_e4m3fn-unet, --fp8_e5m2-unet, --fp8_e4m3fn-text-enc, --fp8_e5m2-text-enc.
+  bool fp8_e4m3fn_unet = false, fp8_e5m2_unet = false;
+  bool fp8_e4m3fn_text_enc = false, fp8_e5m2_text_enc = false;
 };
 
 struct MemoryPolicy {
@@ -38,6 +41,9 @@ struct MemoryPolicy {
   uint64_t weights_cap = UINT64_MAX;
   std::string how;  // one line: where the budget came from
   uint64_t pinned_budget = UINT64_MAX;  // page-locked host bytes (Allocator::set_pinned_budget)
+  // Models stored in fp8 at load (Note [fp8 at load] in models/weight_format.cpp); none: as the
+  // file stores them, converted to the compute dtype.
+  std::optional<DType> unet_weights, text_encoder_weights;
 };
 
 // Default reserve on a GPU when --reserve-vram is not given (ComfyUI's Linux default).

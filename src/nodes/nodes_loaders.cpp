@@ -14,6 +14,8 @@ LoadOptions load_options(const ExecContext& ctx) {
   o.diffusion_dtype = ctx.opts.compute_dtype;
   o.vae_dtype = ctx.opts.compute_dtype;
   o.text_encoder_dtype = ctx.opts.compute_dtype;
+  o.diffusion_weight_dtype = ctx.opts.unet_weights;
+  o.text_encoder_weight_dtype = ctx.opts.text_encoder_weights;
   o.models_dir = ctx.opts.models_dir;
   return o;
 }
@@ -26,6 +28,17 @@ Result<std::shared_ptr<const CLIPValue>> clip_from_file(
   CLIPValue clip;
   clip.encoder = std::move(enc);
   return std::make_shared<const CLIPValue>(std::move(clip));
+}
+
+// UNETLoader's weight_dtype (Note [fp8 at load] in models/weight_format.cpp). The _fast mode
+// multiplies in fp8 in ComfyUI where the GPU can; headroom stores the same fp8 weights and
+// dequantizes them before use, and says so.
+void weight_dtype_apply(const ExecContext& ctx, const std::string& choice, LoadOptions& o) {
+  if (choice == "fp8_e4m3fn" || choice == "fp8_e4m3fn_fast") o.diffusion_weight_dtype = DType::F8_E4M3;
+  if (choice == "fp8_e5m2") o.diffusion_weight_dtype = DType::F8_E5M2;
+  if (choice == "fp8_e4m3fn_fast")
+    ctx.warn("weight_dtype fp8_e4m3fn_fast: fp8 matrix multiplication is not implemented yet; "
+             "the fp8 weights are dequantized to the compute dtype before use");
 }
 
 // ComfyUI's folder names; Note [model folder aliases] makes them search unet/ and clip/ too.
@@ -71,13 +84,14 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
   unet.display_name = "Load Diffusion Model";
   unet.category = "advanced/loaders";
   unet.inputs = {file_combo("unet_name", env, kUNetFolder),
-                 spec_combo("weight_dtype", {"default"})};
+                 spec_combo("weight_dtype", {"default", "fp8_e4m3fn", "fp8_e4m3fn_fast", "fp8_e5m2"})};
   unet.outputs = {{IoType::MODEL, "MODEL"}};
   unet.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
     HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kUNetFolder, in.get_string("unet_name")));
     HR_ASSIGN_OR_RETURN(auto file, open_file(ctx, path));
     LoadOptions o = load_options(ctx);
     o.load_vae = false;
+    weight_dtype_apply(ctx, in.get_string("weight_dtype"), o);
     HR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m, model_load(file, o));
     if (!m->diffusion) return make_error(ErrorCode::INVALID_ARGUMENT, "{} holds no UNet", path);
     return std::vector<std::any>{

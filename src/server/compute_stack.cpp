@@ -57,11 +57,15 @@ JobRuntime compute_runtime(ComputeStack& s, const NodeRegistry& registry,
   rt.exec.temp_dir = folders.temp_dir;
   rt.exec.backend = s.backend.get();
   rt.exec.compute_dtype = s.dtype;
+  rt.exec.unet_weights = s.policy.unet_weights;
+  rt.exec.text_encoder_weights = s.policy.text_encoder_weights;
   rt.exec.allocator = s.allocator.get();
   rt.exec.executor = s.executor.get();
   rt.exec.preview = s.preview == PreviewMethod::LATENT2RGB;
   rt.plan.backend = s.backend.get();
   rt.plan.compute_dtype = s.dtype;
+  rt.plan.unet_weights = s.policy.unet_weights;
+  rt.plan.text_encoder_weights = s.policy.text_encoder_weights;
   rt.plan.models_dir = folders.models_dir;
   rt.plan.input_dir = folders.input_dir;
   rt.plan.device_profile = s.executor->device_profile();  // the run's clock

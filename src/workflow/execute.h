@@ -7,6 +7,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +48,8 @@ struct ExecOptions {
   std::string tokenizer_dir;  // CLIP vocabulary folder (empty: discover)
   Backend* backend = nullptr;
   DType compute_dtype = DType::F32;  // UNet/VAE/CLIP compute dtype on `backend`
+  // Stored in fp8 at load (MemoryPolicy's; UNETLoader's weight_dtype overrides the first).
+  std::optional<DType> unet_weights, text_encoder_weights;
   Allocator* allocator = nullptr;
   Executor* executor = nullptr;
   std::function<void(const ExecEvent&)> on_event;

@@ -97,6 +97,24 @@ TEST(MemoryPolicy, ComfyUIFlags) {
   EXPECT_NE(both.status().message().find("exclude"), std::string::npos);
 }
 
+// ComfyUI's fp8 storage flags (Note [fp8 at load]): one dtype per component.
+TEST(MemoryPolicy, Fp8StorageFlags) {
+  MemoryArgs a;
+  auto p = memory_policy_resolve(a, gpu(140 * GiB, 139 * GiB));
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->unet_weights || p->text_encoder_weights);
+  a.fp8_e4m3fn_unet = true;
+  a.fp8_e5m2_text_enc = true;
+  p = memory_policy_resolve(a, gpu(140 * GiB, 139 * GiB));
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->unet_weights, DType::F8_E4M3);
+  EXPECT_EQ(p->text_encoder_weights, DType::F8_E5M2);
+  a.fp8_e5m2_unet = true;
+  p = memory_policy_resolve(a, gpu(140 * GiB, 139 * GiB));
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("--fp8_e5m2-unet"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hr
 

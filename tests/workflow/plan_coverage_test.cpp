@@ -142,6 +142,14 @@ Json two_pass_upscale() {
       {"9", node("SaveImage", {{"filename_prefix", "two_pass/x"}, {"images", link("8")}})}};
 }
 
+// The two passes with the UNet stored in fp8 at load (Note [fp8 at load]): the plan counts fp8
+// weights and the dequantized copies in the arena.
+Json two_pass_fp8() {
+  Json wf = two_pass_upscale();
+  wf["20"]["inputs"]["weight_dtype"] = "fp8_e4m3fn";
+  return wf;
+}
+
 // Two LoRAs on tests/data's tiny SD1 checkpoint (whose weights the LoRA files of tests/data/lora
 // fit): a LoraLoader, then a LoraLoaderModelOnly, so that the sampler's weights are patched views
 // when they stream and the text encoders' when they are resident.
@@ -317,6 +325,7 @@ const std::vector<Case>& cases() {
                                       {"sdxl refiner", sdxl_refiner()},
                                       {"img2img", image_to_image()},
                                       {"two-pass upscale", two_pass_upscale()},
+                                      {"two-pass, fp8 UNet", two_pass_fp8()},
                                       {"sd1 with two LoRAs", sd1_loras()},
                                       {"cond/uncond split", cfg_split(), false}};
   return c;
