@@ -279,6 +279,25 @@ TEST_F(Fp8Refusals, UnknownFormatsAndMisplacedScales) {
   // A model file with a refused layer does not load: the error names it.
   auto m = model_load(path("a.safetensors"));
   EXPECT_FALSE(m.ok());
+
+  // A VAE stored in scaled fp8 is refused (not computed without its scales).
+  auto src = SafetensorsFile::open(test::golden_path("tiny-sd1.safetensors"));
+  ASSERT_TRUE(src.ok());
+  std::vector<std::pair<std::string, HostTensor>> kept;
+  for (const SafetensorsEntry& e : (*src)->entries()) {
+    HostTensor t = (*src)->load(e.name).value();
+    if (e.name == "first_stage_model.decoder.conv_out.weight") {
+      t = HostTensor(DType::F8_E4M3, e.shape);
+      kept.emplace_back("first_stage_model.decoder.conv_out.scale_weight", s.clone());
+    }
+    kept.emplace_back(e.name, std::move(t));
+  }
+  std::vector<std::pair<std::string, const HostTensor*>> list;
+  for (auto& [n, t] : kept) list.emplace_back(n, &t);
+  ASSERT_TRUE(safetensors_write(path("vae8.safetensors"), list, {}).ok());
+  auto v = model_load(path("vae8.safetensors"));
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().str().find("conv_out.scale_weight"), std::string::npos) << v.status().str();
 }
 
 }  // namespace

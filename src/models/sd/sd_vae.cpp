@@ -1,5 +1,6 @@
 // SDVAE: the LDM VAE as an Autoencoder and its factory.
 #include "models/weight_load.h"
+#include "models/weight_format.h"
 #include "models/sd/sd_vae.h"
 
 #include "models/checkpoint.h"
@@ -28,6 +29,14 @@ Result<HostTensor> SDVAE::decode_tiled(Executor& ex, const HostTensor& latent,
 
 Result<std::unique_ptr<Autoencoder>> sd_vae_create(const ComponentLoad& load) {
   HR_ASSIGN_OR_RETURN(VAEConfig cfg, vae_config_detect(*load.file, load.info.vae_prefix));
+  // fp8 VAE weights are widened at load (exact without a scale); scaled ones are refused rather
+  // than drawn wrong (Note [fp8 weights] in graph/graph.h covers the UNet and text encoders).
+  HR_ASSIGN_OR_RETURN(WeightFormats formats, weight_formats_read(*load.file, load.info.vae_prefix));
+  if (!formats.scales.empty())
+    return make_error(ErrorCode::UNSUPPORTED, "{}: the VAE's weights are stored as {} with "
+                      "scales (e.g. '{}{}'); headroom computes scaled fp8 only in diffusion models "
+                      "and text encoders", load.info.path, formats.kind, load.info.vae_prefix,
+                      *formats.scales.begin());
   auto vae = std::make_unique<SDVAE>(std::move(cfg), load.options.vae_dtype, load.info.path);
   HR_TRY(weights_load_prefix(vae->store, load.file, load.info.vae_prefix, load.options.vae_dtype)
              .with_context("loading the VAE"));
