@@ -123,6 +123,39 @@ HostTensor golden(const std::string& name) {
   return (*f)->load(name, DType::F32).value();
 }
 
+// The largest absolute difference of two float32 tensors, for messages.
+float worst_of(const HostTensor& a, const HostTensor& b) {
+  float worst = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) worst = std::max(worst, std::fabs(a.f32()[i] - b.f32()[i]));
+  return worst;
+}
+
+// The UNet call and the text encoders' conditioning of `a` equal `b`'s bit for bit.
+void expect_same_outputs(Executor& ex, LoadedModel& a, const LoadOptions& oa, LoadedModel& b,
+                         const LoadOptions& ob) {
+  const HostTensor x = golden("unet.sd1.x"), t = golden("unet.sd1.timesteps"),
+                   c = golden("unet.sd1.context");
+  auto ua = unet_run(ex, *sd_unet(a), x, t, c, nullptr);
+  ASSERT_TRUE(ua.ok()) << ua.status().str();
+  auto ub = unet_run(ex, *sd_unet(b), x, t, c, nullptr);
+  ASSERT_TRUE(ub.ok()) << ub.status().str();
+  ASSERT_EQ(ua->bytes(), ub->bytes());
+  EXPECT_EQ(std::memcmp(ua->data(), ub->data(), ua->bytes()), 0)
+      << "the UNet differs by " << worst_of(*ua, *ub) << " at most";
+  auto ta = text_encoder_load(a.file, a.info, oa);
+  ASSERT_TRUE(ta.ok()) << ta.status().str();
+  auto tb = text_encoder_load(b.file, b.info, ob);
+  ASSERT_TRUE(tb.ok()) << tb.status().str();
+  const auto texts = text_parts_all(**ta, "a photo of a cat");
+  auto ea = (*ta)->encode(ex, texts, 0, {});
+  ASSERT_TRUE(ea.ok()) << ea.status().str();
+  auto eb = (*tb)->encode(ex, texts, 0, {});
+  ASSERT_TRUE(eb.ok()) << eb.status().str();
+  ASSERT_EQ(ea->cond->bytes(), eb->cond->bytes());
+  EXPECT_EQ(std::memcmp(ea->cond->data(), eb->cond->data(), ea->cond->bytes()), 0)
+      << "the text encoder differs by " << worst_of(*ea->cond, *eb->cond) << " at most";
+}
+
 TEST_P(Fp8Weights, ComputeAsTheDequantizedCheckpoint) {
   const int n = write_pair(path("fp8.safetensors"), path("ref.safetensors"), GetParam());
   ASSERT_GT(n, 20);
@@ -133,14 +166,8 @@ TEST_P(Fp8Weights, ComputeAsTheDequantizedCheckpoint) {
   auto ref = model_load(path("ref.safetensors"), o);
   ASSERT_TRUE(ref.ok()) << ref.status().str();
 
-  const HostTensor x = golden("unet.sd1.x"), t = golden("unet.sd1.timesteps"),
-                   c = golden("unet.sd1.context");
-  auto a = unet_run(*ex_, *sd_unet(**fp8), x, t, c, nullptr);
-  ASSERT_TRUE(a.ok()) << a.status().str();
-  auto b = unet_run(*ex_, *sd_unet(**ref), x, t, c, nullptr);
-  ASSERT_TRUE(b.ok()) << b.status().str();
-  ASSERT_EQ(a->bytes(), b->bytes());
-  EXPECT_EQ(std::memcmp(a->data(), b->data(), a->bytes()), 0) << "the UNet differs";
+  expect_same_outputs(*ex_, **fp8, o, **ref, o);
+  const HostTensor x = golden("unet.sd1.x"), c = golden("unet.sd1.context");
   uint64_t planned[2] = {0, 0}, fp8_planned = 0;  // the plans' weight bytes: fp8, reference
   for (int k = 0; k < 2; ++k) {
     const SDUNet& u = *sd_unet(k == 0 ? **fp8 : **ref);
@@ -162,18 +189,6 @@ TEST_P(Fp8Weights, ComputeAsTheDequantizedCheckpoint) {
   EXPECT_EQ(fp8_planned, fp8_stored) << "the plan does not count the fp8 weights as fp8";
   EXPECT_LT(planned[0] + 2 * fp8_stored, planned[1]) << "the plan does not count fp8 bytes";
 
-  auto te_a = text_encoder_load((*fp8)->file, (*fp8)->info, o);
-  ASSERT_TRUE(te_a.ok()) << te_a.status().str();
-  auto te_b = text_encoder_load((*ref)->file, (*ref)->info, o);
-  ASSERT_TRUE(te_b.ok()) << te_b.status().str();
-  const auto texts = text_parts_all(**te_a, "a photo of a cat");
-  auto ea = (*te_a)->encode(*ex_, texts, 0, {});
-  ASSERT_TRUE(ea.ok()) << ea.status().str();
-  auto eb = (*te_b)->encode(*ex_, texts, 0, {});
-  ASSERT_TRUE(eb.ok()) << eb.status().str();
-  ASSERT_EQ(ea->cond->bytes(), eb->cond->bytes());
-  EXPECT_EQ(std::memcmp(ea->cond->data(), eb->cond->data(), ea->cond->bytes()), 0)
-      << "the text encoder differs";
 }
 
 INSTANTIATE_TEST_SUITE_P(Forms, Fp8Weights,
@@ -215,28 +230,7 @@ TEST_F(Fp8Weights, StoredInFp8AtLoad) {
   }
   EXPECT_EQ(stored, floats) << "every float tensor of the UNet is fp8";
 
-  const HostTensor x = golden("unet.sd1.x"), t = golden("unet.sd1.timesteps"),
-                   c = golden("unet.sd1.context");
-  auto a = unet_run(*ex_, *sd_unet(**fp8), x, t, c, nullptr);
-  ASSERT_TRUE(a.ok()) << a.status().str();
-  auto b = unet_run(*ex_, *sd_unet(**plain), x, t, c, nullptr);
-  ASSERT_TRUE(b.ok()) << b.status().str();
-  EXPECT_EQ(std::memcmp(a->data(), b->data(), a->bytes()), 0) << "the UNet differs";
-
-  auto te_a = text_encoder_load((*fp8)->file, (*fp8)->info, o);
-  ASSERT_TRUE(te_a.ok()) << te_a.status().str();
-  auto te_b = text_encoder_load((*plain)->file, (*plain)->info, LoadOptions{.models_dir = o.models_dir});
-  ASSERT_TRUE(te_b.ok()) << te_b.status().str();
-  const auto texts = text_parts_all(**te_a, "a photo of a cat");
-  auto ea = (*te_a)->encode(*ex_, texts, 0, {});
-  ASSERT_TRUE(ea.ok()) << ea.status().str();
-  auto eb = (*te_b)->encode(*ex_, texts, 0, {});
-  ASSERT_TRUE(eb.ok()) << eb.status().str();
-  float worst = 0;
-  for (int64_t i = 0; i < ea->cond->numel(); ++i)
-    worst = std::max(worst, std::fabs(ea->cond->f32()[i] - eb->cond->f32()[i]));
-  EXPECT_EQ(std::memcmp(ea->cond->data(), eb->cond->data(), ea->cond->bytes()), 0)
-      << "the text encoder differs by " << worst << " at most";
+  expect_same_outputs(*ex_, **fp8, o, **plain, LoadOptions{.models_dir = o.models_dir});
 }
 
 // Refusals name the file, the key and the format.
