@@ -149,7 +149,10 @@ uint64_t name_hash(const std::string& s) {
   return h;
 }
 
-bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+bool is_float(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F8_E4M3 ||
+         t == DType::F8_E5M2;
+}
 
 std::vector<uint8_t> to_bytes(const RefTensor& t) {
   std::vector<uint8_t> b(t.desc.bytes());
@@ -938,6 +941,17 @@ void add_cast_cases(std::vector<OpCase>& v) {
                  .with_tol(0, 0, 0);
   c.sweep = false;
   v.push_back(std::move(c));
+  // Note [fp8 weights] (graph.h): fp8 weights reach the compute dtype by CAST, exactly.
+  for (DType from : {DType::F8_E4M3, DType::F8_E5M2})
+    for (DType to : float_targets) {
+      const double most = from == DType::F8_E4M3 ? 448.0 : 57344.0;
+      OpCase f = make_case(fmt::format("cast_{}_to_{}", dtype_name(from), dtype_name(to)),
+                           OpKind::CAST, {TensorDesc{from, Shape{7, 131}}}, cast(to))
+                     .with_range(0, -most, most)
+                     .with_tol(0, 0, 0);
+      f.sweep = false;
+      v.push_back(std::move(f));
+    }
 }
 
 }  // namespace

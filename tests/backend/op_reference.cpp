@@ -8,6 +8,8 @@
 #include <limits>
 #include <numbers>
 
+#include "core/fp8_round.h"
+
 namespace hr::test {
 namespace {
 
@@ -463,6 +465,10 @@ double dtype_round(double x, DType t) {
       return double(f16_to_f32(f32_to_f16(float(x))));
     case DType::BF16:
       return double(bf16_to_f32(f32_to_bf16(float(x))));
+    case DType::F8_E4M3:
+      return double(f8e4m3_to_f32(f32_to_f8e4m3(float(x))));
+    case DType::F8_E5M2:
+      return double(f8e5m2_to_f32(f32_to_f8e5m2(float(x))));
     case DType::I32:
     case DType::I64:
       return std::trunc(x);
@@ -479,6 +485,10 @@ double dtype_load(const void* data, DType t, size_t i) {
       return double(f16_to_f32(static_cast<const uint16_t*>(data)[i]));
     case DType::BF16:
       return double(bf16_to_f32(static_cast<const uint16_t*>(data)[i]));
+    case DType::F8_E4M3:
+      return double(f8e4m3_to_f32(static_cast<const uint8_t*>(data)[i]));
+    case DType::F8_E5M2:
+      return double(f8e5m2_to_f32(static_cast<const uint8_t*>(data)[i]));
     case DType::I32:
       return double(static_cast<const int32_t*>(data)[i]);
     case DType::I64:
@@ -498,6 +508,12 @@ void dtype_store(void* data, DType t, size_t i, double x) {
       break;
     case DType::BF16:
       static_cast<uint16_t*>(data)[i] = f32_to_bf16(float(x));
+      break;
+    case DType::F8_E4M3:
+      static_cast<uint8_t*>(data)[i] = f32_to_f8e4m3(float(x));
+      break;
+    case DType::F8_E5M2:
+      static_cast<uint8_t*>(data)[i] = f32_to_f8e5m2(float(x));
       break;
     case DType::I32:
       static_cast<int32_t*>(data)[i] = int32_t(x);
