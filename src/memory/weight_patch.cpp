@@ -451,8 +451,15 @@ bool exact_in(const HostTensor& t, DType dtype) {
   return inexact == 0;
 }
 
-// The parts each up is split into: two below float32 (Note [fused low-rank patches]).
-int64_t up_parts(DType dtype) { return dtype == DType::F32 ? 1 : 2; }
+// The parts each up is split into (Note [fused low-rank patches]): one in float32, or when every
+// scaled up is exact in `dtype` (an f16 file's ups with alpha = rank); else two. A placeholder
+// (a plan run) counts as two: the plan may overstate the factors' bytes, never understate them.
+int64_t up_parts(std::span<const WeightPatch> patches, DType dtype) {
+  if (dtype == DType::F32) return 1;
+  for (const WeightPatch& p : patches)
+    if (p.factors[0].is_placeholder() || !exact_in(p.factors[0], dtype)) return 2;
+  return 1;
+}
 
 }  // namespace
 
@@ -495,7 +502,7 @@ std::vector<FusedLowRank> patches_fuse(std::span<const WeightPatch> patches, con
     for (const WeightPatch& p : patches)
       if (covers(p, s, stored)) rank += p.factors[0].shape()[1];
     // Columns [0, rank): up's high part; [rank, 2 rank): its low part, each against down.
-    const int64_t parts = up_parts(dtype), width = parts * rank;
+    const int64_t parts = up_parts(patches, dtype), width = parts * rank;
     HostTensor up(DType::F32, Shape{s.second, width}), down_t(DType::F32, Shape{n, width});
     int64_t at = 0;
     for (const WeightPatch& p : patches) {
@@ -525,10 +532,9 @@ std::vector<FusedLowRank> patches_fuse(std::span<const WeightPatch> patches, con
 
 uint64_t fused_bytes(std::span<const WeightPatch> patches, DType dtype) {
   uint64_t n = 0;
-  for (const WeightPatch& p : patches)  // Note [fused low-rank patches]: the parts of each up
-    n += uint64_t(up_parts(dtype)) * uint64_t(p.factors[0].numel() + p.factors[1].numel()) *
-         dtype_size(dtype);
-  return n;
+  for (const WeightPatch& p : patches) n += uint64_t(p.factors[0].numel() + p.factors[1].numel());
+  // Note [fused low-rank patches]: the parts of each up, each against its down.
+  return uint64_t(up_parts(patches, dtype)) * n * dtype_size(dtype);
 }
 
 namespace {
@@ -568,7 +574,7 @@ size_t fused_workspace_most(const BackendKernels& b, std::span<const WeightPatch
                             const Shape& stored, DType dtype) {
   int64_t rank = 0;
   for (const WeightPatch& p : patches) rank += p.factors[0].shape()[1];
-  const int64_t width = up_parts(dtype) * rank, n = row_elems(stored);
+  const int64_t width = up_parts(patches, dtype) * rank, n = row_elems(stored);
   size_t most = 0;
   for (const auto& s : slices_of(patches, stored)) {
     FusedOnDevice f{TensorRef{TensorDesc{dtype, Shape{s.second, width}}, nullptr},

@@ -122,12 +122,14 @@ Status patches_issue(Backend& b, Stream* s, const PatchTarget& t,
 // applied; rounding the scaled up to f16 flipped the last bit of ~5 % of a test weight's elements.
 // So each up (the scale folded in) is split in two, its value rounded to the dtype and what that
 // rounding left out, both against the same down: the product then carries the scaled factor to
-// about twice the dtype's precision, and the sum is ComfyUI's but for the order of its terms. The
+// about twice the dtype's precision, and the sum is ComfyUI's but for the order of its terms. When
+// every scaled up is exact in the dtype already (an f16 file with alpha = rank), the low parts
+// are zero and are left out: half the factors' bytes and half the GEMM's depth. The
 // downs are exact where the file stores them in the weight's dtype, as LoRA files do. Patches on
 // different row slices (q, k and v inside a fused in_proj) make one group each.
 struct FusedLowRank {
-  HostTensor up;      // [rows, 2R] in the weight's dtype: the scaled ups' high and low parts
-  HostTensor down_t;  // [n, 2R], n = the weight's elements per row: the downs twice
+  HostTensor up;      // [rows, PR] in the weight's dtype: the scaled ups' high (and low) parts
+  HostTensor down_t;  // [n, PR], n = the weight's elements per row: the downs P times (P = 1, 2)
   int64_t row_offset = 0;
   int64_t rows = 0;
 };

@@ -254,6 +254,36 @@ TEST(PatchedWeightsTest, StreamingReservesOnlyTheStreamedWeightsFactors) {
 // On a discrete device plain LoRAs take the fused form (Note [fused low-rank patches]): a
 // weight patched in row slices only (q and v inside a fused projection, k not) keeps its other
 // rows, and a stacked weight's unpatched part is the original's.
+// Note [fused low-rank patches]: below float32 each scaled up is split into a high and a low
+// part, unless every scaled up is exact in the dtype already (alpha = rank on an f16 file): then
+// the fused factors are half as wide, and fused_bytes says so.
+TEST(PatchedWeightsTest, FusedUpsSplitOnlyWhenInexact) {
+  std::mt19937 rng(9);
+  auto ups_in_f16 = [](WeightPatch p) {
+    for (int64_t i = 0; i < p.factors[0].numel(); ++i)
+      p.factors[0].f32()[i] = f16_to_f32(f32_to_f16(p.factors[0].f32()[i]));
+    for (int64_t i = 0; i < p.factors[1].numel(); ++i)
+      p.factors[1].f32()[i] = f16_to_f32(f32_to_f16(p.factors[1].f32()[i]));
+    return p;
+  };
+  const Shape stored{kWidth, kWidth};
+  std::vector<WeightPatch> exact, inexact;
+  exact.push_back(ups_in_f16(lora(rng, kWidth)));
+  inexact.push_back(ups_in_f16(lora(rng, kWidth)));
+  inexact[0].factors[0].f32()[0] *= 1.0f + 1e-6f;  // a scale the f16 up does not carry exactly
+  ASSERT_TRUE(patches_fusable(exact, DType::F16, false));
+  ASSERT_TRUE(patches_fusable(inexact, DType::F16, false));
+  const auto one = patches_fuse(exact, stored, DType::F16);
+  const auto two = patches_fuse(inexact, stored, DType::F16);
+  ASSERT_EQ(one.size(), 1u);
+  ASSERT_EQ(two.size(), 1u);
+  EXPECT_EQ(one[0].up.shape()[1], 4);  // rank 4: the high parts only
+  EXPECT_EQ(two[0].up.shape()[1], 8);  // high and low
+  EXPECT_EQ(one[0].down_t.shape()[1], 4);
+  EXPECT_EQ(fused_bytes(exact, DType::F16), one[0].up.bytes() + one[0].down_t.bytes());
+  EXPECT_EQ(fused_bytes(inexact, DType::F16), two[0].up.bytes() + two[0].down_t.bytes());
+}
+
 TEST(PatchedWeightsTest, FusedFormKeepsUnpatchedRows) {
   AsyncSimBackend sim(SimOrder::COPIES_LATE);
   sim.set_discrete(true);
