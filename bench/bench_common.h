@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/fp8_round.h"
 #include "graph/executor.h"
 #include "models/make_model.h"
 #include "models/sd/unet.h"
@@ -85,6 +86,37 @@ inline Result<Workload> workload_sdxl(DType dt) {
   w.inputs.emplace_back("timesteps", timesteps(999.0f));
   w.inputs.emplace_back("context", filled(dt, Shape{2, 77, 2048}, 0.5f));
   w.inputs.emplace_back("y", filled(dt, Shape{2, cfg.adm_in_channels}, 0.5f));
+  return w;
+}
+
+// The SDXL step with every float weight stored in fp8 e4m3 (round to nearest even, as ComfyUI's
+// weight_dtype fp8_e4m3fn stores it) and dequantized before use (Note [fp8 weights] in
+// graph/graph.h): the same random weights as workload_sdxl in half their f16 bytes.
+inline Result<Workload> workload_sdxl_fp8(DType dt) {
+  HR_ASSIGN_OR_RETURN(Workload w, workload_sdxl(dt));
+  auto storage = std::make_shared<WeightStorageMap>();
+  auto stored = std::make_shared<WeightSet>();
+  for (const std::string& n : w.weights->names()) {
+    const HostTensor* h = w.weights->find(n);
+    if (!dtype_is_float(h->dtype()) || h->shape().rank < 1) {
+      stored->put(n, h->clone());
+      continue;
+    }
+    (*storage)[n] = WeightStorage{DType::F8_E4M3, ""};
+    const HostTensor f = h->to(DType::F32);
+    HostTensor q(DType::F8_E4M3, h->shape());
+    uint8_t* out = static_cast<uint8_t*>(q.data());
+#pragma omp parallel for if (f.numel() > (1 << 16))
+    for (int64_t i = 0; i < f.numel(); ++i) out[i] = f32_to_f8e4m3(f.f32()[i]);
+    stored->put(n, std::move(q));
+  }
+  UNetConfig cfg = unet_config_sdxl();
+  cfg.storage = storage;
+  cfg.storage_key = weight_storage_key(storage.get());
+  HR_ASSIGN_OR_RETURN(w.graph, unet_graph(cfg, 2, 128, 128, 77, dt));
+  w.weights = std::move(stored);
+  w.name += ", fp8 weights";
+  w.key = "sdxl_unet_fp8";
   return w;
 }
 

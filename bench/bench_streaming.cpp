@@ -4,8 +4,10 @@
 // max(resident step, streamed bytes / host-to-device bandwidth), both measured in this run.
 // Then the SD VAE decode at 2048x2048 under a 1 GiB budget (tiled) against untiled.
 //
-//   bench_streaming [--device cuda] [--dtype f16] [--steps 10] [--only sd15|sdxl|vae|switch]
+//   bench_streaming [--device cuda] [--dtype f16] [--steps 10] [--only sd15|sdxl|vae|switch|fp8]
 // (switch: SDXL model switches under a one-model budget, Note [weight block cache]; only alone)
+// (fp8: the SDXL step with its weights stored in fp8 and dequantized before use, resident and at
+// 75/50/25/0 % resident against its floor, then f16 and fp8 within one 2 GiB budget)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -329,6 +331,38 @@ void switch_rows(Backend& b, bench::Workload& w, int steps) {
   }
 }
 
+// fp8 weights (issue 38): the SDXL step with its weights in f16 and in fp8 (dequantized), each
+// resident; fp8 at every budget against its floor; and both within one 2 GiB budget.
+void fp8_rows(Backend& b, DType dt, int steps, double bw, std::vector<Row>& rows) {
+  auto f16 = bench::workload_sdxl(dt);
+  if (!f16.ok()) return;
+  Row plain = time_steps(b, *f16, UINT64_MAX, steps, nullptr, bw, false);
+  plain.work = f16->name;
+  plain.target = "resident (no budget)";
+  plain.floor_ms = plain.ms;
+  rows.push_back(plain);
+  constexpr uint64_t kFixed = 2ull << 30;
+  Row plain_fixed = time_steps(b, *f16, kFixed, steps, &plain.node_ms, bw, true);
+  f16->weights.reset();  // the f16 copies go before the fp8 ones are made
+  auto fp8 = bench::workload_sdxl_fp8(dt);
+  if (!fp8.ok()) return;
+  const size_t fp8_resident = rows.size();  // unet_rows' first row: fp8, resident
+  unet_rows(b, *fp8, steps, bw, rows);
+  if (rows.size() <= fp8_resident) return;
+  Row fp8_fixed = time_steps(b, *fp8, kFixed, steps, nullptr, bw, true);
+  for (Row* r : {&plain_fixed, &fp8_fixed}) {
+    r->work = r == &plain_fixed ? f16->name : fp8->name;
+    r->target = "2 GiB budget";
+    r->floor_ms = std::max(r == &plain_fixed ? plain.ms : rows[fp8_resident].ms,
+                           bw > 0 ? double(r->streamed) / bw * 1e3 : 0.0);
+    rows.push_back(*r);
+  }
+  std::printf("fp8 / f16 resident: %.3fx (%.2f / %.2f ms)\n", rows[fp8_resident].ms / plain.ms,
+              rows[fp8_resident].ms, plain.ms);
+  std::printf("fp8 / f16 within 2 GiB: %.3fx (%.2f / %.2f ms)\n", fp8_fixed.ms / plain_fixed.ms,
+              fp8_fixed.ms, plain_fixed.ms);
+}
+
 }  // namespace
 }  // namespace hr
 
@@ -355,6 +389,7 @@ int main(int argc, char** argv) {
     if (w.ok()) unet_rows(*backend, *w, args.steps, bw, rows);
   }
   if (args.only.empty() || args.only == "vae") vae_rows(*backend, dt, std::max(2, args.steps / 4), rows);
+  if (args.only == "fp8") fp8_rows(*backend, dt, args.steps, bw, rows);
   if (args.only == "switch") {  // not part of the default run: it needs two models in host memory
     auto w = bench::workload_sdxl(dt);
     if (w.ok()) switch_rows(*backend, *w, args.steps);
