@@ -300,6 +300,11 @@ def compute(comfy):
             if changed == 0:
                 raise SystemExit("{} {}: the LoRA changed no element".format(mode, key))
             not_rne = check_rounding(key, mode, c, scale, p)
+            # the README's formula, called directly, gives what ModelPatcher stored
+            direct = comfy.float.stochastic_rounding(c / scale if scale is not None else c, E4M3, seed=entry["seed"])
+            if not torch.equal(to_codes(direct), p):
+                raise SystemExit("{} {}: stochastic_rounding(calculated{}, seed) != patched".format(
+                    mode, key, " / scale" if scale is not None else ""))
             plain = check_plain_lora(key, stem, lora, s, scale, c)
             tensors[golden_name(mode, key, "stored")] = s
             tensors[golden_name(mode, key, "patched")] = p
