@@ -204,9 +204,10 @@ ValueId Graph::weight_stored(const std::string& name, TensorDesc desc, const Wei
   }
   const std::shared_ptr<const WeightStorageMap> keep = std::move(storage_);  // no recursion
   ValueId v = cast(weight(name, TensorDesc{s.dtype, desc.shape}), desc.dtype, name + ".dequant");
-  if (!s.scale.empty())
-    v = op(OpKind::MUL, {}, {v, weight(s.scale, TensorDesc{desc.dtype, Shape{1}})},
-           name + ".scaled");
+  if (!s.scale.empty()) {
+    const ValueId scale = weight(s.scale, TensorDesc{DType::F32, Shape{1}});
+    v = op(OpKind::MUL, {}, {v, cast(scale, desc.dtype, s.scale + ".cast")}, name + ".scaled");
+  }
   storage_ = keep;
   dequantized_[name] = v;
   return v;

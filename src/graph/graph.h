@@ -87,13 +87,13 @@ struct Node {
 // scale (ComfyUI's scaled fp8: `scale_weight`; `comfy_quant` files: `weight_scale`). The model
 // declares the weight in its compute dtype as always; a graph given the storage map declares
 // the stored bytes instead and reaches the compute dtype with ops: CAST to the compute dtype,
-// then MUL by the scale (itself a weight, stored in the compute dtype), which is ComfyUI's
+// then MUL by the scale (itself a weight, f32, CAST to the compute dtype), which is ComfyUI's
 // dequantizing cast (`weight.to(dtype) * scale_weight.to(dtype)`, rounded once per op). So the
 // plan counts fp8 bytes for residency and streaming, and the dequantized copy is an arena
 // buffer that lives from the CAST to its reader.
 struct WeightStorage {
   DType dtype = DType::F32;  // as stored
-  std::string scale;         // the scale weight's name ("" = none), shape {1}
+  std::string scale;         // the scale weight's name ("" = none), f32 {1}
 };
 using WeightStorageMap = std::unordered_map<std::string, WeightStorage>;
 // A digest of the map's content ("" for none or empty), for caches of built graphs.

@@ -2,12 +2,18 @@
 // streamed weights in the ring.
 #include "memory/patched_weights.h"
 
+#include "memory/fp8_patch.h"
+
 #include <algorithm>
 
 #include "core/bytes.h"
 #include "memory/eviction.h"
 
 namespace hr {
+
+namespace {
+bool is_fp8(DType t) { return t == DType::F8_E4M3 || t == DType::F8_E5M2; }
+}  // namespace
 
 // Note [fused in place]
 // A streamed weight is patched where it landed in the ring, but the fused GEMM must not write
@@ -85,10 +91,10 @@ Result<std::vector<PatchedWeights::Part>> PatchedWeights::parts_of(const std::st
       return make_error(ErrorCode::NOT_FOUND, "weight '{}' is not in the checkpoint", n);
     Part p{n, offset, h->shape(), layout == WeightLayout::CONV_OHWI, patches_->find(n)};
     if (p.patches) HR_TRY(patches_check(n, p.stored, *p.patches));
-    if (p.patches && (h->dtype() == DType::F8_E4M3 || h->dtype() == DType::F8_E5M2))
+    if (p.patches && is_fp8(h->dtype()) && patches_->comfy_prefix.empty())
       return make_error(ErrorCode::UNSUPPORTED,
-                        "LoRA patches on the fp8 weight '{}' ({}) are not supported yet", n,
-                        patches_->id);
+                        "LoRA patches on the fp8 text-encoder weight '{}' ({}) are not supported "
+                        "yet", n, patches_->id);
     if (p.ohwi && p.stored.rank != 4)
       return make_error(ErrorCode::INVALID_ARGUMENT, "weight '{}' is not a 4-d filter", n);
     offset += size_t(h->numel()) * dtype_size(desc.dtype);
@@ -211,9 +217,34 @@ Status PatchedWeights::parts_issue(const std::vector<Part>& parts,
 // pending_ (until run_end, or a wait every kPendingMost bytes). Under a budget the original's
 // device copy goes once the patched one is made: the residency plan counted each weight once.
 // Without one it stays, and another LoRA set on the same model patches from device memory.
+// Note [fp8 patches] in memory/fp8_patch.cpp: made on the host and uploaded.
+Result<DeviceBuffer> PatchedWeights::fp8_patched(const Part& p, const std::string& key) {
+  const HostTensor* h = base_->find(p.name);
+  const WeightStorage* st = base_->storage_of(p.name);
+  const HostTensor* scale = st && !st->scale.empty() ? base_->find(st->scale) : nullptr;
+  if (st && !st->scale.empty() && (!scale || scale->dtype() != DType::F32))
+    return make_error(ErrorCode::INTERNAL, "the scale '{}' of '{}' is not a float32 weight",
+                      st->scale, p.name);
+  HR_ASSIGN_OR_RETURN(HostTensor q, fp8_patched_host(*h, scale, *p.patches,
+                                                     patches_->comfy_prefix + p.name));
+  HR_ASSIGN_OR_RETURN(DeviceBuffer dst, allocator_->allocate(q.bytes(), Pool::WEIGHTS,
+                                                             "weight " + key + " (patched)"));
+  HR_TRY(backend_->copy_h2d(dst.data(), q.data(), q.bytes(), nullptr));
+  HR_TRY(backend_->stream_sync(nullptr));  // q goes now
+  return dst;
+}
+
 Result<TensorRef> PatchedWeights::patch_resident(const std::string& name, const TensorDesc& desc,
                                                  WeightLayout layout, const std::string& key) {
   HR_ASSIGN_OR_RETURN(std::vector<Part> parts, parts_of(name, desc, layout));
+  if (parts.size() == 1 && parts[0].patches && is_fp8(desc.dtype)) {
+    HR_ASSIGN_OR_RETURN(DeviceBuffer dst, fp8_patched(parts[0], key));
+    if (allocator_->budget() != Allocator::kUnlimited) base_->weight_evict(name, layout);
+    ++made_;
+    auto it = device_.emplace(key, DeviceCopy{std::move(dst), 0}).first;
+    it->second.last_use = allocator_->tick();
+    return TensorRef{desc, it->second.buffer.data()};
+  }
   HR_ASSIGN_OR_RETURN(TensorRef src, base_->weight_get(name, desc, layout));
   HR_ASSIGN_OR_RETURN(DeviceBuffer dst, allocator_->allocate(desc.bytes(), Pool::WEIGHTS,
                                                              "weight " + key + " (patched)"));
@@ -284,6 +315,11 @@ Status PatchedWeights::stream_prepare(const WeightRequest& q) {
   size_t workspace = 0;
   for (size_t i = 0; i < st.parts.size(); ++i) {
     if (!st.parts[i].patches) continue;
+    if (is_fp8(q.desc.dtype))  // Note [fp8 patches]: made on the host, once, resident only
+      return make_error(ErrorCode::UNSUPPORTED,
+                        "the fp8 weight '{}' streams (it does not fit the budget beside the "
+                        "others) and LoRA patches on streamed fp8 weights are not supported yet; "
+                        "a larger --vram-budget keeps it resident", q.name);
     HR_ASSIGN_OR_RETURN(st.factors[i], factors_upload(st.parts[i], q.desc.dtype, Pool::WEIGHTS));
     const auto [e, w] = part_needs(st.parts[i], st.factors[i], q.desc.dtype);
     elems = std::max(elems, e);

@@ -123,6 +123,7 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
                      void* dst, const void* src, Stream* s);
   Result<TensorRef> patch_resident(const std::string& name, const TensorDesc& desc,
                                    WeightLayout layout, const std::string& key);
+  Result<DeviceBuffer> fp8_patched(const Part& p, const std::string& key);
   Status stream_prepare(const WeightRequest& q);
   StreamExtra stream_extra_of(const WeightRequest& q) const;  // mu_ held (Note [stream extra cache])
 

@@ -55,6 +55,10 @@ struct WeightPatch {
 struct PatchSet {
   std::map<std::string, std::vector<WeightPatch>, std::less<>> by_weight;
   std::string id;
+  // ComfyUI's model key of a weight is this prefix and its name ("diffusion_model." for the
+  // diffusion model); the seed of its stochastic rounding to fp8 (Note [fp8 patches]). Empty:
+  // not known, and fp8 weights are not patched.
+  std::string comfy_prefix;
 
   const std::vector<WeightPatch>* find(std::string_view weight) const;
   uint64_t factor_bytes() const;

@@ -40,6 +40,13 @@ class WeightSet final : public WeightSource, public Reclaimable {
   // pages are given back each time the weight has been copied (Note [mapped weights]).
   void put_mapped(const std::string& name, HostTensor t);
   const HostTensor* find(std::string_view name) const;
+  // How the stored tensors are read (Note [fp8 weights] in graph/graph.h); null: as they are.
+  void set_storage(std::shared_ptr<const WeightStorageMap> storage) { storage_ = std::move(storage); }
+  const WeightStorage* storage_of(const std::string& name) const {
+    if (!storage_) return nullptr;
+    auto it = storage_->find(name);
+    return it == storage_->end() ? nullptr : &it->second;
+  }
   bool contains(std::string_view name) const { return find(name) != nullptr; }
   std::vector<std::string> names() const;
   uint64_t bytes() const;
@@ -77,6 +84,7 @@ class WeightSet final : public WeightSource, public Reclaimable {
 
  private:
   std::map<std::string, HostTensor, std::less<>> host_;
+  std::shared_ptr<const WeightStorageMap> storage_;
   Backend* backend_ = nullptr;
   Allocator* allocator_ = nullptr;
   mutable std::mutex mu_;  // guards device_ (reclaim may come from another thread)

@@ -20,7 +20,7 @@ struct WeightFormats {
   std::shared_ptr<const WeightStorageMap> storage;
   // Tensors that describe the storage and are not weights (markers, comfy_quant, scale_input).
   std::unordered_set<std::string> not_weights;
-  // Scales, stored as {1} in the compute dtype.
+  // Scales, stored as float32 {1}.
   std::unordered_set<std::string> scales;
   std::string kind;  // "", "fp8", "scaled fp8 (f8_e4m3)", "comfy_quant (float8_e4m3fn)"
   bool any() const { return storage && !storage->empty(); }

@@ -19,6 +19,7 @@ std::optional<DType> stored_dtype(const SafetensorsEntry& e, const std::string& 
                                   const WeightFormats* formats) {
   if (formats) {
     if (formats->not_weights.count(local)) return std::nullopt;
+    if (formats->scales.count(local)) return DType::F32;  // as ComfyUI keeps them
     if (formats->storage)
       if (auto it = formats->storage->find(local); it != formats->storage->end())
         return it->second.dtype;

@@ -15,7 +15,7 @@ namespace hr {
 
 // Loads every tensor of `file` whose name starts with `prefix` into `weights`, strips the prefix
 // and converts floats to `dtype` (integer tensors keep their type). With `formats` (read from
-// the same file and prefix), fp8 weights stay fp8, scales become {1} in `dtype`, and the
+// the same file and prefix), fp8 weights stay fp8, scales become float32 {1}, and the
 // tensors that only describe the storage are left out (Note [fp8 weights] in graph/graph.h).
 Status weights_load_prefix(WeightSet& weights, const SafetensorsFile& file, std::string_view prefix,
                            DType dtype, const WeightFormats* formats = nullptr);

@@ -18,13 +18,15 @@ namespace {
 
 constexpr const char* kLoraFolder = "loras";
 constexpr size_t kNotLoadedShown = 5;
+constexpr const char* kDiffusionWhat = "diffusion model";
 
 // `prev`'s patches (cloned: a patch set is immutable) followed by `add`'s, for the LoRA chain.
 std::shared_ptr<const PatchSet> patch_set_stack(const PatchedWeights* prev,
                                                 std::map<std::string, std::vector<WeightPatch>> add,
-                                                const std::string& id) {
+                                                const std::string& id, bool diffusion) {
   auto set = std::make_shared<PatchSet>();
   set->id = prev ? prev->patches().id + "|" + id : id;
+  if (diffusion) set->comfy_prefix = "diffusion_model.";  // ComfyUI's name of every diffusion model
   if (prev)
     for (const auto& [w, ps] : prev->patches().by_weight)
       for (const WeightPatch& p : ps) set->by_weight[w].push_back(p.clone());
@@ -106,8 +108,8 @@ Result<std::shared_ptr<PatchedWeights>> view_make(
     std::map<std::string, std::vector<WeightPatch>> add, const std::string& id,
     const std::string& path, const std::string& what) {
   HR_TRY(patches_fit(*base, add, what).with_context(path));
-  return std::make_shared<PatchedWeights>(std::move(base),
-                                          patch_set_stack(prev, std::move(add), id));
+  return std::make_shared<PatchedWeights>(
+      std::move(base), patch_set_stack(prev, std::move(add), id, what == kDiffusionWhat));
 }
 
 // What a file whose keys matched nothing seems to be for, from its key names.
@@ -208,7 +210,7 @@ Status slots_read(ExecContext& ctx, const LoraInputs& in, const std::string& pat
     auto& add = s.encoder < 0 ? p.diffusion : p.encoders[size_t(s.encoder)];
     if (!add.empty()) {
       HR_ASSIGN_OR_RETURN(s.view, view_make(s.base, s.prev, std::move(add), id, path,
-                                            s.encoder < 0 ? "diffusion model" : "text encoder"));
+                                            s.encoder < 0 ? kDiffusionWhat : "text encoder"));
     }
     if (cache) cache->put(view_key(s.base.get(), s.prev, id), s.view);
   }

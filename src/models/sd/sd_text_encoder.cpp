@@ -137,6 +137,7 @@ Result<std::unique_ptr<TextEncoder>> sd_text_encoder_create(const ComponentLoad&
                         clip_text_detect(*enc.weights, info.settings.text_encoder_heads_at(i)));
     if (formats.any()) {  // Note [fp8 weights]: the graph computes in the compute dtype
       enc.config.storage = formats.storage;
+      enc.weights->set_storage(formats.storage);
       enc.config.dtype = load.options.text_encoder_dtype;
     }
     encoders.push_back(std::move(enc));

@@ -77,6 +77,7 @@ Result<std::unique_ptr<DiffusionModel>> sd_unet_create(const ComponentLoad& load
   HR_TRY(weights_load_prefix(unet->store, load.file, ci.diffusion_prefix, options.diffusion_dtype,
                              &formats)
              .with_context("loading the UNet"));
+  if (formats.any()) unet->store.set_storage(formats.storage);
   return std::unique_ptr<DiffusionModel>(std::move(unet));
 }
 
