@@ -22,6 +22,10 @@ Result<HostTensor> fp8_patched_host(const HostTensor& stored, const HostTensor* 
   const DType dt = stored.dtype();
   if (dt != DType::F8_E4M3 && dt != DType::F8_E5M2)
     return make_error(ErrorCode::INTERNAL, "'{}' is not an fp8 weight", comfy_key);
+  bool placeholders = stored.is_placeholder() || (scale && scale->is_placeholder());
+  for (const WeightPatch& p : patches)
+    for (const HostTensor& f : p.factors) placeholders = placeholders || f.is_placeholder();
+  if (placeholders) return HostTensor::placeholder(stored.desc());  // a plan run (Note [plan run])
   HostTensor w = stored.to(DType::F32);
   const float s = scale ? scale->f32()[0] : 1.0f;
   if (scale)

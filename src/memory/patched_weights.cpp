@@ -53,6 +53,7 @@ void PatchedWeights::bind(Backend* backend, Allocator* allocator) {
     device_.clear();
     streamed_.clear();
     extra_.clear();
+    fp8_host_.clear();
     scratch_.reset();
     workspace_.reset();
   }
@@ -229,8 +230,10 @@ Result<DeviceBuffer> PatchedWeights::fp8_patched(const Part& p, const std::strin
                                                      patches_->comfy_prefix + p.name));
   HR_ASSIGN_OR_RETURN(DeviceBuffer dst, allocator_->allocate(q.bytes(), Pool::WEIGHTS,
                                                              "weight " + key + " (patched)"));
-  HR_TRY(backend_->copy_h2d(dst.data(), q.data(), q.bytes(), nullptr));
-  HR_TRY(backend_->stream_sync(nullptr));  // q goes now
+  if (!q.is_placeholder()) {
+    HR_TRY(backend_->copy_h2d(dst.data(), q.data(), q.bytes(), nullptr));
+    HR_TRY(backend_->stream_sync(nullptr));  // q goes now
+  }
   return dst;
 }
 
@@ -311,15 +314,12 @@ Status PatchedWeights::stream_prepare(const WeightRequest& q) {
   Streamed st;
   HR_ASSIGN_OR_RETURN(st.parts, parts_of(q.name, q.desc, q.layout));
   st.factors.resize(st.parts.size());
+  if (st.parts.size() == 1 && st.parts[0].patches && is_fp8(q.desc.dtype))
+    return fp8_stream_prepare(key, st.parts[0]);
   int64_t elems = 0;
   size_t workspace = 0;
   for (size_t i = 0; i < st.parts.size(); ++i) {
     if (!st.parts[i].patches) continue;
-    if (is_fp8(q.desc.dtype))  // Note [fp8 patches]: made on the host, once, resident only
-      return make_error(ErrorCode::UNSUPPORTED,
-                        "the fp8 weight '{}' streams (it does not fit the budget beside the "
-                        "others) and LoRA patches on streamed fp8 weights are not supported yet; "
-                        "a larger --vram-budget keeps it resident", q.name);
     HR_ASSIGN_OR_RETURN(st.factors[i], factors_upload(st.parts[i], q.desc.dtype, Pool::WEIGHTS));
     const auto [e, w] = part_needs(st.parts[i], st.factors[i], q.desc.dtype);
     elems = std::max(elems, e);
@@ -327,6 +327,19 @@ Status PatchedWeights::stream_prepare(const WeightRequest& q) {
   }
   HR_TRY(scratch_ensure(elems, workspace));
   streamed_.emplace(key, std::move(st));
+  return Status();
+}
+
+// Note [fp8 patches] in memory/fp8_patch.cpp: a streamed fp8 weight is patched once on the host
+// and streams from that copy (its bytes are the host memory a LoRA on a streamed fp8 model costs).
+Status PatchedWeights::fp8_stream_prepare(const std::string& key, const Part& p) {
+  if (fp8_host_.count(key)) return Status();
+  const HostTensor* h = base_->find(p.name);
+  const WeightStorage* st = base_->storage_of(p.name);
+  const HostTensor* scale = st && !st->scale.empty() ? base_->find(st->scale) : nullptr;
+  HR_ASSIGN_OR_RETURN(HostTensor q, fp8_patched_host(*h, scale, *p.patches,
+                                                     patches_->comfy_prefix + p.name));
+  fp8_host_.emplace(key, std::move(q));
   return Status();
 }
 
@@ -339,11 +352,18 @@ Result<std::vector<TensorRef>> PatchedWeights::weight_host_all(
       if (weight_patched(q.name, q.layout) && allocator_ && backend_)
         HR_TRY(stream_prepare(q).with_context("preparing the LoRA patches of '" + q.name + "'"));
   }
-  return base_->weight_host_all(requests, align);  // the unpatched originals
+  HR_ASSIGN_OR_RETURN(std::vector<TensorRef> refs, base_->weight_host_all(requests, align));
+  std::lock_guard<std::mutex> lock(mu_);  // fp8 weights stream their patched host copies
+  for (size_t i = 0; i < requests.size(); ++i)
+    if (auto it = fp8_host_.find(weight_key(requests[i].name, requests[i].layout));
+        it != fp8_host_.end())
+      refs[i].data = it->second.data();
+  return refs;
 }
 
 Status PatchedWeights::weight_patch_streamed(const WeightRequest& q, void* device, Stream* s) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (fp8_host_.count(weight_key(q.name, q.layout))) return Status();  // patched on the host
   auto it = streamed_.find(weight_key(q.name, q.layout));
   if (it == streamed_.end())
     return make_error(ErrorCode::INTERNAL, "streamed weight '{}' was not prepared", q.name);
@@ -366,7 +386,7 @@ PatchedWeights::StreamExtra PatchedWeights::stream_extra_of(const WeightRequest&
   for (const std::string& n : stack ? weight_stack_parts(q.name) : std::vector{q.name}) {
     const std::vector<WeightPatch>* ps = patches_->find(n);
     const HostTensor* h = ps ? base_->find(n) : nullptr;
-    if (!h) continue;
+    if (!h || is_fp8(h->dtype())) continue;  // fp8: patched on the host (Note [fp8 patches])
     const bool ohwi = q.layout == WeightLayout::CONV_OHWI;
     if (device && patches_fusable(*ps, q.desc.dtype, ohwi)) {  // Note [fused low-rank patches]
       e.factors += fused_bytes(*ps, q.desc.dtype);
@@ -399,6 +419,7 @@ uint64_t PatchedWeights::stream_extra_bytes(const std::vector<WeightRequest>& we
 
 void PatchedWeights::patch_signature(std::vector<const void*>& sig) const {
   std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [k, t] : fp8_host_) sig.push_back(t.data());  // std::map: in key order
   if (streamed_.empty()) return;
   sig.push_back(scratch_.data());
   sig.push_back(workspace_.data());

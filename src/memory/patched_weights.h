@@ -124,6 +124,7 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
   Result<TensorRef> patch_resident(const std::string& name, const TensorDesc& desc,
                                    WeightLayout layout, const std::string& key);
   Result<DeviceBuffer> fp8_patched(const Part& p, const std::string& key);
+  Status fp8_stream_prepare(const std::string& key, const Part& p);
   Status stream_prepare(const WeightRequest& q);
   StreamExtra stream_extra_of(const WeightRequest& q) const;  // mu_ held (Note [stream extra cache])
 
@@ -135,6 +136,7 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
   DeviceCopies device_;  // patched copies, by weight key
   std::unordered_map<std::string, Streamed> streamed_;  // by weight key
   mutable std::unordered_map<std::string, StreamExtra> extra_;  // by weight key and dtype
+  std::map<std::string, HostTensor> fp8_host_;  // streamed fp8 weights patched on the host
   DeviceBuffer scratch_, workspace_;
   // Factors of resident patches the ops issued may still read: freed after a sync at run_end
   // (Note [patched weights]: patching issues without waiting).

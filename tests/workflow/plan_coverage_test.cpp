@@ -150,6 +150,24 @@ Json two_pass_fp8() {
   return wf;
 }
 
+// A LoRA on a UNet stored in fp8 at load (Note [fp8 patches]): patched on the host, resident or
+// streamed from the patched host copy.
+Json sd1_fp8_lora() {
+  return Json{
+      {"4", node("CheckpointLoaderSimple", {{"ckpt_name", "golden-tiny-sd1.safetensors"}})},
+      {"20", node("UNETLoader", {{"unet_name", "golden-tiny-sd1.safetensors"},
+                                 {"weight_dtype", "fp8_e4m3fn"}})},
+      {"11", node("LoraLoaderModelOnly", {{"model", link("20")},
+                                          {"lora_name", "sd1_stack_a.safetensors"},
+                                          {"strength_model", 0.8}})},
+      {"5", node("EmptyLatentImage", {{"width", 128}, {"height", 128}, {"batch_size", 1}})},
+      {"6", node("CLIPTextEncode", {{"text", "a red circle"}, {"clip", link("4", 1)}})},
+      {"7", node("CLIPTextEncode", {{"text", ""}, {"clip", link("4", 1)}})},
+      {"3", sampler("11", "6", "7", "5", 1.0)},
+      {"8", node("VAEDecode", {{"samples", link("3")}, {"vae", link("4", 2)}})},
+      {"9", node("SaveImage", {{"filename_prefix", "fp8_lora"}, {"images", link("8")}})}};
+}
+
 // Two LoRAs on tests/data's tiny SD1 checkpoint (whose weights the LoRA files of tests/data/lora
 // fit): a LoraLoader, then a LoraLoaderModelOnly, so that the sampler's weights are patched views
 // when they stream and the text encoders' when they are resident.
@@ -210,6 +228,9 @@ class PlanCoverageTest : public ::testing::Test {
                        dir_ / "models/checkpoints/golden-tiny-sd1.safetensors");
     fs::create_symlink(test::golden_path("tiny-sd1.yaml"),
                        dir_ / "models/checkpoints/golden-tiny-sd1.yaml");
+    for (const char* ext : {".safetensors", ".yaml"})
+      fs::create_symlink(test::golden_path(std::string("tiny-sd1") + ext),
+                         dir_ / "models/diffusion_models" / (std::string("golden-tiny-sd1") + ext));
     fs::create_directories(dir_ / "models/loras");
     for (const char* f : {"sd1_stack_a.safetensors", "sd1_stack_b.safetensors"})
       fs::create_symlink(test::data_path(std::string("lora/") + f), dir_ / "models/loras" / f);
@@ -327,6 +348,7 @@ const std::vector<Case>& cases() {
                                       {"two-pass upscale", two_pass_upscale()},
                                       {"two-pass, fp8 UNet", two_pass_fp8()},
                                       {"sd1 with two LoRAs", sd1_loras()},
+                                      {"sd1, fp8 UNet with a LoRA", sd1_fp8_lora()},
                                       {"cond/uncond split", cfg_split(), false}};
   return c;
 }
