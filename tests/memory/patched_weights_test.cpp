@@ -10,6 +10,7 @@
 #include <random>
 
 #include "async_sim_backend.h"
+#include "core/fp8_round.h"
 #include "graph/executor.h"
 #include "graph/graph_test_util.h"
 #include "memory/eviction.h"
@@ -195,6 +196,60 @@ TEST(PatchedWeightsTest, StreamedWeightsArePatchedInTheRing) {
     expect_close(f.run(ex, view), want, 1e-5);  // the factors stay prepared
     EXPECT_LE(alloc.total().peak, 6 * weight + (64u << 10));
   }
+}
+
+// Note [fp8 patches]: fp8 weights with LoRA patches (patched once on the host, as ComfyUI
+// rounds them) give the same output resident (a patched device copy) and streamed (the patched
+// host copy through the ring), on a simulated discrete device.
+TEST(PatchedWeightsTest, Fp8WeightsPatchedResidentAndStreamedAlike) {
+  Fixture f;
+  auto store = std::make_shared<WeightSet>();
+  auto storage = std::make_shared<WeightStorageMap>();
+  for (const std::string& n : f.store->names()) {
+    const HostTensor* w = f.store->find(n);
+    HostTensor q(DType::F8_E4M3, w->shape());
+    for (int64_t i = 0; i < w->numel(); ++i)
+      static_cast<uint8_t*>(q.data())[i] = f32_to_f8e4m3(w->f32()[i] * 40.0f);
+    store->put(n, std::move(q));
+    store->put(n + ".scale", [] {
+      HostTensor s(DType::F32, Shape{1});
+      s.f32()[0] = 1.0f / 40.0f;
+      return s;
+    }());
+    (*storage)[n] = WeightStorage{DType::F8_E4M3, n + ".scale"};
+  }
+  store->set_storage(storage);
+  auto set = std::make_shared<PatchSet>();
+  for (int i = 0; i < kLayers; i += 3) set->by_weight[fmt::format("l{}.weight", i)].push_back(lora(f.rng, kWidth));
+  set->comfy_prefix = "diffusion_model.";
+  Graph g;
+  g.set_weight_storage(storage);
+  ValueId h = g.input("x", TensorDesc{DType::F32, Shape{4, kWidth}});
+  for (int i = 0; i < kLayers; ++i)
+    h = g.add(h, g.unary(OpKind::SILU, g.linear(h, g.weight(fmt::format("l{}.weight", i),
+                                                            TensorDesc{DType::F32, Shape{kWidth, kWidth}}))));
+  g.output(h, "y");
+  std::vector<HostTensor> outs;
+  for (bool streamed : {false, true}) {
+    AsyncSimBackend sim(SimOrder::COPIES_LATE);
+    sim.set_discrete(true);
+    const uint64_t weight = uint64_t(kWidth * kWidth);  // fp8
+    Allocator alloc(sim, streamed ? 6 * weight + (64u << 10) : Allocator::kUnlimited,
+                    eviction_policy());
+    Executor ex(sim, alloc, executor_policies_default(sim));
+    ResidencyOptions o;
+    o.depth = 2;
+    o.small_bytes = 0;
+    ex.set_residency_options(o);
+    PatchedWeights view(store, set);
+    view.bind(&sim, &alloc);
+    auto r = ex.run(g, {{"x", &f.x}}, view);
+    ASSERT_TRUE(r.ok()) << r.status().str();
+    EXPECT_EQ(ex.last_residency().streams(), streamed);
+    outs.push_back(std::move((*r)[0]));
+    view.bind(nullptr, nullptr);
+  }
+  EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].bytes()), 0);
 }
 
 // Note [patched streaming room]: the room the weights get is the budget less the factors of
