@@ -218,16 +218,20 @@ Status PatchedWeights::parts_issue(const std::vector<Part>& parts,
 // pending_ (until run_end, or a wait every kPendingMost bytes). Under a budget the original's
 // device copy goes once the patched one is made: the residency plan counted each weight once.
 // Without one it stays, and another LoRA set on the same model patches from device memory.
-// Note [fp8 patches] in memory/fp8_patch.cpp: made on the host and uploaded.
-Result<DeviceBuffer> PatchedWeights::fp8_patched(const Part& p, const std::string& key) {
-  const HostTensor* h = base_->find(p.name);
+// Note [fp8 patches] in memory/fp8_patch.cpp: part `p` (an fp8 weight) patched on the host.
+Result<HostTensor> PatchedWeights::fp8_host_patch(const Part& p) const {
   const WeightStorage* st = base_->storage_of(p.name);
   const HostTensor* scale = st && !st->scale.empty() ? base_->find(st->scale) : nullptr;
   if (st && !st->scale.empty() && (!scale || scale->dtype() != DType::F32))
     return make_error(ErrorCode::INTERNAL, "the scale '{}' of '{}' is not a float32 weight",
                       st->scale, p.name);
-  HR_ASSIGN_OR_RETURN(HostTensor q, fp8_patched_host(*h, scale, *p.patches,
-                                                     patches_->comfy_prefix + p.name));
+  return fp8_patched_host(*base_->find(p.name), scale, *p.patches,
+                          patches_->comfy_prefix + p.name);
+}
+
+// The same, uploaded: a resident fp8 weight's patched copy.
+Result<DeviceBuffer> PatchedWeights::fp8_patched(const Part& p, const std::string& key) {
+  HR_ASSIGN_OR_RETURN(HostTensor q, fp8_host_patch(p));
   HR_ASSIGN_OR_RETURN(DeviceBuffer dst, allocator_->allocate(q.bytes(), Pool::WEIGHTS,
                                                              "weight " + key + " (patched)"));
   if (!q.is_placeholder()) {
@@ -334,11 +338,7 @@ Status PatchedWeights::stream_prepare(const WeightRequest& q) {
 // and streams from that copy (its bytes are the host memory a LoRA on a streamed fp8 model costs).
 Status PatchedWeights::fp8_stream_prepare(const std::string& key, const Part& p) {
   if (fp8_host_.count(key)) return Status();
-  const HostTensor* h = base_->find(p.name);
-  const WeightStorage* st = base_->storage_of(p.name);
-  const HostTensor* scale = st && !st->scale.empty() ? base_->find(st->scale) : nullptr;
-  HR_ASSIGN_OR_RETURN(HostTensor q, fp8_patched_host(*h, scale, *p.patches,
-                                                     patches_->comfy_prefix + p.name));
+  HR_ASSIGN_OR_RETURN(HostTensor q, fp8_host_patch(p));
   fp8_host_.emplace(key, std::move(q));
   return Status();
 }

@@ -123,6 +123,7 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
                      void* dst, const void* src, Stream* s);
   Result<TensorRef> patch_resident(const std::string& name, const TensorDesc& desc,
                                    WeightLayout layout, const std::string& key);
+  Result<HostTensor> fp8_host_patch(const Part& p) const;
   Result<DeviceBuffer> fp8_patched(const Part& p, const std::string& key);
   Status fp8_stream_prepare(const std::string& key, const Part& p);
   Status stream_prepare(const WeightRequest& q);
