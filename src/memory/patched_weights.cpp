@@ -94,8 +94,9 @@ Result<std::vector<PatchedWeights::Part>> PatchedWeights::parts_of(const std::st
     if (p.patches) HR_TRY(patches_check(n, p.stored, *p.patches));
     if (p.patches && is_fp8(h->dtype()) && patches_->comfy_prefix.empty())
       return make_error(ErrorCode::UNSUPPORTED,
-                        "LoRA patches on the fp8 text-encoder weight '{}' ({}) are not supported "
-                        "yet", n, patches_->id);
+                        "LoRA patches on the fp8 weight '{}' ({}) are not supported for this "
+                        "encoder layout yet (ComfyUI's key, its rounding's seed, is not known)", n,
+                        patches_->id);
     if (p.ohwi && p.stored.rank != 4)
       return make_error(ErrorCode::INVALID_ARGUMENT, "weight '{}' is not a 4-d filter", n);
     offset += size_t(h->numel()) * dtype_size(desc.dtype);

@@ -27,6 +27,10 @@ class TextEncoder {
   virtual std::vector<std::string> parts() const = 0;
   // Its encoders' weight stores, in order (what a LoRA's text-encoder keys index).
   virtual std::vector<std::shared_ptr<WeightSet>> stores() const = 0;
+  // What makes a weight name of encoder i's store ComfyUI's model key (prefix + name), where
+  // the store's names are ComfyUI's own; "" where they are not (the seed of a LoRA's rounding
+  // to fp8, Note [fp8 patches] in memory/fp8_patch.cpp).
+  virtual std::string comfy_key_prefix(size_t i) const { return ""; }
   // Encodes the parts present in `texts` (at least one) into one entry; `layer` is
   // CLIPSetLastLayer's value (0: the family's default). CLIPTextEncode gives every part the
   // same text. Encoder i reads its weights from sources[i] when that is set (a patched view of

@@ -18,15 +18,16 @@ namespace {
 
 constexpr const char* kLoraFolder = "loras";
 constexpr size_t kNotLoadedShown = 5;
-constexpr const char* kDiffusionWhat = "diffusion model";
+constexpr const char* kDiffusionPrefix = "diffusion_model.";  // ComfyUI's, every family
 
 // `prev`'s patches (cloned: a patch set is immutable) followed by `add`'s, for the LoRA chain.
 std::shared_ptr<const PatchSet> patch_set_stack(const PatchedWeights* prev,
                                                 std::map<std::string, std::vector<WeightPatch>> add,
-                                                const std::string& id, bool diffusion) {
+                                                const std::string& id,
+                                                const std::string& comfy_prefix) {
   auto set = std::make_shared<PatchSet>();
   set->id = prev ? prev->patches().id + "|" + id : id;
-  if (diffusion) set->comfy_prefix = "diffusion_model.";  // ComfyUI's name of every diffusion model
+  set->comfy_prefix = comfy_prefix;
   if (prev)
     for (const auto& [w, ps] : prev->patches().by_weight)
       for (const WeightPatch& p : ps) set->by_weight[w].push_back(p.clone());
@@ -106,10 +107,10 @@ std::string view_key(const WeightSet* base, const PatchedWeights* prev, const st
 Result<std::shared_ptr<PatchedWeights>> view_make(
     std::shared_ptr<WeightSet> base, const PatchedWeights* prev,
     std::map<std::string, std::vector<WeightPatch>> add, const std::string& id,
-    const std::string& path, const std::string& what) {
+    const std::string& path, const std::string& what, const std::string& comfy_prefix) {
   HR_TRY(patches_fit(*base, add, what).with_context(path));
   return std::make_shared<PatchedWeights>(
-      std::move(base), patch_set_stack(prev, std::move(add), id, what == kDiffusionWhat));
+      std::move(base), patch_set_stack(prev, std::move(add), id, comfy_prefix));
 }
 
 // What a file whose keys matched nothing seems to be for, from its key names.
@@ -166,6 +167,7 @@ Result<LoraPatches> lora_read(ExecContext& ctx, const LoraInputs& in, const std:
 // the view it is seen through now (null: none), and the view the LoRA gives it.
 struct Slot {
   int encoder = -1;
+  std::string comfy_prefix;  // PatchSet::comfy_prefix of its views
   std::shared_ptr<WeightSet> base;
   const PatchedWeights* prev = nullptr;
   std::shared_ptr<PatchedWeights> view;  // null: the LoRA has no patches for this store
@@ -177,7 +179,7 @@ std::vector<Slot> slots_of(const LoraInputs& in) {
   std::vector<Slot> slots;
   if (in.model && in.strengths.model != 0) {
     const ModelValue& mv = *in.model;
-    slots.push_back({-1, mv.patched ? mv.patched->base_ptr()
+    slots.push_back({-1, kDiffusionPrefix, mv.patched ? mv.patched->base_ptr()
                                     : std::shared_ptr<WeightSet>(mv.model, &mv.model->diffusion->weights()),
                      mv.patched.get()});
   }
@@ -185,7 +187,8 @@ std::vector<Slot> slots_of(const LoraInputs& in) {
     const std::vector<std::shared_ptr<WeightSet>> stores = in.clip->encoder->stores();
     for (size_t i = 0; i < stores.size(); ++i) {
       const PatchedWeights* prev = i < in.clip->patched.size() ? in.clip->patched[i].get() : nullptr;
-      slots.push_back({int(i), prev ? prev->base_ptr() : stores[i], prev});
+      slots.push_back({int(i), in.clip->encoder->comfy_key_prefix(i),
+                       prev ? prev->base_ptr() : stores[i], prev});
     }
   }
   return slots;
@@ -210,7 +213,8 @@ Status slots_read(ExecContext& ctx, const LoraInputs& in, const std::string& pat
     auto& add = s.encoder < 0 ? p.diffusion : p.encoders[size_t(s.encoder)];
     if (!add.empty()) {
       HR_ASSIGN_OR_RETURN(s.view, view_make(s.base, s.prev, std::move(add), id, path,
-                                            s.encoder < 0 ? kDiffusionWhat : "text encoder"));
+                                            s.encoder < 0 ? "diffusion model" : "text encoder",
+                                            s.comfy_prefix));
     }
     if (cache) cache->put(view_key(s.base.get(), s.prev, id), s.view);
   }

@@ -195,6 +195,30 @@ TEST(LoraKeys, SDXLRefinerTextEncoderMatchesComfyUI) {
   expect_same_map_derived("keymap-tiny-refiner-clip.json", "sdxl", 60);
 }
 
+// Note [fp8 patches]: ComfyUI's model key of a patched weight is the component's comfy key prefix
+// and the store's name ("diffusion_model." for the UNet, "clip_l.transformer." for CLIP-L in the
+// HF layout; none for OpenCLIP, whose names ComfyUI converts), as ComfyUI's key maps say.
+TEST(LoraKeys, ComfyKeysOfTheStores) {
+  for (const char* file : {"keymap-tiny-sd1.json", "keymap-tiny-sdxl.json"}) {
+    const json g = read_json(test::data_path(std::string("lora/") + file));
+    Loaded l = load_path(test::data_path(g["checkpoint"]));
+    ASSERT_TRUE(l.model && l.text);
+    const CheckpointInfo& info = l.model->info;
+    int compared = 0;
+    for (const auto& [part, clip] : {std::pair{"unet", false}, std::pair{"clip", true}})
+      for (const auto& [stem, t] : g[part].items()) {
+        if (!left_out_reason(t).empty() || !t["offset"].is_null()) continue;
+        const LoraTarget e = expected_target(t, info, clip);
+        const std::string prefix =
+            clip ? l.text->comfy_key_prefix(size_t(e.encoder)) : std::string("diffusion_model.");
+        if (prefix.empty()) continue;  // OpenCLIP: ComfyUI's names are converted
+        EXPECT_EQ(prefix + e.weight, t["comfy_key"].get<std::string>()) << file << " " << stem;
+        ++compared;
+      }
+    EXPECT_GT(compared, 100) << file;
+  }
+}
+
 // A few stems by hand, in case both sides drift together: kohya LDM and diffusers forms of one
 // UNet weight, diffusers' processor form, bigG's k_proj as the middle third of in_proj_weight.
 TEST(LoraKeys, SDXLSpotChecks) {

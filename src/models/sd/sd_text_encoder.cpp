@@ -66,6 +66,14 @@ Result<CLIPConditioning> SDTextEncoder::encode_chunks(Executor& ex, const SDClip
   return clip_text_encode(ex, run, *enc.weights, enc.config, chunks, eo);
 }
 
+std::string SDTextEncoder::comfy_key_prefix(size_t i) const {
+  if (i >= encoders_.size()) return "";
+  const SDClipEncoder& e = encoders_[i];
+  const bool hf = e.kind == kSDClipL && e.config.layout == CLIPLayout::HF &&
+                  e.config.hf_root == "text_model.";
+  return hf ? "clip_l.transformer." : "";
+}
+
 std::vector<std::shared_ptr<WeightSet>> SDTextEncoder::stores() const {
   std::vector<std::shared_ptr<WeightSet>> out;
   for (const SDClipEncoder& e : encoders_) out.push_back(e.weights);

@@ -41,6 +41,8 @@ class SDTextEncoder final : public TextEncoder {
   Result<CondEntry> encode(Executor& ex, const std::map<std::string, std::string>& texts,
                            int layer, const EncoderSources& sources) const override;
   std::vector<std::shared_ptr<WeightSet>> stores() const override;
+  // CLIP-L in the HF layout: "clip_l.transformer."; OpenCLIP stores (converted by ComfyUI): "".
+  std::string comfy_key_prefix(size_t i) const override;
 
   const std::vector<SDClipEncoder>& encoders() const { return encoders_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
