@@ -105,9 +105,7 @@ inline Result<Workload> workload_sdxl_fp8(DType dt) {
     (*storage)[n] = WeightStorage{DType::F8_E4M3, ""};
     const HostTensor f = h->to(DType::F32);
     HostTensor q(DType::F8_E4M3, h->shape());
-    uint8_t* out = static_cast<uint8_t*>(q.data());
-#pragma omp parallel for if (f.numel() > (1 << 16))
-    for (int64_t i = 0; i < f.numel(); ++i) out[i] = f32_to_f8e4m3(f.f32()[i]);
+    f32_to_f8(f.f32(), DType::F8_E4M3, static_cast<uint8_t*>(q.data()), f.numel());
     stored->put(n, std::move(q));
   }
   UNetConfig cfg = unet_config_sdxl();

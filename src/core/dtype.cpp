@@ -52,6 +52,8 @@ std::optional<DType> dtype_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+bool dtype_is_fp8(DType t) { return t == DType::F8_E4M3 || t == DType::F8_E5M2; }
+
 bool dtype_is_float(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64 ||
          t == DType::F8_E4M3 || t == DType::F8_E5M2;

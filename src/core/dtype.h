@@ -29,6 +29,7 @@ size_t dtype_size(DType t);
 const char* dtype_name(DType t);  // "f32", "f16", ...
 std::optional<DType> dtype_from_name(std::string_view name);  // accepts dtype_name() spellings
 bool dtype_is_float(DType t);
+bool dtype_is_fp8(DType t);  // F8_E4M3 or F8_E5M2
 
 // IEEE binary16 <-> binary32; round-to-nearest-even, subnormals, inf and NaN exact.
 uint16_t f32_to_f16(float f);

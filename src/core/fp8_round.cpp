@@ -48,6 +48,12 @@ uint8_t f32_to_f8e5m2(float f) {
   return uint8_t(fp8_rne_magnitude(a, 2, 15) | sign_bit(f));
 }
 
+void f32_to_f8(const float* src, DType fp8, uint8_t* dst, int64_t n) {
+  if (!dtype_is_fp8(fp8)) std::abort();  // a caller's bug
+  const bool e4m3 = fp8 == DType::F8_E4M3;
+  for (int64_t i = 0; i < n; ++i) dst[i] = e4m3 ? f32_to_f8e4m3(src[i]) : f32_to_f8e5m2(src[i]);
+}
+
 // Note [comfy string seed]
 // ComfyUI seeds the stochastic rounding of each weight with string_to_seed(key): CRC-32
 // (reflected polynomial 0xEDB88320, register starting at and finally xored with 0xFFFFFFFF),

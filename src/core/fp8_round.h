@@ -24,6 +24,8 @@ uint8_t f32_to_f8e4m3(float f);
 // torch's `.to(torch.float8_e5m2)`: round to nearest even; |x| >= 61440 rounds to inf (0x7c),
 // NaN gives 0x7f, both with the sign bit.
 uint8_t f32_to_f8e5m2(float f);
+// The same cast of n floats to `fp8` (F8_E4M3 or F8_E5M2; others abort).
+void f32_to_f8(const float* src, DType fp8, uint8_t* dst, int64_t n);
 
 // ComfyUI's string_to_seed(key) (comfy/model_patcher.py): a reflected CRC-32 that xors whole
 // code points, not bytes, into the register; see Note [comfy string seed]. `key` is UTF-8.

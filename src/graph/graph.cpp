@@ -202,13 +202,12 @@ ValueId Graph::weight_stored(const std::string& name, TensorDesc desc, const Wei
                     values_[size_t(it->second)].desc.str(), desc.str()));
     return kNoValue;
   }
-  const std::shared_ptr<const WeightStorageMap> keep = std::move(storage_);  // no recursion
+  // Declared in their stored dtypes, the weight and its scale are plain weights.
   ValueId v = cast(weight(name, TensorDesc{s.dtype, desc.shape}), desc.dtype, name + ".dequant");
   if (!s.scale.empty()) {
     const ValueId scale = weight(s.scale, TensorDesc{DType::F32, Shape{1}});
     v = op(OpKind::MUL, {}, {v, cast(scale, desc.dtype, s.scale + ".cast")}, name + ".scaled");
   }
-  storage_ = keep;
   dequantized_[name] = v;
   return v;
 }

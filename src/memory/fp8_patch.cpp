@@ -20,7 +20,7 @@ Result<HostTensor> fp8_patched_host(const HostTensor& stored, const HostTensor* 
                                     std::span<const WeightPatch> patches,
                                     const std::string& comfy_key) {
   const DType dt = stored.dtype();
-  if (dt != DType::F8_E4M3 && dt != DType::F8_E5M2)
+  if (!dtype_is_fp8(dt))
     return make_error(ErrorCode::INTERNAL, "'{}' is not an fp8 weight", comfy_key);
   bool placeholders = stored.is_placeholder() || (scale && scale->is_placeholder());
   for (const WeightPatch& p : patches)

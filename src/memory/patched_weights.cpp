@@ -2,18 +2,13 @@
 // streamed weights in the ring.
 #include "memory/patched_weights.h"
 
-#include "memory/fp8_patch.h"
-
 #include <algorithm>
 
 #include "core/bytes.h"
 #include "memory/eviction.h"
+#include "memory/fp8_patch.h"
 
 namespace hr {
-
-namespace {
-bool is_fp8(DType t) { return t == DType::F8_E4M3 || t == DType::F8_E5M2; }
-}  // namespace
 
 // Note [fused in place]
 // A streamed weight is patched where it landed in the ring, but the fused GEMM must not write
@@ -92,7 +87,7 @@ Result<std::vector<PatchedWeights::Part>> PatchedWeights::parts_of(const std::st
       return make_error(ErrorCode::NOT_FOUND, "weight '{}' is not in the checkpoint", n);
     Part p{n, offset, h->shape(), layout == WeightLayout::CONV_OHWI, patches_->find(n)};
     if (p.patches) HR_TRY(patches_check(n, p.stored, *p.patches));
-    if (p.patches && is_fp8(h->dtype()) && patches_->comfy_prefix.empty())
+    if (p.patches && dtype_is_fp8(h->dtype()) && patches_->comfy_prefix.empty())
       return make_error(ErrorCode::UNSUPPORTED,
                         "LoRA patches on the fp8 weight '{}' ({}) are not supported for this "
                         "encoder layout yet (ComfyUI's key, its rounding's seed, is not known)", n,
@@ -245,7 +240,7 @@ Result<DeviceBuffer> PatchedWeights::fp8_patched(const Part& p, const std::strin
 Result<TensorRef> PatchedWeights::patch_resident(const std::string& name, const TensorDesc& desc,
                                                  WeightLayout layout, const std::string& key) {
   HR_ASSIGN_OR_RETURN(std::vector<Part> parts, parts_of(name, desc, layout));
-  if (parts.size() == 1 && parts[0].patches && is_fp8(desc.dtype)) {
+  if (parts.size() == 1 && parts[0].patches && dtype_is_fp8(desc.dtype)) {
     HR_ASSIGN_OR_RETURN(DeviceBuffer dst, fp8_patched(parts[0], key));
     if (allocator_->budget() != Allocator::kUnlimited) base_->weight_evict(name, layout);
     ++made_;
@@ -319,7 +314,7 @@ Status PatchedWeights::stream_prepare(const WeightRequest& q) {
   Streamed st;
   HR_ASSIGN_OR_RETURN(st.parts, parts_of(q.name, q.desc, q.layout));
   st.factors.resize(st.parts.size());
-  if (st.parts.size() == 1 && st.parts[0].patches && is_fp8(q.desc.dtype))
+  if (st.parts.size() == 1 && st.parts[0].patches && dtype_is_fp8(q.desc.dtype))
     return fp8_stream_prepare(key, st.parts[0]);
   int64_t elems = 0;
   size_t workspace = 0;
@@ -387,7 +382,7 @@ PatchedWeights::StreamExtra PatchedWeights::stream_extra_of(const WeightRequest&
   for (const std::string& n : stack ? weight_stack_parts(q.name) : std::vector{q.name}) {
     const std::vector<WeightPatch>* ps = patches_->find(n);
     const HostTensor* h = ps ? base_->find(n) : nullptr;
-    if (!h || is_fp8(h->dtype())) continue;  // fp8: patched on the host (Note [fp8 patches])
+    if (!h || dtype_is_fp8(h->dtype())) continue;  // fp8: patched on the host (Note [fp8 patches])
     const bool ohwi = q.layout == WeightLayout::CONV_OHWI;
     if (device && patches_fusable(*ps, q.desc.dtype, ohwi)) {  // Note [fused low-rank patches]
       e.factors += fused_bytes(*ps, q.desc.dtype);

@@ -9,8 +9,6 @@ namespace hr {
 
 namespace {
 
-bool is_fp8(DType t) { return t == DType::F8_E4M3 || t == DType::F8_E5M2; }
-
 bool ends_with(std::string_view s, std::string_view tail) {
   return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
 }
@@ -57,7 +55,7 @@ struct Reader {
     const std::string w = layer + ".weight";
     const SafetensorsEntry* e = file.find(w);
     if (!e) return refuse(file, scale_key, "a scale without its weight '" + w + "'");
-    if (!is_fp8(e->dtype))
+    if (!dtype_is_fp8(e->dtype))
       return refuse(file, scale_key, fmt::format("a scale beside a {} weight (scales are for fp8)",
                                                  dtype_name(e->dtype)));
     map[local(w)] = WeightStorage{e->dtype, scale_key.empty() ? "" : local(scale_key)};
@@ -84,7 +82,7 @@ struct Reader {
     const std::string_view n = e.name;
     if (n.size() == prefix.size() + 10 && ends_with(n, "scaled_fp8")) {
       out.not_weights.insert(local(e.name));
-      out.kind = fmt::format("scaled fp8 ({})", dtype_name(is_fp8(e.dtype) ? e.dtype : DType::F8_E4M3));
+      out.kind = fmt::format("scaled fp8 ({})", dtype_name(dtype_is_fp8(e.dtype) ? e.dtype : DType::F8_E4M3));
       return Status();
     }
     if (ends_with(n, ".comfy_quant")) return comfy_quant(e);
@@ -97,7 +95,7 @@ struct Reader {
       out.not_weights.insert(local(e.name));
       return Status();
     }
-    if (is_fp8(e.dtype) && !map.count(local(e.name))) map[local(e.name)] = WeightStorage{e.dtype, ""};
+    if (dtype_is_fp8(e.dtype) && !map.count(local(e.name))) map[local(e.name)] = WeightStorage{e.dtype, ""};
     return Status();
   }
 };

@@ -30,14 +30,11 @@ std::optional<DType> stored_dtype(const SafetensorsEntry& e, const std::string& 
 // A tensor in `target`: the file's bytes, converted, or (fp8 at load, Note [fp8 at load] in
 // weight_format.cpp) rounded to fp8 from float32 as torch casts.
 Result<HostTensor> tensor_load(const SafetensorsFile& file, const SafetensorsEntry& e, DType target) {
-  const bool quantize = (target == DType::F8_E4M3 || target == DType::F8_E5M2) && e.dtype != target;
-  if (!quantize) return file.load(e.name, target);
+  if (!dtype_is_fp8(target) || e.dtype == target) return file.load(e.name, target);
   HR_ASSIGN_OR_RETURN(HostTensor f, file.load(e.name, DType::F32));
-  HostTensor q(DType::F8_E4M3 == target ? DType::F8_E4M3 : DType::F8_E5M2, e.shape);
+  HostTensor q(target, e.shape);
   if (f.is_placeholder()) return HostTensor::placeholder(q.desc());
-  uint8_t* out = static_cast<uint8_t*>(q.data());
-  for (int64_t i = 0; i < f.numel(); ++i)
-    out[i] = target == DType::F8_E4M3 ? f32_to_f8e4m3(f.f32()[i]) : f32_to_f8e5m2(f.f32()[i]);
+  f32_to_f8(f.f32(), target, static_cast<uint8_t*>(q.data()), f.numel());
   return q;
 }
 

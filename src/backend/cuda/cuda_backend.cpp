@@ -284,7 +284,7 @@ class CudaBackend final : public Backend {
         return es == 1 || es == 2 || es == 4 || es == 8;
       }
       case OpKind::CAST:  // from fp8 too (Note [fp8 weights] in graph/graph.h)
-        return is_compute(dtype) || dtype == DType::F8_E4M3 || dtype == DType::F8_E5M2;
+        return is_compute(dtype) || dtype_is_fp8(dtype);
       case OpKind::EMBEDDING: return is_compute(dtype);  // ids i32/i64, tables f32/f16/bf16
       case OpKind::COUNT_: return false;
       default: return is_float(dtype);  // compute ops; TIMESTEP_EMBEDDING's input is f32
