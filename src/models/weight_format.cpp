@@ -32,9 +32,15 @@ Status scale_check(const SafetensorsFile& f, const SafetensorsEntry& e) {
   return Status();
 }
 
-// comfy_quant: a U8 tensor holding JSON, {"format": "float8_e4m3fn", ...}.
+// comfy_quant: a U8 tensor holding JSON, {"format": "float8_e4m3fn", ...}: a few dozen bytes in
+// ComfyUI's files, so anything past kComfyQuantMost is refused unread.
+constexpr size_t kComfyQuantMost = 64 << 10;
+
 Result<std::string> comfy_quant_format(const SafetensorsFile& f, const SafetensorsEntry& e) {
   std::span<const std::byte> raw = f.raw(e);
+  if (raw.size() > kComfyQuantMost)
+    return refuse(f, e.name, fmt::format("comfy_quant holds {} bytes; a layer's format is a short "
+                                         "JSON object", raw.size()));
   Result<nlohmann::json> j =
       json_parse(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()));
   if (!j.ok() || !j->is_object() || !j->contains("format") || !(*j)["format"].is_string())

@@ -270,6 +270,12 @@ TEST_F(Fp8Refusals, UnknownFormatsAndMisplacedScales) {
   st = formats_of(path("e.safetensors"), {{"l.weight", &w8}, {"l.comfy_quant", &bt}});
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.str().find("JSON"), std::string::npos) << st.str();
+  HostTensor huge(DType::U8, Shape{1 << 20});  // a megabyte of spaces before the object
+  std::memset(huge.data(), ' ', huge.bytes());
+  std::memcpy(static_cast<char*>(huge.data()) + huge.bytes() - j.size(), j.data(), j.size());
+  st = formats_of(path("f.safetensors"), {{"l.weight", &w8}, {"l.comfy_quant", &huge}});
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.str().find("1048576 bytes"), std::string::npos) << st.str();
   // A model file with a refused layer does not load: the error names it.
   auto m = model_load(path("a.safetensors"));
   EXPECT_FALSE(m.ok());
