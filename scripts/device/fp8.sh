@@ -2,8 +2,9 @@
 # rounding goldens against torch 2.x, and the SDXL step with fp8 weights (bench_streaming
 # --only fp8: f16 and fp8 resident, fp8 at 75/50/25/0 % resident against its floor, both
 # within a 2 GiB budget).
-# Settings: FP8_STEPS (timed steps, default 10). The torch check needs ComfyUI's comfy/float.py
-# and comfy/model_patcher.py under .devdata/comfy/comfy/ (carry .devdata; skipped without).
+# Settings: FP8_STEPS (timed steps, default 10). The torch checks need the ComfyUI files they
+# import, as .devdata/comfyui.tar.xz (comfyui/comfy/...; carry .devdata; skipped without): the
+# working tree's 64 MiB leave no room for them unpacked.
 # Logs to $OUT; carry .debs (scripts/device/env.sh).
 t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
@@ -13,13 +14,23 @@ stamp "build done"
 ./build-dev/tests/hr_tests_backend --gtest_filter='*cast*' > "$OUT/cast_gpu.log" 2>&1
 grep -E "FAILED|PASSED|SKIPPED" "$OUT/cast_gpu.log" | head -12
 stamp "CAST cases done"
-if [ -f .devdata/comfy/comfy/float.py ]; then
-  timeout 120 python3 tests/data/fp8/check_with_torch2.py .devdata/comfy \
+comfy=""
+if [ -f .devdata/comfyui.tar.xz ]; then
+  mkdir -p /tmp/comfy-src && tar -C /tmp/comfy-src -xJf .devdata/comfyui.tar.xz && comfy=/tmp/comfy-src/comfyui
+fi
+if [ -n "$comfy" ]; then
+  timeout 120 python3 tests/data/fp8/check_with_torch2.py "$comfy" \
     tests/data/fp8/fp8_round_golden.bin > "$OUT/fp8_torch2.log" 2>&1
   tail -5 "$OUT/fp8_torch2.log"
   stamp "torch 2 check done"
 fi
-timeout 480 ./build-dev/bench/bench_streaming --device cuda --steps "${FP8_STEPS:-10}" --only fp8 \
+if [ -n "$comfy" ]; then  # ComfyUI's LoRA-on-fp8 goldens remade with real float8
+  timeout 180 python3 tests/data/lora/fp8/make_fp8_lora_golden.py "$comfy" --check \
+    > "$OUT/fp8_lora_torch2.log" 2>&1
+  tail -5 "$OUT/fp8_lora_torch2.log"
+  stamp "LoRA-on-fp8 torch 2 check done"
+fi
+timeout 400 ./build-dev/bench/bench_streaming --device cuda --steps "${FP8_STEPS:-10}" --only fp8 \
   > "$OUT/bench_fp8.log" 2>&1
 grep -E "^\||fp8 / f16" "$OUT/bench_fp8.log" | head -30
 stamp "bench done"
