@@ -118,6 +118,25 @@ inline Result<Workload> workload_sdxl_fp8(DType dt) {
   return w;
 }
 
+// The fp8 SDXL step as UNETLoader's fp8_e4m3fn_fast runs it: the same stored weights, the
+// linear layers as fp8 GEMMs where the GPU has fp8 tensor cores (Note [fp8 linear] in
+// graph/pass_fp8.cpp).
+inline Result<Workload> workload_sdxl_fp8_fast(const Workload& fp8, DType dt) {
+  auto storage = std::make_shared<WeightStorageMap>(*fp8.graph.weight_storage());
+  for (auto& [name, st] : *storage)
+    st.fast = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
+  UNetConfig cfg = unet_config_sdxl();
+  cfg.storage = storage;
+  cfg.storage_key = weight_storage_key(storage.get());
+  Workload w;
+  w.name = "SDXL UNet step 1024x1024 b2, fp8 weights, _fast";
+  w.key = "sdxl_unet_fp8_fast";
+  HR_ASSIGN_OR_RETURN(w.graph, unet_graph(cfg, 2, 128, 128, 77, dt));
+  w.weights = fp8.weights;
+  for (const auto& [n, t] : fp8.inputs) w.inputs.emplace_back(n, t.clone());
+  return w;
+}
+
 // `weights` may be shared between sizes (the VAE's weights do not depend on the size).
 inline Result<Workload> workload_vae(DType dt, int px, std::shared_ptr<WeightSet> weights) {
   Workload w;

@@ -9,15 +9,26 @@
 t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 device_configure
-device_build build.log hr_tests_backend bench_streaming
+device_build build.log hr_tests_backend hr_tests_models bench_streaming
 stamp "build done"
-./build-dev/tests/hr_tests_backend --gtest_filter='*cast*' > "$OUT/cast_gpu.log" 2>&1
+./build-dev/tests/hr_tests_backend --gtest_filter='Cases/OpCudaTest.*cast*:Cases/OpCudaTest.*dequant*:Cases/OpCudaTest.*linear_fp8*:CudaBackend.SupportsEvery*' \
+  > "$OUT/cast_gpu.log" 2>&1
 grep -E "FAILED|PASSED|SKIPPED" "$OUT/cast_gpu.log" | head -12
-stamp "CAST cases done"
+stamp "CAST, dequant and LINEAR_FP8 cases done"
 comfy=""
 if [ -f .devdata/comfyui.tar.xz ]; then
   mkdir -p /tmp/comfy-src && tar -C /tmp/comfy-src -xJf .devdata/comfyui.tar.xz && comfy=/tmp/comfy-src/comfyui
 fi
+if [ -n "$comfy" ] && [ "${FP8_GOLDEN:-1}" = 1 ]; then  # ComfyUI's fp8 UNet (dequant, _fast)
+  timeout 240 python3 tests/data/fp8/make_comfy_fp8_unet_golden.py "$comfy" tests/data/golden \
+    tests/data/fp8/comfy_fp8_unet.safetensors > "$OUT/fp8_unet_golden.log" 2>&1
+  tail -8 "$OUT/fp8_unet_golden.log"
+  cp tests/data/fp8/comfy_fp8_unet.safetensors "$OUT/" 2>/dev/null
+  stamp "ComfyUI fp8 UNet golden done"
+fi
+./build-dev/tests/hr_tests_models --gtest_filter='Modes/CudaFp8Golden.*' > "$OUT/fp8_golden_gpu.log" 2>&1
+grep -E "cuda fp8|FAILED|PASSED|SKIPPED|Failure|rel err" "$OUT/fp8_golden_gpu.log" | head -16
+stamp "fp8 UNet goldens done"
 if [ -n "$comfy" ]; then
   timeout 120 python3 tests/data/fp8/check_with_torch2.py "$comfy" \
     tests/data/fp8/fp8_round_golden.bin > "$OUT/fp8_torch2.log" 2>&1

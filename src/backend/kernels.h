@@ -34,6 +34,9 @@ class BackendKernels {
   // Whether graph passes stack the projections of one input into one GEMM over a stacked weight
   // (Note [stacked context projections] in graph/pass_stack.cpp). Every backend runs both.
   virtual bool prefers_stacked_weights() const { return false; }
+  // Whether LINEAR_FP8 runs on fp8 tensor cores here (graph passes then run the linear layers of
+  // `_fast` fp8 weights as fp8 GEMMs, Note [fp8 linear] in graph/pass_fp8.cpp).
+  virtual bool runs_fp8_gemm() const { return false; }
   // Scratch bytes op_run needs for this call (counted in the plan).
   virtual size_t op_workspace(OpKind kind, const OpParams& params,
                               std::span<const TensorDesc> inputs,

@@ -33,6 +33,7 @@ const char* op_name(OpKind kind) {
     case OpKind::EMBEDDING: return "embedding";
     case OpKind::TIMESTEP_EMBEDDING: return "timestep_embedding";
     case OpKind::CAST: return "cast";
+    case OpKind::LINEAR_FP8: return "linear_fp8";
     case OpKind::COPY: return "copy";
     case OpKind::COUNT_: break;
   }
@@ -48,7 +49,7 @@ bool OpParams::operator==(const OpParams& o) const {
          step == o.step && max_period == o.max_period && freq_shift == o.freq_shift &&
          flip_sin_to_cos == o.flip_sin_to_cos && causal == o.causal &&
          fuse_silu == o.fuse_silu && trans_b == o.trans_b && channels_last == o.channels_last &&
-         add_input == o.add_input && kv_window == o.kv_window && q_start == o.q_start &&
+         add_input == o.add_input && weight_scale == o.weight_scale && kv_window == o.kv_window && q_start == o.q_start &&
          q_width == o.q_width && dtype == o.dtype && shape == o.shape;
 }
 
@@ -56,6 +57,9 @@ std::string OpParams::str(OpKind kind) const {
   switch (kind) {
     case OpKind::MATMUL: return trans_b ? "trans_b" : "";
     case OpKind::LINEAR: return add_input ? "+add" : "";
+    case OpKind::LINEAR_FP8:
+      return fmt::format("-> {}{}{}", dtype_name(dtype), weight_scale ? " scaled" : "",
+                         add_input ? " +add" : "");
     case OpKind::CONV2D:
       return fmt::format("stride {}x{} pad {},{},{},{} groups {}{}{}", stride[0], stride[1], pad[0],
                          pad[1], pad[2], pad[3], groups, channels_last ? " nhwc" : "",
@@ -161,6 +165,30 @@ Result<TensorDesc> op_infer(OpKind kind, const OpParams& p, std::span<const Tens
         return bad(kind, fmt::format("added input {} does not match the output {}",
                                      in.back().shape.str(), out.str()));
       return TensorDesc{in[0].dtype, out};
+    }
+    case OpKind::LINEAR_FP8: {
+      const size_t scales = p.weight_scale ? 1 : 0, extra = p.add_input ? 1 : 0;
+      HR_TRY(need(2 + scales + extra, 3 + scales + extra));
+      if (in[0].dtype != DType::F8_E4M3 || in[1].dtype != DType::F8_E4M3)
+        return bad(kind, fmt::format("x and w must be f8_e4m3 ({})", descs_str(in)));
+      if (!is_compute_float(p.dtype)) return bad(kind, "output dtype must be f32/f16/bf16");
+      const Shape& x = in[0].shape;
+      const Shape& w = in[1].shape;
+      if (x.rank < 1 || w.rank != 2 || x[-1] != w[1])
+        return bad(kind, fmt::format("x {} does not match weight {} (want x[..., K], w[N, K])",
+                                     x.str(), w.str()));
+      if (scales && (in[2].dtype != DType::F32 || in[2].numel() != 1))
+        return bad(kind, "the weight scale must be f32 {1}, got " + in[2].str());
+      const TensorDesc* bias = in.size() == 3 + scales + extra ? &in[2 + scales] : nullptr;
+      if (bias && (bias->dtype != p.dtype || bias->shape.rank != 1 || bias->shape[0] != w[0]))
+        return bad(kind, fmt::format("bias {} does not match weight {} in {}", bias->str(),
+                                     w.str(), dtype_name(p.dtype)));
+      Shape out = x;
+      out[-1] = w[0];
+      if (p.add_input && (in.back().shape != out || in.back().dtype != p.dtype))
+        return bad(kind, fmt::format("added input {} does not match the output {} {}",
+                                     in.back().str(), dtype_name(p.dtype), out.str()));
+      return TensorDesc{p.dtype, out};
     }
     case OpKind::MATMUL: {
       HR_TRY(need(2, 2));
@@ -373,8 +401,16 @@ Result<TensorDesc> op_infer(OpKind kind, const OpParams& p, std::span<const Tens
       return TensorDesc{p.dtype, Shape{in[0].shape[0], p.dim}};
     }
     case OpKind::CAST: {
-      HR_TRY(need(1, 1));
+      HR_TRY(need(1, 2));
+      if (p.dtype == DType::F8_E4M3) {  // activations for LINEAR_FP8
+        if (in.size() != 1 || !is_compute_float(in[0].dtype))
+          return bad(kind, "a cast to f8_e4m3 takes one f32/f16/bf16 input");
+        return TensorDesc{p.dtype, in[0].shape};
+      }
       if (int(p.dtype) > int(DType::I64)) return bad(kind, "target must be a compute dtype");
+      if (in.size() == 2 && (in[1].dtype != DType::F32 || in[1].numel() != 1 ||
+                             !is_compute_float(p.dtype) || !dtype_is_float(in[0].dtype)))
+        return bad(kind, "a scaled cast takes a float input, a float target and a scale f32 {1}");
       return TensorDesc{p.dtype, in[0].shape};
     }
     case OpKind::COPY: {
@@ -389,7 +425,8 @@ Result<TensorDesc> op_infer(OpKind kind, const OpParams& p, std::span<const Tens
 double op_flops(OpKind kind, const OpParams& p, std::span<const TensorDesc> in,
                 const TensorDesc& out) {
   switch (kind) {
-    case OpKind::LINEAR: return 2.0 * double(out.numel()) * double(in[1].shape[1]);
+    case OpKind::LINEAR:
+    case OpKind::LINEAR_FP8: return 2.0 * double(out.numel()) * double(in[1].shape[1]);
     case OpKind::MATMUL: {
       int64_t k = in[0].shape[-1];
       return 2.0 * double(out.numel()) * double(k);

@@ -61,7 +61,14 @@ namespace hr {
 //             half = dim/2, f_i = exp(-ln(max_period) * i / (half - params.freq_shift)),
 //             [cos(t f), sin(t f)] when params.flip_sin_to_cos else [sin, cos]; odd dim
 //             pads a zero column at the end.
-// CAST        x -> params.dtype.
+// LINEAR_FP8  x[..., K] (F8_E4M3), w[N, K] (F8_E4M3), ?scale f32 {1} (when params.weight_scale),
+//             ?b[N] (params.dtype), ?r (params.add_input, as LINEAR's) -> [..., N] in params.dtype:
+//             (x w^T) * scale + b (+ r), products summed in f32 and rounded once (torch._scaled_mm; Note [fp8 linear] in
+//             graph/pass_fp8.cpp). The GPU runs it on fp8 tensor cores (sm_89 and later).
+// CAST        x -> params.dtype; with a second input, a scale f32 {1}: the dequantizing cast
+//             of an fp8 weight, x and scale each cast to params.dtype, multiplied and rounded
+//             once (Note [fp8 weights] in graph/graph.h). To F8_E4M3 (from f32/f16/bf16):
+//             clamped to +-448, then rounded to nearest even (ComfyUI's activation cast).
 // COPY        x -> same (a contiguous copy).
 enum class OpKind : uint8_t {
   LINEAR = 0,
@@ -90,6 +97,7 @@ enum class OpKind : uint8_t {
   TIMESTEP_EMBEDDING,
   CAST,
   COPY,
+  LINEAR_FP8,
   COUNT_,  // number of ops; not an op
 };
 
@@ -117,7 +125,8 @@ struct OpParams {
   bool fuse_silu = false;
   bool trans_b = false;
   bool channels_last = false;  // CONV2D, GROUP_NORM, UPSAMPLE_NEAREST
-  bool add_input = false;      // LINEAR, CONV2D: the last input is added to the result
+  bool add_input = false;      // LINEAR(_FP8), CONV2D: the last input is added to the result
+  bool weight_scale = false;   // LINEAR_FP8: inputs[2] is the weight's scale
   bool kv_window = false;      // ATTENTION: k and v are column windows at start / end
   int64_t q_start = 0, q_width = 0;  // ATTENTION with kv_window: q's window (width 0: all of q)
   DType dtype = DType::F32;

@@ -190,6 +190,7 @@ std::string weight_storage_key(const WeightStorageMap* storage) {
     mix(e->first);
     mix(dtype_name(e->second.dtype));
     mix(e->second.scale);
+    mix(e->second.fast ? "fast" : "");
   }
   return fmt::format("{} stored, {:016x}", storage->size(), h);
 }
@@ -203,10 +204,15 @@ ValueId Graph::weight_stored(const std::string& name, TensorDesc desc, const Wei
     return kNoValue;
   }
   // Declared in their stored dtypes, the weight and its scale are plain weights.
-  ValueId v = cast(weight(name, TensorDesc{s.dtype, desc.shape}), desc.dtype, name + ".dequant");
-  if (!s.scale.empty()) {
-    const ValueId scale = weight(s.scale, TensorDesc{DType::F32, Shape{1}});
-    v = op(OpKind::MUL, {}, {v, cast(scale, desc.dtype, s.scale + ".cast")}, name + ".scaled");
+  const ValueId stored = weight(name, TensorDesc{s.dtype, desc.shape});
+  ValueId v = kNoValue;
+  if (s.scale.empty()) {
+    v = cast(stored, desc.dtype, name + ".dequant");
+  } else {
+    OpParams p;
+    p.dtype = desc.dtype;
+    v = op(OpKind::CAST, p, {stored, weight(s.scale, TensorDesc{DType::F32, Shape{1}})},
+           name + ".dequant");
   }
   dequantized_[name] = v;
   return v;

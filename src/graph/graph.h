@@ -86,14 +86,18 @@ struct Node {
 // A checkpoint may store a weight in fp8 (F8_E4M3 / F8_E5M2), optionally with a per-tensor
 // scale (ComfyUI's scaled fp8: `scale_weight`; `comfy_quant` files: `weight_scale`). The model
 // declares the weight in its compute dtype as always; a graph given the storage map declares
-// the stored bytes instead and reaches the compute dtype with ops: CAST to the compute dtype,
-// then MUL by the scale (itself a weight, f32, CAST to the compute dtype), which is ComfyUI's
-// dequantizing cast (`weight.to(dtype) * scale_weight.to(dtype)`, rounded once per op). So the
+// the stored bytes instead and reaches the compute dtype with one op: a CAST to the compute
+// dtype that, for a scaled weight, also takes the scale (itself a weight, f32 {1}) and computes
+// ComfyUI's dequantizing cast `weight.to(dtype) * scale_weight.to(dtype)` (the product of an fp8
+// value and a 16-bit scale is exact in f32, so rounding once equals torch's two steps). So the
 // plan counts fp8 bytes for residency and streaming, and the dequantized copy is an arena
-// buffer that lives from the CAST to its reader.
+// buffer that lives from the CAST to its reader. The channels-last pass moves a convolution's
+// dequantizing CAST after the filter's rearrangement: the fp8 filter is bound as OHWI and
+// dequantized straight into the layout the convolution reads (passes.h).
 struct WeightStorage {
   DType dtype = DType::F32;  // as stored
   std::string scale;         // the scale weight's name ("" = none), f32 {1}
+  bool fast = false;         // `_fast`: its linear layers may run as fp8 GEMMs (pass_fp8.cpp)
 };
 using WeightStorageMap = std::unordered_map<std::string, WeightStorage>;
 // A digest of the map's content ("" for none or empty), for caches of built graphs.
@@ -113,6 +117,7 @@ class Graph {
   void set_weight_storage(std::shared_ptr<const WeightStorageMap> storage) {
     storage_ = std::move(storage);
   }
+  const WeightStorageMap* weight_storage() const { return storage_.get(); }
   // Appends a node; infers the output descriptor with op_infer. An empty name becomes
   // "<op>.<node index>". RESHAPE nodes produce views (Value::view_of).
   ValueId op(OpKind kind, const OpParams& params, std::vector<ValueId> inputs,

@@ -5,6 +5,7 @@
 #include "graph/pass_util.h"
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,17 @@ bool perm_is(const OpParams& p, std::initializer_list<int> perm) {
   return true;
 }
 
+// The node that dequantizes weight value `w` (a CAST of a stored weight, Note [fp8 weights] in
+// graph.h), or -1 when `w` is not one.
+int dequant_node(const Graph& g, ValueId w) {
+  const Value& v = g.value(w);
+  if (v.kind != ValueKind::INTERMEDIATE || v.producer < 0) return -1;
+  const Node& n = g.nodes()[size_t(v.producer)];
+  if (n.kind != OpKind::CAST) return -1;
+  const Value& src = g.value(n.inputs[0]);
+  return src.kind == ValueKind::WEIGHT && src.layout == WeightLayout::STORED ? v.producer : -1;
+}
+
 // NCHW axis -> its position in NHWC.
 int cl_axis(int axis) {
   if (axis < 0) axis += 4;
@@ -55,6 +67,8 @@ int cl_axis(int axis) {
 
 PassOptions pass_options(const Graph& g, const BackendKernels& kernels) {
   PassOptions o;
+  if (kernels.runs_fp8_gemm() && g.weight_storage())
+    for (const auto& [name, st] : *g.weight_storage()) o.fp8_linear = o.fp8_linear || st.fast;
   for (const Node& n : g.nodes())
     if (n.kind == OpKind::CONV2D && !n.params.channels_last &&
         kernels.prefers_channels_last(g.desc(n.inputs[0]).dtype))
@@ -69,6 +83,9 @@ Result<Graph> graph_passes(const Graph& g, const PassOptions& options,
                            const BackendKernels* kernels) {
   if (!g.ok()) return g.status();
   Graph cur = g;
+  if (options.fp8_linear) {
+    HR_ASSIGN_OR_RETURN(cur, pass_fp8_linear(cur));
+  }
   if (options.channels_last) {
     HR_ASSIGN_OR_RETURN(cur, pass_channels_last(cur, kernels));
   }
@@ -113,7 +130,23 @@ Result<Graph> pass_channels_last(const Graph& g, const BackendKernels* kernels) 
     return uses[size_t(v)].size() == 1 && !vals[size_t(v)].is_output ? uses[size_t(v)][0] : -1;
   };
 
+  // A convolution goes channels-last when its filter is a weight, or a stored weight's
+  // dequantizing CAST that it alone reads (then the CAST moves after the rearrangement).
+  auto cl_filter = [&](const Node& n) -> std::optional<ValueId> {
+    if (n.kind != OpKind::CONV2D || n.params.channels_last || n.params.add_input) return {};
+    if (kernels && !kernels->prefers_channels_last(g.desc(n.inputs[0]).dtype)) return {};
+    const ValueId w = n.inputs[1];
+    ValueId f = kNoValue;
+    if (vals[size_t(w)].kind == ValueKind::WEIGHT) f = w;
+    if (const int dq = dequant_node(g, w); dq >= 0 && single_reader(w) >= 0)
+      f = nodes[size_t(dq)].inputs[0];
+    if (f == kNoValue || !weight_layout_desc(g.desc(f), WeightLayout::CONV_OHWI).ok()) return {};
+    return f;
+  };
   std::vector<char> done(nodes.size(), 0);
+  for (const Node& n : nodes)
+    if (auto f = cl_filter(n); f && *f != n.inputs[1])
+      done[size_t(vals[size_t(n.inputs[1])].producer)] = 1;  // emitted by the convolution
   for (size_t i = 0; i < nodes.size() && out.ok(); ++i) {
     if (done[i]) continue;
     const Node& n = nodes[i];
@@ -124,15 +157,17 @@ Result<Graph> pass_channels_last(const Graph& g, const BackendKernels* kernels) 
     bool handled = false;
     switch (n.kind) {
       case OpKind::CONV2D: {
-        const ValueId w = n.inputs[1];
-        const DType t = g.desc(x0).dtype;
-        if (p.channels_last || p.add_input || vals[size_t(w)].kind != ValueKind::WEIGHT ||
-            (kernels && !kernels->prefers_channels_last(t)))
-          break;
-        Result<TensorDesc> wd = weight_layout_desc(g.desc(w), WeightLayout::CONV_OHWI);
-        if (!wd.ok()) break;
-        std::vector<ValueId> ins = {get_cl(x0), out.weight(vals[size_t(w)].name, *wd,
-                                                          WeightLayout::CONV_OHWI)};
+        const std::optional<ValueId> f = cl_filter(n);
+        if (!f) break;
+        const Result<TensorDesc> fd = weight_layout_desc(g.desc(*f), WeightLayout::CONV_OHWI);
+        ValueId w = out.weight(vals[size_t(*f)].name, *fd, WeightLayout::CONV_OHWI);
+        if (*f != n.inputs[1]) {  // the dequantizing CAST, now of the rearranged filter
+          const Node& dq = nodes[size_t(vals[size_t(n.inputs[1])].producer)];
+          std::vector<ValueId> dq_ins = {w};
+          if (dq.inputs.size() > 1) dq_ins.push_back(get_plain(dq.inputs[1]));
+          w = out.op(OpKind::CAST, dq.params, std::move(dq_ins), dq.name);
+        }
+        std::vector<ValueId> ins = {get_cl(x0), w};
         if (n.inputs.size() > 2) ins.push_back(get_plain(n.inputs[2]));
         p.channels_last = true;
         cl[size_t(o)] = out.op(n.kind, p, std::move(ins), n.name);
@@ -285,13 +320,16 @@ Result<Graph> pass_fuse(const Graph& g) {
         if (single_reader(a) != int(i)) continue;
         pi = producer(nodes[size_t(ri)].inputs[0]);
         if (pi < 0 || g.shape(r) != od.shape) continue;
-        if (nodes[size_t(pi)].kind != OpKind::LINEAR) continue;
+        if (nodes[size_t(pi)].kind != OpKind::LINEAR &&
+            nodes[size_t(pi)].kind != OpKind::LINEAR_FP8)
+          continue;
         if (single_reader(nodes[size_t(ri)].inputs[0]) != ri) continue;
       } else if (pi < 0 || single_reader(a) != int(i)) {
         continue;
       }
       const Node& p = nodes[size_t(pi)];
-      if ((p.kind != OpKind::LINEAR && p.kind != OpKind::CONV2D) || p.params.add_input ||
+      if ((p.kind != OpKind::LINEAR && p.kind != OpKind::LINEAR_FP8 &&
+           p.kind != OpKind::CONV2D) || p.params.add_input ||
           skip[size_t(pi)])
         continue;
       // Whether the op takes this term (op.h's add_input rule, as op_infer checks it); through

@@ -30,6 +30,9 @@ namespace hr {
 //    projections of attentions that read one shared input (a UNet's text context) become one
 //    GEMM per stack of layers, each attention reading its column windows of the result (Note
 //    [stacked context projections] in pass_stack.cpp).
+// 0. pass_fp8_linear (when BackendKernels::runs_fp8_gemm and the graph has `_fast` fp8
+//    weights), first, while the graph still has its storage map: their linear layers become
+//    fp8 GEMMs (Note [fp8 linear] in pass_fp8.cpp).
 // Inputs keep their names and the outputs their names and order, so callers bind and read the
 // rewritten graph exactly like the one they built.
 struct PassOptions {
@@ -38,6 +41,7 @@ struct PassOptions {
   bool stack = false;      // pass_stack_projections
   bool stack_qkv = false;  // and its self-attention mode (implies stack; pass_options turns it
                            // on wherever stack is, unless HEADROOM_STACK_QKV=0)
+  bool fp8_linear = false;  // pass_fp8_linear, first
 };
 
 // The passes `kernels` benefit from for g.
@@ -52,6 +56,7 @@ Result<Graph> graph_passes(const Graph& g, const PassOptions& options,
 // The single passes. `kernels` null in pass_channels_last converts every convolution.
 Result<Graph> pass_channels_last(const Graph& g, const BackendKernels* kernels);
 Result<Graph> pass_fuse(const Graph& g);
+Result<Graph> pass_fp8_linear(const Graph& g);
 Result<Graph> pass_stack_projections(const Graph& g, bool self_attention = false);
 
 }  // namespace hr

@@ -221,8 +221,10 @@ Result<HostTensor> PatchedWeights::fp8_host_patch(const Part& p) const {
   if (st && !st->scale.empty() && (!scale || scale->dtype() != DType::F32))
     return make_error(ErrorCode::INTERNAL, "the scale '{}' of '{}' is not a float32 weight",
                       st->scale, p.name);
-  return fp8_patched_host(*base_->find(p.name), scale, *p.patches,
-                          patches_->comfy_prefix + p.name);
+  HR_ASSIGN_OR_RETURN(HostTensor q, fp8_patched_host(*base_->find(p.name), scale, *p.patches,
+                                                     patches_->comfy_prefix + p.name));
+  if (!p.ohwi) return q;
+  return weight_relayout(q, WeightLayout::CONV_OHWI);  // a channels-last filter (passes.h)
 }
 
 // The same, uploaded: a resident fp8 weight's patched copy.

@@ -61,6 +61,9 @@ struct LoadOptions {
   // fp8 keep their own format. Note [fp8 at load] in models/weight_format.cpp.
   std::optional<DType> diffusion_weight_dtype;
   std::optional<DType> text_encoder_weight_dtype;
+  // UNETLoader's fp8_e4m3fn_fast: the diffusion model's e4m3 linear layers run as fp8 GEMMs
+  // where the GPU has fp8 tensor cores (Note [fp8 linear] in graph/pass_fp8.cpp).
+  bool diffusion_fp8_fast = false;
   std::optional<Prediction> prediction;
   // Override the head layout from the settings or detection (exactly one of the two is used).
   std::optional<int> num_heads;

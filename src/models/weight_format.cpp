@@ -99,6 +99,8 @@ struct Reader {
     if (ends_with(n, ".scale_input") || ends_with(n, ".input_scale")) {  // Note [input scales]
       HR_TRY(scale_check(file, e));
       out.not_weights.insert(local(e.name));
+      out.input_scaled.insert(local(layer_of(n, ends_with(n, ".scale_input") ? "scale_input"
+                                                                              : "input_scale")));
       return Status();
     }
     if (dtype_is_fp8(e.dtype) && !map.count(local(e.name))) map[local(e.name)] = WeightStorage{e.dtype, ""};
@@ -109,7 +111,8 @@ struct Reader {
 }  // namespace
 
 // Note [input scales]: ComfyUI reads scale_input only when it multiplies in fp8 (the `_fast`
-// modes); dequantizing, as headroom does, it is unused, so it is kept out of the weights.
+// modes); dequantizing it is unused, so it is kept out of the weights, and its layer dequantizes
+// in the `_fast` modes too (weight_formats_fast).
 Result<WeightFormats> weight_formats_read(const SafetensorsFile& file, std::string_view prefix) {
   Reader r{file, prefix, {}, {}};
   for (const SafetensorsEntry& e : file.entries()) {
@@ -145,6 +148,18 @@ WeightFormats weight_formats_at_load(const SafetensorsFile& file, std::string_vi
   out.kind = fmt::format("{} at load", dtype_name(fp8));
   out.storage = std::make_shared<const WeightStorageMap>(std::move(map));
   return out;
+}
+
+WeightFormats weight_formats_fast(WeightFormats formats) {
+  if (!formats.any()) return formats;
+  WeightStorageMap map = *formats.storage;
+  for (auto& [name, st] : map) {
+    const bool weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
+    const std::string layer = weight ? name.substr(0, name.size() - 7) : name;
+    st.fast = st.dtype == DType::F8_E4M3 && weight && !formats.input_scaled.count(layer);
+  }
+  formats.storage = std::make_shared<const WeightStorageMap>(std::move(map));
+  return formats;
 }
 
 Result<WeightFormats> weight_formats_for(const SafetensorsFile& file, std::string_view prefix,

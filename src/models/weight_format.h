@@ -23,8 +23,14 @@ struct WeightFormats {
   // Scales, stored as float32 {1}.
   std::unordered_set<std::string> scales;
   std::string kind;  // "", "fp8", "scaled fp8 (f8_e4m3)", "comfy_quant (float8_e4m3fn)"
+  // Layers (names without the prefix and without ".weight") that have an input scale.
+  std::unordered_set<std::string> input_scaled;
   bool any() const { return storage && !storage->empty(); }
 };
+
+// `formats` with its e4m3 weights marked fast (UNETLoader's fp8_e4m3fn_fast, Note [fp8 linear]
+// in graph/pass_fp8.cpp), except those of layers with an input scale, which dequantize.
+WeightFormats weight_formats_fast(WeightFormats formats);
 
 // The formats of a component stored in fp8 at load (Note [fp8 at load] in weight_format.cpp):
 // every float tensor of rank >= 1 under `prefix`, `fp8` being F8_E4M3 or F8_E5M2.

@@ -31,14 +31,12 @@ Result<std::shared_ptr<const CLIPValue>> clip_from_file(
 }
 
 // UNETLoader's weight_dtype (Note [fp8 at load] in models/weight_format.cpp). The _fast mode
-// multiplies in fp8 in ComfyUI where the GPU can; headroom stores the same fp8 weights and
-// dequantizes them before use, and says so.
-void weight_dtype_apply(const ExecContext& ctx, const std::string& choice, LoadOptions& o) {
+// multiplies the linear layers in fp8 where the GPU has fp8 tensor cores and dequantizes
+// elsewhere, as ComfyUI (Note [fp8 linear] in graph/pass_fp8.cpp).
+void weight_dtype_apply(const std::string& choice, LoadOptions& o) {
   if (choice == "fp8_e4m3fn" || choice == "fp8_e4m3fn_fast") o.diffusion_weight_dtype = DType::F8_E4M3;
   if (choice == "fp8_e5m2") o.diffusion_weight_dtype = DType::F8_E5M2;
-  if (choice == "fp8_e4m3fn_fast")
-    ctx.warn("weight_dtype fp8_e4m3fn_fast: fp8 matrix multiplication is not implemented yet; "
-             "the fp8 weights are dequantized to the compute dtype before use");
+  o.diffusion_fp8_fast = choice == "fp8_e4m3fn_fast";
 }
 
 // ComfyUI's folder names; Note [model folder aliases] makes them search unet/ and clip/ too.
@@ -91,7 +89,7 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
     HR_ASSIGN_OR_RETURN(auto file, open_file(ctx, path));
     LoadOptions o = load_options(ctx);
     o.load_vae = false;
-    weight_dtype_apply(ctx, in.get_string("weight_dtype"), o);
+    weight_dtype_apply(in.get_string("weight_dtype"), o);
     HR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m, model_load(file, o));
     if (!m->diffusion) return make_error(ErrorCode::INVALID_ARGUMENT, "{} holds no UNet", path);
     return std::vector<std::any>{

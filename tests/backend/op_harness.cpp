@@ -951,7 +951,64 @@ void add_cast_cases(std::vector<OpCase>& v) {
                      .with_tol(0, 0, 0);
       f.sweep = false;
       v.push_back(std::move(f));
+      // The dequantizing cast: times a per-tensor scale (op.h), rounded once. CUDA reads eight
+      // elements at once when the count allows (e4m3 here) and one at a time otherwise.
+      const Shape qs = from == DType::F8_E4M3 ? Shape{8, 1029} : Shape{5, 1029};
+      OpCase q = make_case(fmt::format("dequant_{}_to_{}", dtype_name(from), dtype_name(to)),
+                           OpKind::CAST, {TensorDesc{from, qs}, f32({1})}, cast(to))
+                     .with_range(0, -most, most)
+                     .with_range(1, 1e-4, 3e-2)
+                     .with_tol(0, 0, 0);
+      q.sweep = false;
+      v.push_back(std::move(q));
     }
+}
+
+// Note [fp8 linear] (graph/pass_fp8.cpp): the activations' cast to e4m3 (clamped to +-448) and
+// the fp8 GEMM, with and without the weight's scale, the bias and an added input, into each
+// output dtype. Operands of magnitude up to 4 keep 64-term sums far from f16's range.
+void add_fp8_linear_cases(std::vector<OpCase>& v) {
+  const DType outs[] = {DType::F32, DType::F16, DType::BF16};
+  for (DType from : outs) {
+    OpParams p;
+    p.dtype = DType::F8_E4M3;
+    OpCase q = make_case(fmt::format("cast_{}_to_f8_e4m3", dtype_name(from)), OpKind::CAST,
+                         {TensorDesc{from, Shape{3, 517}}}, p)
+                   .with_range(0, -600.0, 600.0)
+                   .with_tol(0, 0, 0);
+    q.sweep = false;
+    v.push_back(std::move(q));
+  }
+  const TensorDesc x8{DType::F8_E4M3, Shape{2, 24, 64}}, w8{DType::F8_E4M3, Shape{48, 64}};
+  for (DType out : outs) {
+    // One rounding to the output dtype: half an ulp of the largest value at most.
+    const double tol = out == DType::F32 ? 1e-5 : out == DType::F16 ? 2e-3 : 1e-2;
+    const double max_tol = out == DType::F32 ? 2e-5 : out == DType::F16 ? 1e-3 : 8e-3;
+    struct Form {
+      const char* name;
+      bool scale, bias, add;
+    };
+    for (const Form f : {Form{"plain", false, false, false}, Form{"scaled_bias", true, true, false},
+                         Form{"bias_add", false, true, true}, Form{"scaled_add", true, false, true}}) {
+      OpParams p;
+      p.dtype = out;
+      p.weight_scale = f.scale;
+      p.add_input = f.add;
+      std::vector<TensorDesc> in = {x8, w8};
+      if (f.scale) in.push_back(TensorDesc{DType::F32, Shape{1}});
+      if (f.bias) in.push_back(TensorDesc{out, Shape{48}});
+      if (f.add) in.push_back(TensorDesc{out, Shape{2, 24, 48}});
+      OpCase c = make_case(fmt::format("linear_fp8_{}_{}", f.name, dtype_name(out)),
+                           OpKind::LINEAR_FP8, std::move(in), p)
+                     .with_range(0, -4.0, 4.0)
+                     .with_range(1, -4.0, 4.0)
+                     .with_tol(tol, tol, tol)
+                     .with_max_tol(max_tol, max_tol, max_tol);
+      if (f.scale) c.with_range(2, 1e-3, 2e-2);
+      c.sweep = false;
+      v.push_back(std::move(c));
+    }
+  }
 }
 
 }  // namespace
@@ -967,6 +1024,7 @@ std::vector<OpCase> op_cases() {
   add_layout_cases(v);
   add_embedding_cases(v);
   add_cast_cases(v);
+  add_fp8_linear_cases(v);
   return v;
 }
 

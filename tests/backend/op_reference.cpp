@@ -104,6 +104,21 @@ Result<RefTensor> ref_linear(const OpParams&, std::span<const RefTensor> in) {
   return out;
 }
 
+// LINEAR_FP8 (op.h): x w^T * scale + bias (+ the added input), exactly.
+Result<RefTensor> ref_linear_fp8(const OpParams& p, std::span<const RefTensor> in) {
+  const size_t fixed = (p.weight_scale ? 3u : 2u) + (p.add_input ? 1u : 0u);
+  std::vector<RefTensor> lin = {in[0], in[1]};
+  if (in.size() > fixed) lin.push_back(in[fixed - (p.add_input ? 1 : 0)]);
+  const double scale = p.weight_scale ? in[2].data.at(0) : 1.0;
+  if (lin.size() == 3)  // the bias, divided so that the plain linear's sum times scale adds it
+    for (double& b : lin[2].data) b /= scale;
+  HR_ASSIGN_OR_RETURN(RefTensor out, ref_linear(p, lin));
+  out.desc.dtype = p.dtype;
+  for (size_t i = 0; i < out.data.size(); ++i)
+    out.data[i] = out.data[i] * scale + (p.add_input ? in.back().data[i] : 0.0);
+  return out;
+}
+
 Result<RefTensor> ref_matmul(const OpParams& p, std::span<const RefTensor> in) {
   const Shape& as = in[0].desc.shape;
   const Shape& bs = in[1].desc.shape;
@@ -578,7 +593,7 @@ Result<RefTensor> ref_channels_last(OpKind kind, const OpParams& p, std::span<co
 
 Result<RefTensor> op_reference(OpKind kind, const OpParams& p, std::span<const RefTensor> in) {
   static constexpr size_t kMinInputs[] = {2, 2, 2, 3, 2, 1, 3, 1, 1, 1, 1, 1, 2,
-                                          2, 2, 2, 1, 2, 1, 1, 1, 1, 2, 1, 1, 1};
+                                          2, 2, 2, 1, 2, 1, 1, 1, 1, 2, 1, 1, 1, 2};
   static_assert(std::size(kMinInputs) == size_t(OpKind::COUNT_));
   if (kind >= OpKind::COUNT_ || in.size() < kMinInputs[size_t(kind)])
     return ref_error(kind, fmt::format("{} inputs", in.size()));
@@ -641,12 +656,19 @@ Result<RefTensor> op_reference(OpKind kind, const OpParams& p, std::span<const R
       return ref_embedding(in);
     case OpKind::TIMESTEP_EMBEDDING:
       return ref_timestep_embedding(p, in);
-    case OpKind::CAST: {
+    case OpKind::CAST: {  // with a scale: x and the scale in the target, one rounding
       RefTensor out = in[0];
       out.desc.dtype = p.dtype;
-      for (double& x : out.data) x = dtype_round(x, p.dtype);
+      const double scale = in.size() > 1 ? dtype_round(in[1].data.at(0), p.dtype) : 1.0;
+      const bool to_e4m3 = p.dtype == DType::F8_E4M3;  // clamped to +-448 first (op.h)
+      for (double& x : out.data) {
+        if (to_e4m3) x = std::clamp(x, -448.0, 448.0);
+        x = dtype_round(dtype_round(x, p.dtype) * scale, p.dtype);
+      }
       return out;
     }
+    case OpKind::LINEAR_FP8:
+      return ref_linear_fp8(p, in);
     case OpKind::COPY:
       return in[0];
     case OpKind::COUNT_:

@@ -103,6 +103,9 @@ class CpuBackend final : public Backend {
         return dtype == DType::I32 || dtype == DType::I64 || dtype == DType::F32;
       case OpKind::TIMESTEP_EMBEDDING:
         return dtype == DType::F32;
+      case OpKind::LINEAR_FP8:  // the reference: fp8 operands, any float output
+        return dtype == DType::F8_E4M3 || dtype == DType::F32 || dtype == DType::F16 ||
+               dtype == DType::BF16;
       default:
         return dtype == DType::F32;
     }
@@ -121,6 +124,7 @@ class CpuBackend final : public Backend {
   Status op_run(const OpCall& c, Stream*) override {
     switch (c.kind) {
       case OpKind::LINEAR: return cpu::linear_variant(c);
+      case OpKind::LINEAR_FP8: return cpu::linear_fp8(c);
       case OpKind::MATMUL: return cpu::matmul(c);
       case OpKind::CONV2D: return cpu::conv2d_variant(c);
       case OpKind::GROUP_NORM: return cpu::group_norm_variant(c);

@@ -8,6 +8,7 @@
 namespace hr::cpu {
 
 Status linear(const OpCall& c);              // cpu_linear.cpp (OpenBLAS sgemm)
+Status linear_fp8(const OpCall& c);          // cpu_linear_fp8.cpp (widened to f32, sgemm)
 Status matmul(const OpCall& c);              // cpu_matmul.cpp
 Status conv2d(const OpCall& c);              // cpu_conv2d.cpp (im2col + sgemm)
 size_t conv2d_workspace(const OpParams& p, std::span<const TensorDesc> in, const TensorDesc& out);

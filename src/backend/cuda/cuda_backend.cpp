@@ -133,6 +133,7 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     HR_CUDA_CHECK(op, cudaGetDeviceProperties(&prop, ctx_.device));
     name_ = prop.name;
+    ctx_.fp8_gemm = prop.major * 10 + prop.minor >= 89;
     cudaStream_t s = nullptr;
     HR_CUDA_CHECK(op, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     default_stream_ = std::make_unique<CudaStream>(s);
@@ -272,6 +273,7 @@ class CudaBackend final : public Backend {
     return t == DType::F16 || t == DType::BF16;
   }
   bool prefers_stacked_weights() const override { return true; }
+  bool runs_fp8_gemm() const override { return ctx_.fp8_gemm; }
   bool op_supported(OpKind kind, DType dtype) const override {
     switch (kind) {
       case OpKind::CONCAT:
@@ -286,6 +288,9 @@ class CudaBackend final : public Backend {
       case OpKind::CAST:  // from fp8 too (Note [fp8 weights] in graph/graph.h)
         return is_compute(dtype) || dtype_is_fp8(dtype);
       case OpKind::EMBEDDING: return is_compute(dtype);  // ids i32/i64, tables f32/f16/bf16
+      case OpKind::LINEAR_FP8:  // fp8 operands, an f32 scale, a 16-bit output and bias
+        return ctx_.fp8_gemm && (dtype == DType::F8_E4M3 || dtype == DType::F32 ||
+                                 dtype == DType::F16 || dtype == DType::BF16);
       case OpKind::COUNT_: return false;
       default: return is_float(dtype);  // compute ops; TIMESTEP_EMBEDDING's input is f32
     }
@@ -295,6 +300,7 @@ class CudaBackend final : public Backend {
                       const TensorDesc& out) const override {
     switch (kind) {
       case OpKind::LINEAR:
+      case OpKind::LINEAR_FP8:
       case OpKind::MATMUL: return cuda::kGemmWorkspace;
       case OpKind::CONV2D:
         cudaSetDevice(ctx_.device);
@@ -498,6 +504,7 @@ Status CudaBackend::op_run(const OpCall& c, Stream* st) {
   switch (c.kind) {
     case OpKind::LINEAR: return cuda::linear(ctx_, c, s);
     case OpKind::MATMUL: return cuda::matmul(ctx_, c, s);
+    case OpKind::LINEAR_FP8: return cuda::linear_fp8(ctx_, c, s);
     case OpKind::CONV2D: return cuda::conv2d(ctx_, c, s);
     case OpKind::CONCAT:
     case OpKind::SLICE:
@@ -650,6 +657,12 @@ Status CudaBackend::run_layout(const OpCall& c, const OpParams& p, cudaStream_t 
         HR_CUDA_CHECK(opn, cuda::copy_2d(y.data, y.desc.bytes(), x.data, y.desc.bytes(), y.desc.bytes(), 1, s));
       return Status();
     case OpKind::CAST:
+      if (c.inputs.size() == 2) {
+        HR_CUDA_CHECK(opn, cuda::cast_scaled(x.desc.dtype, x.data,
+                                             static_cast<const float*>(c.inputs[1].data),
+                                             y.desc.dtype, y.data, x.desc.numel(), s));
+        return Status();
+      }
       if (x.desc.dtype == y.desc.dtype) {
         if (y.data != x.data && y.desc.bytes())
           HR_CUDA_CHECK(opn, cuda::copy_2d(y.data, y.desc.bytes(), x.data, y.desc.bytes(), y.desc.bytes(), 1, s));

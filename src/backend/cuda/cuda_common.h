@@ -114,6 +114,9 @@ cudaError_t upsample_nearest(size_t esize, const void* x, int64_t planes, int64_
                              int factor, void* y, cudaStream_t s);
 // Element-wise conversion between compute dtypes, rounding as dtype_convert does.
 cudaError_t cast(DType from, const void* x, DType to, void* y, int64_t n, cudaStream_t s);
+// CAST with a scale (op.h): y = to(from(x) * to(*scale)), rounded once; `scale` on the device.
+cudaError_t cast_scaled(DType from, const void* x, const float* scale, DType to, void* y,
+                        int64_t n, cudaStream_t s);
 
 // --- cuda_embedding.cu ------------------------------------------------------------------------
 // Note [deferred op errors]: a kernel cannot return a Status, so an id outside [0, V) writes a

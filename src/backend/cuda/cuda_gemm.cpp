@@ -1,5 +1,6 @@
 // LINEAR and MATMUL through cuBLASLt: f32/f16/bf16 storage, f32 compute (no TF32), the linear
-// bias fused through CUBLASLT_EPILOGUE_BIAS, broadcast batches as strided batches.
+// bias fused through CUBLASLT_EPILOGUE_BIAS, broadcast batches as strided batches; LINEAR_FP8
+// as an fp8 GEMM (e4m3 operands, the weight's scale as cuBLASLt's A scale).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +32,8 @@ struct GemmCall {
   void* c = nullptr;
   const void* bias = nullptr;    // [n] or null
   const void* addend = nullptr;  // like c (added with beta = 1: LINEAR's add_input) or null
+  bool fp8 = false;              // a and b are F8_E4M3 (LINEAR_FP8); dtype is c's
+  const float* b_scale = nullptr;  // fp8: b's scale on the device, or null for 1
 };
 
 cudaDataType_t lt_type(DType t) {
@@ -67,8 +70,10 @@ Status set_batch(const char* opn, cublasLtMatrixLayout_t l, int64_t batch, int64
 
 // Builds the descriptors; `fuse_bias` selects the epilogue.
 Status make_descs(const char* opn, const GemmCall& g, bool fuse_bias, size_t ws_bytes, LtDescs& d) {
-  const cudaDataType_t t = lt_type(g.dtype);
+  const cudaDataType_t t = lt_type(g.dtype), t_in = g.fp8 ? CUDA_R_8F_E4M3 : t;
   HR_CUBLAS_CHECK(opn, cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  if (g.b_scale)  // our B is cuBLASLt's A
+    HR_CUBLAS_CHECK(opn, cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.b_scale, sizeof(g.b_scale)));
   cublasOperation_t ta = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
   HR_CUBLAS_CHECK(opn, cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   HR_CUBLAS_CHECK(opn, cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
@@ -79,10 +84,10 @@ Status make_descs(const char* opn, const GemmCall& g, bool fuse_bias, size_t ws_
   }
   // Our B (cuBLASLt's A), see Note [row-major GEMM on cuBLAS].
   if (g.trans_b)
-    HR_CUBLAS_CHECK(opn, cublasLtMatrixLayoutCreate(&d.a, t, uint64_t(g.k), uint64_t(g.n), g.k));
+    HR_CUBLAS_CHECK(opn, cublasLtMatrixLayoutCreate(&d.a, t_in, uint64_t(g.k), uint64_t(g.n), g.k));
   else
-    HR_CUBLAS_CHECK(opn, cublasLtMatrixLayoutCreate(&d.a, t, uint64_t(g.n), uint64_t(g.k), g.n));
-  HR_CUBLAS_CHECK(opn, cublasLtMatrixLayoutCreate(&d.b, t, uint64_t(g.k), uint64_t(g.m), g.k));
+    HR_CUBLAS_CHECK(opn, cublasLtMatrixLayoutCreate(&d.a, t_in, uint64_t(g.n), uint64_t(g.k), g.n));
+  HR_CUBLAS_CHECK(opn, cublasLtMatrixLayoutCreate(&d.b, t_in, uint64_t(g.k), uint64_t(g.m), g.k));
   HR_CUBLAS_CHECK(opn, cublasLtMatrixLayoutCreate(&d.c, t, uint64_t(g.n), uint64_t(g.m), g.n));
   HR_TRY(set_batch(opn, d.a, g.batch, g.stride_b));
   HR_TRY(set_batch(opn, d.b, g.batch, g.stride_a));
@@ -91,9 +96,9 @@ Status make_descs(const char* opn, const GemmCall& g, bool fuse_bias, size_t ws_
   HR_CUBLAS_CHECK(opn, cublasLtMatmulPreferenceCreate(&d.pref));
   uint64_t ws = ws_bytes;
   HR_CUBLAS_CHECK(opn, cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  const int64_t es = int64_t(dtype_size(g.dtype));
-  uint32_t al_a = uint32_t(align_of(g.b, g.stride_b * es, g.batch));  // cuBLASLt's A is our B
-  uint32_t al_b = uint32_t(align_of(g.a, g.stride_a * es, g.batch));
+  const int64_t es = int64_t(dtype_size(g.dtype)), es_in = g.fp8 ? 1 : es;
+  uint32_t al_a = uint32_t(align_of(g.b, g.stride_b * es_in, g.batch));  // cuBLASLt's A is our B
+  uint32_t al_b = uint32_t(align_of(g.a, g.stride_a * es_in, g.batch));
   uint32_t al_c = uint32_t(align_of(g.c, g.stride_c * es, g.batch));
   if (g.addend) al_c = std::min(al_c, uint32_t(align_of(g.addend, g.stride_c * es, g.batch)));
   HR_CUBLAS_CHECK(opn, cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
@@ -256,10 +261,12 @@ Status gemm_run(CudaContext& ctx, const char* opn, const GemmCall& g, void* ws, 
                 cudaStream_t s) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return Status();
   if (!ws) ws_bytes = 0;
-  const int64_t es = int64_t(dtype_size(g.dtype));
-  GemmKey key{int64_t(g.dtype), g.m, g.n, g.k, g.trans_b, g.batch, g.stride_a, g.stride_b,
+  const int64_t es = int64_t(dtype_size(g.dtype)), es_in = g.fp8 ? 1 : es;
+  // fp8 GEMMs key apart (their dtype field also says fp8 and whether b is scaled).
+  const int64_t dtype_key = int64_t(g.dtype) | (g.fp8 ? 0x100 : 0) | (g.b_scale ? 0x200 : 0);
+  GemmKey key{dtype_key, g.m, g.n, g.k, g.trans_b, g.batch, g.stride_a, g.stride_b,
               g.stride_c, g.bias != nullptr, int64_t(ws_bytes),
-              align_of(g.a, g.stride_a * es, g.batch), align_of(g.b, g.stride_b * es, g.batch),
+              align_of(g.a, g.stride_a * es_in, g.batch), align_of(g.b, g.stride_b * es_in, g.batch),
               align_of(g.c, g.stride_c * es, g.batch),
               g.bias ? align_of(g.bias, 0, 1) : 0, g.addend != nullptr,
               g.addend ? align_of(g.addend, g.stride_c * es, g.batch) : 0};
@@ -358,6 +365,32 @@ Status linear(CudaContext& ctx, const OpCall& c, cudaStream_t s) {
     return Status();
   }
   return gemm_run(ctx, "linear", g, c.workspace, c.workspace_bytes, s);
+}
+
+// Note [fp8 linear] in graph/pass_fp8.cpp: x and w are e4m3, w [N, K] (cuBLASLt's "TN").
+Status linear_fp8(CudaContext& ctx, const OpCall& c, cudaStream_t s) {
+  const OpParams p = c.params ? *c.params : OpParams();
+  const TensorRef& x = c.inputs[0];
+  const TensorRef& w = c.inputs[1];
+  GemmCall g;
+  g.dtype = c.output.desc.dtype;
+  g.fp8 = true;
+  g.k = w.desc.shape[1];
+  g.n = w.desc.shape[0];
+  g.m = g.k ? x.desc.numel() / g.k : 0;
+  g.trans_b = true;
+  g.a = x.data;
+  g.b = w.data;
+  g.c = c.output.data;
+  g.b_scale = p.weight_scale ? static_cast<const float*>(c.inputs[2].data) : nullptr;
+  const size_t fixed = (p.weight_scale ? 3u : 2u) + (p.add_input ? 1u : 0u);
+  g.bias = c.inputs.size() > fixed ? c.inputs[fixed - (p.add_input ? 1 : 0)].data : nullptr;
+  g.addend = p.add_input ? c.inputs.back().data : nullptr;
+  if (g.k % 16 || g.n % 16)
+    return make_error(ErrorCode::UNSUPPORTED,
+                      "linear_fp8: cuBLASLt's fp8 GEMM needs K and N multiples of 16 (K={}, N={})",
+                      g.k, g.n);
+  return gemm_run(ctx, "linear_fp8", g, c.workspace, c.workspace_bytes, s);
 }
 
 Status matmul(CudaContext& ctx, const OpCall& c, cudaStream_t s) {

@@ -202,8 +202,93 @@ cudaError_t cast_from(const void* x, DType to, void* y, int64_t n, cudaStream_t 
   });
 }
 
+// The dequantizing cast (CAST with a scale, op.h): y = D(float(x) * float(D(scale))), rounded once.
+template <typename D, typename S>
+__device__ __forceinline__ D scaled(S v, float sc) {
+  return convert<D, float>(widen(v) * sc);
+}
+
+template <typename D, typename S>
+__global__ void cast_scaled_kernel(const S* __restrict__ x, const float* __restrict__ scale,
+                                   D* __restrict__ y, int64_t n) {
+  const float sc = widen(convert<D, float>(*scale));
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = scaled<D>(x[i], sc);
+}
+
+// Eight fp8 elements per load (8 bytes), written as two groups of four.
+template <typename D, typename S>
+__global__ void cast_scaled_x8_kernel(const S* __restrict__ x, const float* __restrict__ scale,
+                                      D* __restrict__ y, int64_t n8) {
+  const float sc = widen(convert<D, float>(*scale));
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n8;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const uint2 raw = reinterpret_cast<const uint2*>(x)[i];
+    const S* e = reinterpret_cast<const S*>(&raw);
+    store4(y + i * 8, make_float4(widen(e[0]) * sc, widen(e[1]) * sc, widen(e[2]) * sc,
+                                  widen(e[3]) * sc));
+    store4(y + i * 8 + 4, make_float4(widen(e[4]) * sc, widen(e[5]) * sc, widen(e[6]) * sc,
+                                      widen(e[7]) * sc));
+  }
+}
+
+template <typename S>
+cudaError_t cast_scaled_from(const void* x, const float* scale, DType to, void* y, int64_t n,
+                             cudaStream_t s) {
+  return dispatch_compute(to, [&](auto dtag) -> cudaError_t {
+    using D = decltype(dtag);
+    if constexpr (std::is_integral_v<D>) {
+      return cudaErrorInvalidValue;
+    } else {
+      const uintptr_t al = reinterpret_cast<uintptr_t>(x) % 8 |
+                           reinterpret_cast<uintptr_t>(y) % (4 * sizeof(D));
+      if (sizeof(S) == 1 && al == 0 && n % 8 == 0)
+        return launch(cast_scaled_x8_kernel<D, S>, dim3(grid_1d(n / 8, 256)), dim3(256), 0, s,
+                      static_cast<const S*>(x), scale, static_cast<D*>(y), n / 8);
+      return launch(cast_scaled_kernel<D, S>, dim3(grid_1d(n, 256)), dim3(256), 0, s,
+                    static_cast<const S*>(x), scale, static_cast<D*>(y), n);
+    }
+  });
+}
+
+cudaError_t cast_scaled(DType from, const void* x, const float* scale, DType to, void* y,
+                        int64_t n, cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
+  switch (from) {
+    case DType::F8_E4M3: return cast_scaled_from<__nv_fp8_e4m3>(x, scale, to, y, n, s);
+    case DType::F8_E5M2: return cast_scaled_from<__nv_fp8_e5m2>(x, scale, to, y, n, s);
+    case DType::F32: return cast_scaled_from<float>(x, scale, to, y, n, s);
+    case DType::F16: return cast_scaled_from<__half>(x, scale, to, y, n, s);
+    case DType::BF16: return cast_scaled_from<__nv_bfloat16>(x, scale, to, y, n, s);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+// CAST to F8_E4M3 (op.h): clamped to +-448 (NaN stays NaN), then round to nearest even.
+template <typename S>
+__global__ void cast_to_e4m3_kernel(const S* __restrict__ x, __nv_fp8_storage_t* __restrict__ y,
+                                    int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float v = widen(x[i]);
+    v = v > 448.0f ? 448.0f : v < -448.0f ? -448.0f : v;
+    y[i] = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+  }
+}
+
 cudaError_t cast(DType from, const void* x, DType to, void* y, int64_t n, cudaStream_t s) {
   if (n == 0) return cudaSuccess;
+  if (to == DType::F8_E4M3 && from != DType::F8_E4M3)
+    return dispatch_compute(from, [&](auto stag) -> cudaError_t {
+      using S = decltype(stag);
+      if constexpr (std::is_integral_v<S>) {
+        return cudaErrorInvalidValue;
+      } else {
+        return launch(cast_to_e4m3_kernel<S>, dim3(grid_1d(n, 256)), dim3(256), 0, s,
+                      static_cast<const S*>(x), static_cast<__nv_fp8_storage_t*>(y), n);
+      }
+    });
   if (from == DType::F8_E4M3) return cast_from<__nv_fp8_e4m3>(x, to, y, n, s);
   if (from == DType::F8_E5M2) return cast_from<__nv_fp8_e5m2>(x, to, y, n, s);
   return dispatch_compute(from, [&](auto stag) -> cudaError_t {

@@ -89,6 +89,7 @@ struct DnnAttentionPlan {
 // Library handles of one backend, plus caches that op_workspace (const) and op_run share.
 struct CudaContext {
   int device = 0;
+  bool fp8_gemm = false;  // compute capability 8.9 or later: fp8 tensor cores (LINEAR_FP8)
   cublasLtHandle_t lt = nullptr;
   cudnnHandle_t dnn = nullptr;
   std::mutex mu;  // guards the caches and serialises use of the cuDNN handle
@@ -104,6 +105,7 @@ constexpr size_t kGemmWorkspace = size_t(8) << 20;
 constexpr size_t kConvWorkspaceLimit = size_t(256) << 20;
 
 Status linear(CudaContext& ctx, const OpCall& c, cudaStream_t s);  // cuda_gemm.cpp
+Status linear_fp8(CudaContext& ctx, const OpCall& c, cudaStream_t s);  // cuda_gemm.cpp
 Status matmul(CudaContext& ctx, const OpCall& c, cudaStream_t s);  // cuda_gemm.cpp
 // cuda_attention_gemm.cpp: single-head, wide-head (D > 160) f16/bf16 attention via cuBLASLt.
 bool attention_gemm_applies(DType t, int heads, int64_t d, int64_t dv, bool causal);

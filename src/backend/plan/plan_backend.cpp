@@ -85,6 +85,7 @@ class PlanBackend final : public Backend {
     return real_.prefers_channels_last(dtype);
   }
   bool prefers_stacked_weights() const override { return real_.prefers_stacked_weights(); }
+  bool runs_fp8_gemm() const override { return real_.runs_fp8_gemm(); }
   size_t op_workspace(OpKind kind, const OpParams& params, std::span<const TensorDesc> inputs,
                       const TensorDesc& output) const override {
     return real_.op_workspace(kind, params, inputs, output);

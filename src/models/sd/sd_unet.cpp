@@ -68,6 +68,7 @@ Result<std::unique_ptr<DiffusionModel>> sd_unet_create(const ComponentLoad& load
   }
   HR_ASSIGN_OR_RETURN(WeightFormats formats, weight_formats_for(*load.file, ci.diffusion_prefix,
                                                                 options.diffusion_weight_dtype));
+  if (options.diffusion_fp8_fast) formats = weight_formats_fast(std::move(formats));
   if (formats.any()) {
     cfg.storage = formats.storage;
     cfg.storage_key = weight_storage_key(formats.storage.get());
