@@ -62,7 +62,8 @@ namespace hr {
 //             [cos(t f), sin(t f)] when params.flip_sin_to_cos else [sin, cos]; odd dim
 //             pads a zero column at the end.
 // LINEAR_FP8  x[..., K] (F8_E4M3), w[N, K] (F8_E4M3), ?scale f32 {1} (when params.weight_scale),
-//             ?b[N] (params.dtype), ?r (params.add_input, as LINEAR's) -> [..., N] in params.dtype:
+//             ?b[N] (params.dtype), ?r (params.add_input, as LINEAR's) -> [..., N] in params.dtype
+//             (f16 or bf16):
 //             (x w^T) * scale + b (+ r), products summed in f32 and rounded once (torch._scaled_mm; Note [fp8 linear] in
 //             graph/pass_fp8.cpp). The GPU runs it on fp8 tensor cores (sm_89 and later).
 // CAST        x -> params.dtype; with a second input, a scale f32 {1}: the dequantizing cast

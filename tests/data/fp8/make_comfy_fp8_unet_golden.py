@@ -48,6 +48,9 @@ def rel(a, b):
 
 
 def main():
+    # The config check compares with a float32 CPU golden: no TF32 in cuDNN's convolutions.
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
     golden = load_file(GOLDEN + "/golden-unet-vae.safetensors")
     out = {}
     with torch.no_grad():
