@@ -967,6 +967,7 @@ std::vector<OpCase> op_cases() {
   add_layout_cases(v);
   add_embedding_cases(v);
   add_cast_cases(v);
+  add_transformer_cases(v);
   return v;
 }
 

@@ -103,6 +103,7 @@ class CpuBackend final : public Backend {
         return dtype == DType::I32 || dtype == DType::I64 || dtype == DType::F32;
       case OpKind::TIMESTEP_EMBEDDING:
         return dtype == DType::F32;
+      // ROPE's table is f32 whatever x's dtype: the default case.
       default:
         return dtype == DType::F32;
     }
@@ -146,6 +147,8 @@ class CpuBackend final : public Backend {
       case OpKind::CAST:
       case OpKind::RESHAPE:
       case OpKind::COPY: return cpu::cast(c);
+      case OpKind::RMS_NORM: return cpu::rms_norm(c);
+      case OpKind::ROPE: return cpu::rope(c);
       case OpKind::COUNT_: break;
     }
     return make_error(ErrorCode::UNSUPPORTED, "cpu backend: op {} not implemented", op_name(c.kind));
