@@ -9,20 +9,22 @@ namespace hr::cpu {
 
 // Note [rope arithmetic]
 // Both reference forms compute in f32 whatever x's dtype, and round once to x's dtype at the end:
-// - Flux (comfy/ldm/flux/math.py `attention`, and `apply_rope1` the same way): x is cast to the
-//   f32 table's dtype, viewed as pairs (x0, x1) = (x[2p], x[2p+1]), and multiplied by the 2x2
-//   rotation matrices `rope()` builds, [[cos, -sin], [sin, cos]]:
+// - Flux (comfy/ldm/flux/math.py `attention`, which its double and single blocks call): x is cast
+//   to the f32 table's dtype, viewed as pairs (x0, x1) = (x[2p], x[2p+1]), and multiplied by the
+//   2x2 rotation matrices `rope()` builds, [[cos, -sin], [sin, cos]]:
 //     out[2p] = cos * x0 + (-sin) * x1,   out[2p+1] = sin * x0 + cos * x1
-//   each product rounded to f32, then the sum (math.py adds two products; apply_rope1's
-//   addcmul_ does the same on the CPU); `.type_as(v)` then rounds to the compute dtype.
+//   each product rounded to f32, then the sum; `.type_as(v)` then rounds to the compute dtype.
 // - Llama/Qwen (comfy/text_encoders/llama.py `apply_rope`): (x * cos) + (rotate_half(x) * sin)
 //   with x in its dtype and cos/sin f32 (so the products promote to f32), rotate_half(x) =
 //   cat(-x[D/2:], x[:D/2]); cos and sin repeat per half (cat(freqs, freqs)), so pair p is
 //   (x[p], x[p + D/2]) with one angle:
 //     out[p] = x[p] * cos + (-x[p + D/2]) * sin,   out[p + D/2] = x[p + D/2] * cos + x[p] * sin
-// Negating is exact, so c*u - s*v with both products rounded equals both forms bit for bit; the
-// CPU build does not contract a*b + c into an FMA (ISO C++ mode: -ffp-contract=off) and the
-// CUDA kernel uses __fmul_rn / __fadd_rn, so f32 results agree across backends exactly.
+// Negating is exact, so c*u - s*v with both products rounded equals both forms bit for bit
+// (tests/models/transformer_ops_golden_test.cpp checks it on ComfyUI's outputs); the CPU build
+// does not contract a*b + c into an FMA (ISO C++ mode: -ffp-contract=off) and the CUDA kernel uses
+// __fmul_rn / __fadd_rn, so f32 results agree across backends exactly. ComfyUI's other form,
+// flux/math.py `apply_rope1` (Wan, HiDream), adds the second product with addcmul_, which torch
+// runs as a fused multiply-add: it differs from this in the last f32 bit of ~10 % of elements.
 Status rope(const OpCall& c) {
   if (c.inputs[0].desc.dtype != DType::F32)
     return make_error(ErrorCode::UNSUPPORTED, "cpu rope: dtype {} (f32 only)",
