@@ -1,5 +1,6 @@
-// A few SD-sized f16 ops on the CUDA backend (attention, conv3x3, GEMM, GroupNorm+SiLU) through
-// the Backend interface: TFLOP/s against an 8192^3 f16 LINEAR of the same run, and GB/s.
+// A few SD- and Flux-sized f16 ops on the CUDA backend (attention, conv3x3, GEMM, GroupNorm+SiLU,
+// Flux's QK RMS norm and RoPE, T5's RMS norm) through the Backend interface: TFLOP/s against an
+// 8192^3 f16 LINEAR of the same run, and GB/s (the bandwidth-bound ops' measure).
 // (Formerly the test CudaBackend.TimingsAtSdShapes, which timed inside the suite.)
 #include <chrono>
 #include <cstdio>
@@ -27,6 +28,7 @@ struct Case {
 };
 
 TensorDesc f16(Shape s) { return TensorDesc{DType::F16, s}; }
+TensorDesc f32(Shape s) { return TensorDesc{DType::F32, s}; }
 
 std::vector<Case> sd_cases() {
   OpParams att;
@@ -36,6 +38,8 @@ std::vector<Case> sd_cases() {
   OpParams gn;
   gn.groups = 32;
   gn.fuse_silu = true;
+  OpParams rms;
+  rms.eps = 1e-6f;
   return {
       {"attention sd1 L1 [2,4096,8x40]", OpKind::ATTENTION, att,
        {f16({2, 4096, 320}), f16({2, 4096, 320}), f16({2, 4096, 320})}},
@@ -47,6 +51,12 @@ std::vector<Case> sd_cases() {
        {f16({2, 4096, 320}), f16({1280, 320}), f16({1280})}},
       {"group_norm+silu [2,320,64,64]", OpKind::GROUP_NORM, gn,
        {f16({2, 320, 64, 64}), f16({320}), f16({320})}},
+      // Flux.1 at 1024^2: 4096 image + 512 text tokens, 24 heads of 128; T5-XXL over 256 tokens.
+      {"rms_norm flux qk [1,4608,24,128]", OpKind::RMS_NORM, rms,
+       {f16({1, 4608, 24, 128}), f16({128})}},
+      {"rope flux [1,4608,24,128]", OpKind::ROPE, {},
+       {f16({1, 4608, 24, 128}), f32({4608, 64, 2})}},
+      {"rms_norm t5 [1,256,4096]", OpKind::RMS_NORM, rms, {f16({1, 256, 4096}), f16({4096})}},
   };
 }
 

@@ -94,6 +94,7 @@ const char* op_class(OpKind k) {
     case OpKind::ATTENTION: return "attention";
     case OpKind::GROUP_NORM:
     case OpKind::LAYER_NORM:
+    case OpKind::RMS_NORM:
     case OpKind::SOFTMAX: return "normalisation";
     case OpKind::CONCAT:
     case OpKind::SLICE:

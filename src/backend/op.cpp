@@ -35,6 +35,8 @@ const char* op_name(OpKind kind) {
     case OpKind::CAST: return "cast";
     case OpKind::LINEAR_FP8: return "linear_fp8";
     case OpKind::COPY: return "copy";
+    case OpKind::RMS_NORM: return "rms_norm";
+    case OpKind::ROPE: return "rope";
     case OpKind::COUNT_: break;
   }
   return "?";
@@ -49,8 +51,9 @@ bool OpParams::operator==(const OpParams& o) const {
          step == o.step && max_period == o.max_period && freq_shift == o.freq_shift &&
          flip_sin_to_cos == o.flip_sin_to_cos && causal == o.causal &&
          fuse_silu == o.fuse_silu && trans_b == o.trans_b && channels_last == o.channels_last &&
-         add_input == o.add_input && weight_scale == o.weight_scale && kv_window == o.kv_window && q_start == o.q_start &&
-         q_width == o.q_width && dtype == o.dtype && shape == o.shape;
+         add_input == o.add_input && weight_scale == o.weight_scale && kv_window == o.kv_window &&
+         q_start == o.q_start && q_width == o.q_width && rope_half_split == o.rope_half_split &&
+         dtype == o.dtype && shape == o.shape;
 }
 
 std::string OpParams::str(OpKind kind) const {
@@ -67,7 +70,9 @@ std::string OpParams::str(OpKind kind) const {
     case OpKind::GROUP_NORM:
       return fmt::format("groups {} eps {}{}{}", groups, eps, fuse_silu ? " +silu" : "",
                          channels_last ? " nhwc" : "");
-    case OpKind::LAYER_NORM: return fmt::format("eps {}", eps);
+    case OpKind::LAYER_NORM:
+    case OpKind::RMS_NORM: return fmt::format("eps {}", eps);
+    case OpKind::ROPE: return rope_half_split ? "half-split" : "interleaved";
     case OpKind::SOFTMAX: return alpha != 0 ? fmt::format("scale {}", alpha) : "";
     case OpKind::ATTENTION:
       return fmt::format("heads {}{}{}{}", heads, causal ? " causal" : "",
@@ -416,6 +421,31 @@ Result<TensorDesc> op_infer(OpKind kind, const OpParams& p, std::span<const Tens
     }
     case OpKind::COPY: {
       HR_TRY(need(1, 1));
+      return in[0];
+    }
+    case OpKind::RMS_NORM: {
+      HR_TRY(need(1, 2));
+      HR_TRY(same_float(in.size()));
+      const Shape& x = in[0].shape;
+      if (x.rank < 1) return bad(kind, "x must have rank >= 1");
+      if (in.size() > 1 && (in[1].shape.rank != 1 || in[1].shape[0] != x[-1]))
+        return bad(kind, fmt::format("weight {} does not match last dim of {}", in[1].shape.str(),
+                                     x.str()));
+      return in[0];
+    }
+    case OpKind::ROPE: {
+      HR_TRY(need(2, 2));
+      HR_TRY(same_float(1));
+      const Shape& x = in[0].shape;
+      const Shape& cs = in[1].shape;
+      if (x.rank != 4 || x[3] % 2 != 0)
+        return bad(kind, fmt::format("x {} must be [B, L, H, D] with D even", x.str()));
+      if (in[1].dtype != DType::F32) return bad(kind, "the cos/sin table must be f32");
+      const bool shared = cs.rank == 3;
+      if ((cs.rank != 3 && cs.rank != 4) || (!shared && cs[0] != x[0]) || cs[-3] != x[1] ||
+          cs[-2] != x[3] / 2 || cs[-1] != 2)
+        return bad(kind, fmt::format("cos/sin table {} does not match x {} (want [L, D/2, 2] or "
+                                     "[B, L, D/2, 2])", cs.str(), x.str()));
       return in[0];
     }
     case OpKind::COUNT_: break;

@@ -71,6 +71,19 @@ namespace hr {
 //             once (Note [fp8 weights] in graph/graph.h). To F8_E4M3 (from f32/f16/bf16):
 //             clamped to +-448, then rounded to nearest even (ComfyUI's activation cast).
 // COPY        x -> same (a contiguous copy).
+// RMS_NORM    x[..., C], ?gamma[C] -> same; y = x / sqrt(mean over the last dim of x^2 +
+//             params.eps) * gamma (no mean subtraction, no beta); Note [rms norm rounding]
+//             in backend/cpu/cpu_rms_norm.cpp says how each dtype rounds.
+// ROPE        x[B, L, H, D], cs[L, D/2, 2] or cs[B, L, D/2, 2] (always F32) -> x's shape and
+//             dtype. Rotates D/2 pairs of each head's vector by per-position angles: for pair
+//             p at position l, (c, s) = cs[(b,) l, p, 0..1] (cos and sin of the angle) and
+//             (u, v) -> (c u - s v, s u + c v). The pairs are (2p, 2p+1) (Flux's interleaved
+//             pairs, comfy/ldm/flux/math.py), or (p, p + D/2) with params.rope_half_split (the
+//             HF "rotate_half" layout of Llama/Qwen). D even. The table's builders are in
+//             models/rope_table.h; Note [rope arithmetic] in backend/cpu/cpu_rope.cpp says how
+//             it rounds. x is token-major, [B, L, H, D], because ATTENTION's q and k
+//             [B, L, H*D] are a free reshape of it (ComfyUI rotates [B, H, L, D]; the
+//             arithmetic per element is the same).
 enum class OpKind : uint8_t {
   LINEAR = 0,
   MATMUL,
@@ -99,6 +112,8 @@ enum class OpKind : uint8_t {
   CAST,
   COPY,
   LINEAR_FP8,
+  RMS_NORM,
+  ROPE,
   COUNT_,  // number of ops; not an op
 };
 
@@ -130,6 +145,7 @@ struct OpParams {
   bool weight_scale = false;   // LINEAR_FP8: inputs[2] is the weight's scale
   bool kv_window = false;      // ATTENTION: k and v are column windows at start / end
   int64_t q_start = 0, q_width = 0;  // ATTENTION with kv_window: q's window (width 0: all of q)
+  bool rope_half_split = false;  // ROPE: pairs (p, p + D/2) instead of (2p, 2p+1)
   DType dtype = DType::F32;
   Shape shape;
 

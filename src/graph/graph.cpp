@@ -331,6 +331,20 @@ ValueId Graph::attention(ValueId q, ValueId k, ValueId v, int heads, bool causal
   return op(OpKind::ATTENTION, p, {q, k, v}, name);
 }
 
+ValueId Graph::rms_norm(ValueId x, ValueId w, float eps, const std::string& name) {
+  OpParams p;
+  p.eps = eps;
+  std::vector<ValueId> in{x};
+  if (w != kNoValue) in.push_back(w);
+  return op(OpKind::RMS_NORM, p, std::move(in), name);
+}
+
+ValueId Graph::rope(ValueId x, ValueId cs, bool half_split, const std::string& name) {
+  OpParams p;
+  p.rope_half_split = half_split;
+  return op(OpKind::ROPE, p, {x, cs}, name);
+}
+
 ValueId Graph::unary(OpKind kind, ValueId x, const std::string& name) {
   return op(kind, OpParams{}, {x}, name);
 }
@@ -412,6 +426,8 @@ void append_params(std::string& s, const OpParams& p) {
                  int(p.causal), int(p.fuse_silu), int(p.trans_b), int(p.channels_last),
                  int(p.add_input), dtype_name(p.dtype));
   if (p.kv_window) fmt::format_to(std::back_inserter(s), "kvw q{}+{} ", p.q_start, p.q_width);
+  if (p.rope_half_split) s += "rhs ";
+  if (p.weight_scale) s += "ws ";
   s += p.shape.str();
   s += '}';
 }

@@ -133,6 +133,13 @@ class Graph {
   ValueId layer_norm(ValueId x, ValueId g, ValueId b, float eps, const std::string& name = "");
   ValueId attention(ValueId q, ValueId k, ValueId v, int heads, bool causal,
                     const std::string& name = "");
+  // RMS_NORM over the last dim of x; w [C] or kNoValue (no weight). ComfyUI's eps: 1e-6 for
+  // Flux's QK norm and T5's layer norm, the config's rms_norm_eps for Llama/Qwen.
+  ValueId rms_norm(ValueId x, ValueId w, float eps, const std::string& name = "");
+  // ROPE of x [B, L, H, D] by the f32 cos/sin table cs [L, D/2, 2] or [B, L, D/2, 2]
+  // (models/rope_table.h builds it); half_split: pairs (p, p + D/2) (Llama/Qwen's rotate_half)
+  // instead of Flux's (2p, 2p+1). ATTENTION's q and k [B, L, H*D] reshape to x and back as views.
+  ValueId rope(ValueId x, ValueId cs, bool half_split, const std::string& name = "");
   ValueId unary(OpKind kind, ValueId x, const std::string& name = "");
   ValueId binary(OpKind kind, ValueId a, ValueId b, const std::string& name = "");
   ValueId add(ValueId a, ValueId b, const std::string& name = "") {

@@ -3,7 +3,8 @@
 // GEGLU, and attention on the tensor-core kernel at SD's head dims (40, 64, 80, 160) and on the
 // GEMM path (the VAE's one head of 512), cross-attention reading K and V as column windows of a
 // stacked projection (params.kv_window) and self-attention reading Q, K and V as windows of one
-// (params.q_width), each against the CPU backend in f32 on the same (dtype-exact) random inputs,
+// (params.q_width), Flux's QK RMS norm and RoPE and T5's RMS norm at Flux.1's 1024^2 shapes,
+// each against the CPU backend in f32 on the same (dtype-exact) random inputs,
 // asserting relative L2 and relative max error (Note [harness tolerances]). Inputs are drawn
 // fresh per run (Note [test seeds]).
 //
@@ -274,6 +275,31 @@ std::vector<OpCase> production_cases() {
     v.push_back(std::move(g));
     OpCase h = make_case("geglu_1024x10240", OpKind::GEGLU, {f32({2, 1024, 10240})}, p);
     h.with_range(0, -3.0, 3.0);
+    v.push_back(std::move(h));
+  }
+  {
+    // Flux at 1024^2 (4096 image + 512 text tokens, 24 heads of 128): the QK RMS norm and the
+    // interleaved RoPE; T5-XXL's RMS norm over 256 tokens of 4096; Qwen-style half-split RoPE.
+    // The tables are f32 at every dtype (fixed), random values (ROPE is linear in x for any).
+    OpParams r;
+    r.eps = 1e-6f;
+    OpCase q = make_case("rms_norm_flux_qk_4608x24x128", OpKind::RMS_NORM,
+                         {f32({1, 4608, 24, 128}), f32({128})}, r);
+    q.with_range(0, -1.0, 3.0).with_range(1, 0.5, 1.5);
+    v.push_back(std::move(q));
+    OpCase t = make_case("rms_norm_t5_256x4096", OpKind::RMS_NORM,
+                         {f32({1, 256, 4096}), f32({4096})}, r);
+    t.with_range(0, -1.0, 3.0).with_range(1, 0.5, 1.5);
+    v.push_back(std::move(t));
+    OpParams il, hs;
+    hs.rope_half_split = true;
+    OpCase f = make_case("rope_flux_4608x24x128", OpKind::ROPE,
+                         {f32({1, 4608, 24, 128}), f32({4608, 64, 2})}, il);
+    f.with_range(0, -2.0, 2.0).with_fixed(1);
+    v.push_back(std::move(f));
+    OpCase h = make_case("rope_half_split_1024x32x128", OpKind::ROPE,
+                         {f32({1, 1024, 32, 128}), f32({1024, 64, 2})}, hs);
+    h.with_range(0, -2.0, 2.0).with_fixed(1);
     v.push_back(std::move(h));
   }
   return v;

@@ -1025,6 +1025,7 @@ std::vector<OpCase> op_cases() {
   add_embedding_cases(v);
   add_cast_cases(v);
   add_fp8_linear_cases(v);
+  add_transformer_cases(v);
   return v;
 }
 

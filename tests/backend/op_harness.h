@@ -110,6 +110,8 @@ OpCase make_case(std::string name, OpKind kind, std::vector<TensorDesc> inputs, 
 
 // Every case (at least one per OpKind).
 std::vector<OpCase> op_cases();
+// The transformer ops' cases (RMS_NORM, ROPE; op_cases_transformer.cpp), part of op_cases().
+void add_transformer_cases(std::vector<OpCase>& v);
 
 // Computes the expected output for inputs whose values are exactly their stored values.
 using OpOracle =

@@ -470,6 +470,49 @@ Result<RefTensor> ref_timestep_embedding(const OpParams& p, std::span<const RefT
   return out;
 }
 
+Result<RefTensor> ref_rms_norm(const OpParams& p, std::span<const RefTensor> in) {
+  const Shape& xs = in[0].desc.shape;
+  if (xs.rank < 1) return ref_error(OpKind::RMS_NORM, "rank");
+  const int64_t c = xs[-1], rows = c ? xs.numel() / c : 0;
+  RefTensor out = ref_make(in[0].desc.dtype, xs);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* x = in[0].data.data() + r * c;
+    double ms = 0.0;
+    for (int64_t i = 0; i < c; ++i) ms += x[i] * x[i];
+    ms /= double(c);
+    const double inv = 1.0 / std::sqrt(ms + double(p.eps));
+    for (int64_t i = 0; i < c; ++i)
+      out.data[size_t(r * c + i)] = x[i] * inv * (in.size() > 1 ? in[1].data[size_t(i)] : 1.0);
+  }
+  return out;
+}
+
+// Written from the definition: pair p of head h at (b, l) is (x[.., e0], x[.., e1]) with
+// e0 = 2p, e1 = 2p + 1 (or p, p + D/2); it turns by the angle whose cos and sin the table holds.
+Result<RefTensor> ref_rope(const OpParams& p, std::span<const RefTensor> in) {
+  const Shape& xs = in[0].desc.shape;
+  const Shape& ts = in[1].desc.shape;
+  if (xs.rank != 4 || xs[3] % 2 != 0 || (ts.rank != 3 && ts.rank != 4) || ts[-1] != 2 ||
+      ts[-2] != xs[3] / 2 || ts[-3] != xs[1] || (ts.rank == 4 && ts[0] != xs[0]))
+    return ref_error(OpKind::ROPE, "shapes");
+  const int64_t nb = xs[0], nl = xs[1], nh = xs[2], d = xs[3], half = d / 2;
+  RefTensor out = ref_make(in[0].desc.dtype, xs);
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t l = 0; l < nl; ++l)
+      for (int64_t h = 0; h < nh; ++h)
+        for (int64_t q = 0; q < half; ++q) {
+          const int64_t t = ((ts.rank == 4 ? b * nl : 0) + l) * half + q;
+          const double c = in[1].data[size_t(2 * t)], s = in[1].data[size_t(2 * t + 1)];
+          const int64_t e0 = p.rope_half_split ? q : 2 * q;
+          const int64_t e1 = p.rope_half_split ? q + half : 2 * q + 1;
+          const int64_t base = ((b * nl + l) * nh + h) * d;
+          const double u = in[0].data[size_t(base + e0)], v = in[0].data[size_t(base + e1)];
+          out.data[size_t(base + e0)] = c * u - s * v;
+          out.data[size_t(base + e1)] = s * u + c * v;
+        }
+  return out;
+}
+
 }  // namespace
 
 double dtype_round(double x, DType t) {
@@ -592,8 +635,8 @@ Result<RefTensor> ref_channels_last(OpKind kind, const OpParams& p, std::span<co
 }  // namespace
 
 Result<RefTensor> op_reference(OpKind kind, const OpParams& p, std::span<const RefTensor> in) {
-  static constexpr size_t kMinInputs[] = {2, 2, 2, 3, 2, 1, 3, 1, 1, 1, 1, 1, 2,
-                                          2, 2, 2, 1, 2, 1, 1, 1, 1, 2, 1, 1, 1, 2};
+  static constexpr size_t kMinInputs[] = {2, 2, 2, 3, 2, 1, 3, 1, 1, 1, 1, 1, 2, 2,
+                                          2, 2, 1, 2, 1, 1, 1, 1, 2, 1, 1, 1, 2, 1, 2};
   static_assert(std::size(kMinInputs) == size_t(OpKind::COUNT_));
   if (kind >= OpKind::COUNT_ || in.size() < kMinInputs[size_t(kind)])
     return ref_error(kind, fmt::format("{} inputs", in.size()));
@@ -671,6 +714,10 @@ Result<RefTensor> op_reference(OpKind kind, const OpParams& p, std::span<const R
       return ref_linear_fp8(p, in);
     case OpKind::COPY:
       return in[0];
+    case OpKind::RMS_NORM:
+      return ref_rms_norm(p, in);
+    case OpKind::ROPE:
+      return ref_rope(p, in);
     case OpKind::COUNT_:
       break;
   }

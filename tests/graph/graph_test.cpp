@@ -149,6 +149,32 @@ TEST(Graph, ConvenienceBuildersSetParams) {
   ASSERT_TRUE(g.ok()) << g.status().str();
 }
 
+// The transformer ops' builders: RMS_NORM with and without a weight, ROPE's pairing, and the
+// pairing in the structure key (OpParams::str prints it, the key must hold it too).
+TEST(Graph, RmsNormAndRopeBuilders) {
+  auto build = [](bool half_split) {
+    Graph g;
+    ValueId q = g.input("q", f32({2, 6, 4, 16}));
+    ValueId n = g.rms_norm(q, g.weight("scale", f32({16})), 1e-6f, "q_norm");
+    EXPECT_EQ(g.nodes().back().kind, OpKind::RMS_NORM);
+    EXPECT_EQ(g.nodes().back().params.eps, 1e-6f);
+    EXPECT_EQ(g.nodes().back().inputs.size(), 2u);
+    ValueId r = g.rope(n, g.input("pe", f32({6, 8, 2})), half_split, "rope");
+    EXPECT_EQ(g.nodes().back().params.rope_half_split, half_split);
+    EXPECT_EQ(g.shape(r), (Shape{2, 6, 4, 16}));
+    ValueId u = g.rms_norm(g.reshape(r, Shape{2, 6, 64}), kNoValue, 1e-5f, "plain");
+    EXPECT_EQ(g.nodes().back().inputs.size(), 1u);
+    g.output(u, "y");
+    EXPECT_TRUE(g.ok()) << g.status().str();
+    return g;
+  };
+  EXPECT_NE(build(false).structure_key(), build(true).structure_key());
+  // A table that does not fit is the graph's first error.
+  Graph bad;
+  bad.rope(bad.input("q", f32({1, 6, 4, 16})), bad.input("pe", f32({5, 8, 2})), false);
+  EXPECT_FALSE(bad.ok());
+}
+
 // A kv_window attention and a stacked weight are keyed apart from their plain forms.
 TEST(Graph, StructureKeySeparatesWindowsAndStackedWeights) {
   auto window = [](bool kv_window, int64_t k_at, WeightLayout layout) {

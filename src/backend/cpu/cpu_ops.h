@@ -27,6 +27,8 @@ Status upsample_nearest(const OpCall& c);    // cpu_layout.cpp
 Status embedding(const OpCall& c);           // cpu_embedding.cpp
 Status timestep_embedding(const OpCall& c);  // cpu_embedding.cpp
 Status cast(const OpCall& c);                // cpu_layout.cpp (also RESHAPE/COPY as memcpy)
+Status rms_norm(const OpCall& c);            // cpu_rms_norm.cpp
+Status rope(const OpCall& c);                // cpu_rope.cpp
 
 // cpu_variants.cpp: channels-last and add_input forms, built from the kernels above.
 Status conv2d_variant(const OpCall& c);

@@ -292,7 +292,8 @@ class CudaBackend final : public Backend {
         return ctx_.fp8_gemm && (dtype == DType::F8_E4M3 || dtype == DType::F32 ||
                                  dtype == DType::F16 || dtype == DType::BF16);
       case OpKind::COUNT_: return false;
-      default: return is_float(dtype);  // compute ops; TIMESTEP_EMBEDDING's input is f32
+      default: return is_float(dtype);  // compute ops; TIMESTEP_EMBEDDING's input and
+                                        // ROPE's table are f32
     }
   }
 
@@ -550,6 +551,20 @@ Status CudaBackend::run_compute(const OpCall& c, const OpParams& p, cudaStream_t
       HR_CUDA_CHECK(opn, cuda::layer_norm(t, x.data, c.inputs[1].data,
                                           c.inputs.size() > 2 ? c.inputs[2].data : nullptr, y.data,
                                           rows, ch, p.eps, s));
+      return Status();
+    }
+    case OpKind::RMS_NORM: {
+      const int64_t ch = x.desc.shape[-1];
+      const int64_t rows = ch ? x.desc.numel() / ch : 0;
+      HR_CUDA_CHECK(opn, cuda::rms_norm(t, x.data, c.inputs.size() > 1 ? c.inputs[1].data : nullptr,
+                                        y.data, rows, ch, p.eps, s));
+      return Status();
+    }
+    case OpKind::ROPE: {
+      const Shape& xs = x.desc.shape;
+      HR_CUDA_CHECK(opn, cuda::rope(t, x.data, c.inputs[1].as<const float>(), y.data, xs[0], xs[1],
+                                    xs[2], xs[3], c.inputs[1].desc.shape.rank == 4,
+                                    p.rope_half_split, s));
       return Status();
     }
     case OpKind::SOFTMAX: {

@@ -63,6 +63,17 @@ cudaError_t layer_norm(DType t, const void* x, const void* gamma, const void* be
 cudaError_t layer_norm_v1(DType t, const void* x, const void* gamma, const void* beta, void* y,
                           int64_t rows, int64_t c, float eps, cudaStream_t s);
 
+// --- cuda_rms_norm.cu -------------------------------------------------------------------------
+// x, y [rows, c]; w [c] or null (Note [rms norm rounding] in backend/cpu/cpu_rms_norm.cpp).
+cudaError_t rms_norm(DType t, const void* x, const void* w, void* y, int64_t rows, int64_t c,
+                     float eps, cudaStream_t s);
+
+// --- cuda_rope.cu -----------------------------------------------------------------------------
+// x, y [batch, len, heads, d] of dtype t; cs f32 [len, d/2, 2] ([batch, len, d/2, 2] when
+// per_batch); pairs (2p, 2p+1), or (p, p + d/2) when half_split (ROPE in op.h).
+cudaError_t rope(DType t, const void* x, const float* cs, void* y, int64_t batch, int64_t len,
+                 int64_t heads, int64_t d, bool per_batch, bool half_split, cudaStream_t s);
+
 // --- cuda_attention.cu ------------------------------------------------------------------------
 struct AttentionArgs {
   DType dtype = DType::F32;
