@@ -77,13 +77,13 @@ TEST(T5Tokenizer, SpecialTokensAreCutOutOfTheText) {
 
 // Expected strings read off charsmap.bin (its trie looked up by hand with a darts reader).
 TEST(T5Normalizer, CharsmapPerGraphemeCluster) {
-  EXPECT_EQ(t5().normalize("e\u0301"), "\u00e9");          // a two-code-point key
-  EXPECT_EQ(t5().normalize("\u00e9"), "\u00e9");           // no key: kept
+  EXPECT_EQ(t5().normalize("e\u0301"), "\u00e9");  // a two-code-point key
+  EXPECT_EQ(t5().normalize("\u00e9"), "\u00e9");   // no key: kept
   EXPECT_EQ(t5().normalize("\ufb01"), "fi");
   EXPECT_EQ(t5().normalize("\u00bd"), "1\u20442");
-  EXPECT_EQ(t5().normalize("\uff21\u0301"), "A");          // shortest key of the cluster wins
-  EXPECT_EQ(t5().normalize("a\r\nb"), "a b");              // "\r\n" is one cluster -> " "
-  EXPECT_EQ(t5().normalize("a\n\nb"), "a\u2581b");         // two clusters -> "  " -> U+2581
+  EXPECT_EQ(t5().normalize("\uff21\u0301"), "A");   // shortest key of the cluster wins
+  EXPECT_EQ(t5().normalize("a\r\nb"), "a b");       // "\r\n" is one cluster -> " "
+  EXPECT_EQ(t5().normalize("a\n\nb"), "a\u2581b");  // two clusters -> "  " -> U+2581
   EXPECT_EQ(t5().normalize("x\u2581y"), "x y");
   EXPECT_EQ(t5().normalize("x\x7f"), "x");
   EXPECT_EQ(t5().normalize("x  \u3000"), "x");
@@ -124,7 +124,8 @@ TEST(T5Chunks, FluxRule) {
   ASSERT_EQ(l.size(), 1u);
   EXPECT_EQ(l.ids[0].size(), 301u);
   EXPECT_EQ(l.ids[0].back(), 1);
-  std::vector<int32_t> empty = prompt_empty_row(t5(), {.max_length = 4, .pad = 0, .start_token = false});
+  std::vector<int32_t> empty =
+      prompt_empty_row(t5(), {.max_length = 4, .pad = 0, .start_token = false});
   EXPECT_EQ(empty, (Ids{1, 0, 0, 0}));
 }
 
@@ -139,9 +140,9 @@ TEST(T5Tokenizer, BuiltInMatchesTokenizerJson) {
   const T5Tokenizer& j = *json.value();
   ASSERT_EQ(j.vocab_size(), t5().vocab_size());
   for (int32_t id = 0; id < int32_t(j.vocab_size()); ++id) ASSERT_EQ(j.piece(id), t5().piece(id));
-  for (const char* text : {"A photograph of an astronaut riding a horse, 4k",
-                           "na\u00efve caf\u00e9 \uff21\u0301 \u00bd \u4f60\u597d \U0001F600",
-                           "x <extra_id_3> y</s>"})
+  for (const char* text :
+       {"A photograph of an astronaut riding a horse, 4k",
+        "na\u00efve caf\u00e9 \uff21\u0301 \u00bd \u4f60\u597d \U0001F600", "x <extra_id_3> y</s>"})
     EXPECT_EQ(j.encode(text), t5().encode(text)) << text;
 }
 

@@ -24,18 +24,18 @@ bool is_control(G c) { return c == G::CR || c == G::LF || c == G::CONTROL; }
 // Whether there is no boundary between `prev` and `next`; `emoji_zwj` is true when the text
 // before `next` ends with ExtPict Extend* ZWJ, `ri_odd` when it ends with an odd run of RIs.
 bool grapheme_joins(G prev, G next, bool emoji_zwj, bool ri_odd) {
-  if (prev == G::CR && next == G::LF) return true;                       // GB3
-  if (is_control(prev) || is_control(next)) return false;                // GB4, GB5
+  if (prev == G::CR && next == G::LF) return true;         // GB3
+  if (is_control(prev) || is_control(next)) return false;  // GB4, GB5
   if (prev == G::L && (next == G::L || next == G::V || next == G::LV || next == G::LVT))
-    return true;                                                         // GB6
+    return true;                                                                       // GB6
   if ((prev == G::LV || prev == G::V) && (next == G::V || next == G::T)) return true;  // GB7
-  if ((prev == G::LVT || prev == G::T) && next == G::T) return true;    // GB8
-  if (next == G::EXTEND || next == G::ZWJ) return true;                 // GB9
-  if (next == G::SPACING_MARK) return true;                             // GB9a
-  if (prev == G::PREPEND) return true;                                  // GB9b
-  if (emoji_zwj && next == G::EXTENDED_PICTOGRAPHIC) return true;       // GB11
-  if (prev == G::REGIONAL_INDICATOR && next == G::REGIONAL_INDICATOR) return ri_odd;  // GB12/13
-  return false;                                                          // GB999
+  if ((prev == G::LVT || prev == G::T) && next == G::T) return true;                   // GB8
+  if (next == G::EXTEND || next == G::ZWJ) return true;                                // GB9
+  if (next == G::SPACING_MARK) return true;                                            // GB9a
+  if (prev == G::PREPEND) return true;                                                 // GB9b
+  if (emoji_zwj && next == G::EXTENDED_PICTOGRAPHIC) return true;                      // GB11
+  if (prev == G::REGIONAL_INDICATOR && next == G::REGIONAL_INDICATOR) return ri_odd;   // GB12/13
+  return false;                                                                        // GB999
 }
 
 }  // namespace

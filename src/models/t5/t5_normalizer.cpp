@@ -34,8 +34,8 @@ uint32_t unit_offset(uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); }
 // Rust's char::is_whitespace (the White_Space property).
 bool is_white_space(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 // Precompiled: the charsmap per grapheme cluster.
@@ -99,8 +99,8 @@ Result<PrecompiledCharsmap> PrecompiledCharsmap::parse(std::string_view blob,
   uint32_t trie_bytes = uint32_t(uint8_t(blob[0])) | uint32_t(uint8_t(blob[1])) << 8 |
                         uint32_t(uint8_t(blob[2])) << 16 | uint32_t(uint8_t(blob[3])) << 24;
   if (trie_bytes == 0 || trie_bytes % 4 != 0 || trie_bytes > blob.size() - 4)
-    return make_error(ErrorCode::CORRUPT, "'{}': charsmap trie of {} bytes in a {}-byte blob",
-                      name, trie_bytes, blob.size());
+    return make_error(ErrorCode::CORRUPT, "'{}': charsmap trie of {} bytes in a {}-byte blob", name,
+                      trie_bytes, blob.size());
   PrecompiledCharsmap m;
   m.units_.resize(trie_bytes / 4);
   for (size_t i = 0; i < m.units_.size(); ++i) {

@@ -110,10 +110,11 @@ Status check_json_layout(const nlohmann::json& j, const std::string& path) {
       model.value("byte_fallback", false))
     return fail("model is not Unigram with unk_id 2 and no byte fallback");
   const nlohmann::json& post = j.value("post_processor", nlohmann::json());
-  const nlohmann::json single = nlohmann::json::array(
-      {{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-       {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}});
-  if (post.value("type", "") != "TemplateProcessing" || post.value("single", nlohmann::json()) != single)
+  const nlohmann::json single =
+      nlohmann::json::array({{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                             {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}});
+  if (post.value("type", "") != "TemplateProcessing" ||
+      post.value("single", nlohmann::json()) != single)
     return fail("post_processor does not append </s>");
   return Status::ok_status();
 }

@@ -64,7 +64,7 @@ class T5Tokenizer final : public Tokenizer {
 
   std::vector<std::string> pieces_;
   std::vector<double> scores_;
-  std::unordered_map<std::string_view, int32_t> ids_;  // views into pieces_
+  std::unordered_map<std::string_view, int32_t> ids_;      // views into pieces_
   std::vector<std::pair<std::string, int32_t>> specials_;  // <pad> </s> <unk> <extra_id_N>
   size_t max_piece_bytes_ = 0;
   double unk_score_ = 0;
