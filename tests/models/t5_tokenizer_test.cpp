@@ -156,6 +156,21 @@ TEST(T5Tokenizer, LoadJsonRefusesOtherLayouts) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(T5TokenizerFind, UserFileOverridesBuiltIn) {
+  auto dir = std::filesystem::temp_directory_path() / "hr_t5_find_test";
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(t5_tokenizer_find(dir.string()), std::nullopt);
+  auto built_in = t5_tokenizer_shared(dir.string());
+  ASSERT_TRUE(built_in.ok()) << built_in.status().str();
+  EXPECT_EQ(built_in.value()->vocab_size(), 32100u);
+  std::filesystem::create_directories(dir / "t5_tokenizer");
+  std::ofstream(dir / "t5_tokenizer" / "tokenizer.json") << "{}";
+  EXPECT_EQ(t5_tokenizer_find(dir.string()), (dir / "t5_tokenizer" / "tokenizer.json").string());
+  auto user = t5_tokenizer_shared(dir.string());  // the user's file is used, and refused
+  EXPECT_FALSE(user.ok());
+  std::filesystem::remove_all(dir);
+}
+
 // The reference: `tokenizers` / transformers' T5TokenizerFast and ComfyUI's own T5XXLTokenizer
 // on the same tokenizer files. The JSON is written on a machine that has those libraries.
 TEST(T5TokenizerGolden, MatchesReferenceLibraries) {

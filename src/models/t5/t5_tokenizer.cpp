@@ -147,6 +147,17 @@ Result<std::unique_ptr<T5Tokenizer>> T5Tokenizer::load_json(const std::string& p
     return make_error(ErrorCode::CORRUPT, "'{}': {}", path, parsed.status().message());
   const nlohmann::json j = std::move(parsed).value();
   if (!j.is_object()) return make_error(ErrorCode::CORRUPT, "'{}' is not a JSON object", path);
+  try {
+    return load_json_document(j, path);
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong JSON type
+    return make_error(ErrorCode::UNSUPPORTED,
+                      "'{}' is not a T5 v1.1 tokenizer.json as headroom reads it: {}", path,
+                      e.what());
+  }
+}
+
+Result<std::unique_ptr<T5Tokenizer>> T5Tokenizer::load_json_document(const nlohmann::json& j,
+                                                                     const std::string& path) {
   HR_TRY(check_json_layout(j, path));
   const nlohmann::json& vocab = j["model"].value("vocab", nlohmann::json());
   if (!vocab.is_array()) return make_error(ErrorCode::CORRUPT, "'{}': model.vocab", path);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,6 +58,9 @@ class T5Tokenizer final : public Tokenizer {
 
  private:
   T5Tokenizer() = default;
+  // load_json after parsing; nlohmann::json::exception on a field of the wrong type.
+  static Result<std::unique_ptr<T5Tokenizer>> load_json_document(const nlohmann::json& j,
+                                                                 const std::string& path);
   // One word (starting with U+2581 or not) through the Unigram lattice.
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
   // A part of the text between special tokens; `at_start` when it begins the text.
