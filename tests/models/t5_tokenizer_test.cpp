@@ -103,6 +103,22 @@ TEST(Grapheme, Clusters) {
   EXPECT_EQ(starts(""), (Starts{}));
 }
 
+// Against the `regex` module's \X on random strings of every cluster-break class
+// (tests/data/t5/make_grapheme_cases.py).
+TEST(Grapheme, MatchesRegexModule) {
+  std::ifstream f(test::data_path("t5/grapheme_cases.json"));
+  ASSERT_TRUE(f) << "tests/data/t5/grapheme_cases.json";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const nlohmann::json cases = nlohmann::json::parse(ss.str());
+  ASSERT_GE(cases.size(), 400u);
+  for (const auto& c : cases) {
+    const std::string text = c.at("text");
+    EXPECT_EQ(grapheme_starts(utf8_decode(text)), c.at("starts").get<std::vector<size_t>>())
+        << nlohmann::json(text).dump(-1, ' ', true);
+  }
+}
+
 // ComfyUI's T5XXLTokenizer: no start token, </s>, <pad> up to min_length, one row at any length.
 TEST(T5Chunks, FluxRule) {
   const ChunkOptions flux = t5xxl_chunk_options(256);
