@@ -183,6 +183,7 @@ TokenChunks prompt_tokenize(const Tokenizer& tokenizer, std::string_view text,
   auto close_chunk = [&](bool last) {
     ids.push_back(tokenizer.eos());
     weights.push_back(1.0);
+    if (last) pad_to(ids.size() + size_t(std::max(options.min_padding, 0)));
     if (options.pad_to_max_length) pad_to(max_len);
     if (last) pad_to(size_t(std::max(options.min_length, 0)));
     out.ids.push_back(std::move(ids));

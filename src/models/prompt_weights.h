@@ -47,6 +47,9 @@ struct ChunkOptions {
   // pad_to_max_length: every row is padded to max_length; otherwise rows end at their EOS and
   // only min_length pads the last one.
   bool pad_to_max_length = true;
+  // min_padding: this many pads follow the last row's EOS (before the two rules above; the
+  // T5TokenizerOptions node sets it and min_length).
+  int min_padding = 0;
   // min_length: the last row is padded to at least this many tokens (0: no minimum).
   int min_length = 0;
 };

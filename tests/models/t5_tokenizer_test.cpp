@@ -140,6 +140,10 @@ TEST(T5Chunks, FluxRule) {
   ASSERT_EQ(l.size(), 1u);
   EXPECT_EQ(l.ids[0].size(), 301u);
   EXPECT_EQ(l.ids[0].back(), 1);
+  ChunkOptions padded = flux;  // the T5TokenizerOptions node
+  padded.min_padding = 3;
+  padded.min_length = 0;
+  EXPECT_EQ(prompt_tokenize(t5(), "cat", padded).ids[0], (Ids{1712, 1, 0, 0, 0}));
   std::vector<int32_t> empty =
       prompt_empty_row(t5(), {.max_length = 4, .pad = 0, .start_token = false});
   EXPECT_EQ(empty, (Ids{1, 0, 0, 0}));
@@ -207,14 +211,17 @@ TEST(T5TokenizerGolden, MatchesReferenceLibraries) {
       ++checked;
     }
   }
-  for (const auto& [key, min_length] : {std::pair{"comfyui_flux", 256}, {"comfyui_sd3", 77}}) {
+  for (const char* key : {"comfyui_flux", "comfyui_sd3", "comfyui_flux_options"}) {
     if (!g.contains(key)) {
       ADD_FAILURE() << "golden has no " << key;
       continue;
     }
     for (const auto& e : g.at(key)) {
       const std::string text = e.at("text");
-      TokenChunks c = prompt_tokenize(t5(), text, t5xxl_chunk_options(min_length));
+      ChunkOptions options = t5xxl_chunk_options(std::string_view(key) == "comfyui_sd3" ? 77 : 256);
+      if (e.contains("min_padding")) options.min_padding = e.at("min_padding").get<int>();
+      if (e.contains("min_length")) options.min_length = e.at("min_length").get<int>();
+      TokenChunks c = prompt_tokenize(t5(), text, options);
       const auto& rows = e.at("rows");
       ASSERT_EQ(c.size(), rows.size()) << key << ": " << text;
       for (size_t r = 0; r < rows.size(); ++r) {

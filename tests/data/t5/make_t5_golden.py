@@ -19,7 +19,8 @@ Written for every text of CORPUS:
   "comfyui_flux": comfy.text_encoders.flux.T5XXLTokenizer().tokenize_with_weights(text), i.e.
                   FluxTokenizer's "t5xxl" rows (min_length 256): [{"ids": [...], "weights": [...]}]
 and "comfyui_sd3" (comfy.text_encoders.sd3_clip.T5XXLTokenizer, min_length 77) for the first
-SD3_COUNT texts. ComfyUI's tokenizers are built with embedding_directory=None, so "embedding:"
+SD3_COUNT texts, and "comfyui_flux_options": the Flux rows with the tokenizer options of the
+T5TokenizerOptions node (t5xxl_min_padding, t5xxl_min_length) for OPTION_CASES. ComfyUI's tokenizers are built with embedding_directory=None, so "embedding:"
 words are ordinary text. ComfyUI's T5TokenizerFast is pointed at the rebuilt folder by replacing
 the name in the two modules with a subclass whose from_pretrained loads that folder.
 """
@@ -114,6 +115,11 @@ CORPUS = [
 ]
 
 
+# (text, min_padding, min_length) as the T5TokenizerOptions node sets them (comfy_extras/nodes_cond.py).
+OPTION_CASES = [("a cat", 3, 0), ("a cat", 0, 0), ("a (red:1.3) car", 5, 8), ("", 2, 0),
+                ("The quick brown fox jumps over the lazy dog.", 1, 512)]
+
+
 # ---------------------------------------------------------------------------------------------
 # ComfyUI import. A package that ComfyUI imports unconditionally but this machine lacks becomes
 # an empty stub (found by retrying the import; never torch, transformers or tokenizers, which
@@ -197,8 +203,8 @@ def import_comfy_tokenizers(comfy_dir, folder):
     return tokenizers, sorted(finder.roots)
 
 
-def comfy_rows(tokenizer, text):
-    rows = tokenizer.tokenize_with_weights(text)
+def comfy_rows(tokenizer, text, **options):
+    rows = tokenizer.tokenize_with_weights(text, **options)
     out = []
     for row in rows:
         ids, weights = [], []
@@ -270,6 +276,11 @@ def main():
         "transformers": [{"text": t, "ids": fast(t)["input_ids"]} for t in CORPUS],
         "comfyui_flux": [{"text": t, "rows": comfy_rows(flux_t5, t)} for t in CORPUS],
         "comfyui_sd3": [{"text": t, "rows": comfy_rows(sd3_t5, t)} for t in CORPUS[:SD3_COUNT]],
+        "comfyui_flux_options": [
+            {"text": t, "min_padding": p, "min_length": m,
+             "rows": comfy_rows(flux_t5, t, tokenizer_options={"t5xxl_min_padding": p,
+                                                               "t5xxl_min_length": m})}
+            for t, p, m in OPTION_CASES],
     }
     differ = [e["text"] for e, f in zip(g["tokenizers"], g["transformers"]) if e["ids"] != f["ids"]]
     if differ:
