@@ -149,6 +149,43 @@ TEST(T5Chunks, FluxRule) {
   EXPECT_EQ(empty, (Ids{1, 0, 0, 0}));
 }
 
+// ComfyUI's own SDTokenizer with the T5XXLTokenizer arguments, run on headroom's byte rule
+// (tests/data/t5/make_t5_chunk_golden.py): weights, splits, padding and chunking alone.
+TEST(T5Chunks, MatchComfyUIOnByteTokens) {
+  std::ifstream f(test::data_path("t5/t5_chunk_golden.json"));
+  ASSERT_TRUE(f) << "tests/data/t5/t5_chunk_golden.json";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const nlohmann::json g = nlohmann::json::parse(ss.str());
+  ASSERT_EQ(g.at("eos").get<int32_t>(), ByteTokenizer::kEOS);
+  const ByteTokenizer bytes;
+  size_t checked = 0;
+  for (const auto& c : g.at("cases")) {
+    const nlohmann::json& cfg = g.at("configs").at(c.at("config").get<std::string>());
+    ChunkOptions o;
+    o.max_length = cfg.at("max_length").get<int>();
+    o.pad = 0;  // pad_with_end false
+    o.start_token = cfg.at("has_start_token").get<bool>();
+    o.pad_to_max_length = cfg.at("pad_to_max_length").get<bool>();
+    o.min_length = cfg.at("min_length").is_null() ? 0 : cfg.at("min_length").get<int>();
+    if (c.contains("options")) {
+      o.min_padding = c.at("options").at("t5xxl_min_padding").get<int>();
+      o.min_length = c.at("options").at("t5xxl_min_length").get<int>();
+    }
+    const std::string text = c.at("text");
+    TokenChunks got = prompt_tokenize(bytes, text, o);
+    const auto& rows = c.at("rows");
+    ASSERT_EQ(got.size(), rows.size()) << c.at("config") << ": " << text;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      EXPECT_EQ(got.ids[r], rows[r].at("ids").get<Ids>()) << c.at("config") << ": " << text;
+      EXPECT_EQ(got.weights[r], rows[r].at("weights").get<std::vector<double>>())
+          << c.at("config") << ": " << text;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 38u);
+}
+
 // The built-in files against the tokenizer.json they were derived from (where ../shared exists).
 TEST(T5Tokenizer, BuiltInMatchesTokenizerJson) {
   std::string path = test::source_dir() + "/../shared/data/t5_tokenizer/tokenizer.json";
