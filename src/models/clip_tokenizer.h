@@ -24,7 +24,7 @@ class Tokenizer {
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
   virtual int32_t bos() const = 0;
   virtual int32_t eos() const = 0;
-  virtual const char* kind() const = 0;  // "clip-bpe" or "byte"
+  virtual const char* kind() const = 0;  // "clip-bpe", "byte" or "t5-unigram"
 };
 
 // The OpenAI CLIP BPE as transformers 5 runs it (Note [CLIP tokenization rule] in the .cpp):

@@ -3,37 +3,21 @@
 // checkpoints run with nothing else installed.
 #include "models/clip_vocab_data.h"
 
+#include "models/incbin.h"
+
 // Note [embedded vocabulary]
-// The two files go into .rodata with the assembler's .incbin (gcc 12 has no #embed): no
+// Data files go into .rodata with the assembler's .incbin (gcc 12 has no #embed): no
 // generated 8 MB C array to compile, and the object is rebuilt when a file changes because
 // CMakeLists.txt lists them as OBJECT_DEPENDS of this source. HR_CLIP_VOCAB_DIR is an absolute
-// path set by CMake.
-#define HR_STR2(x) #x
-#define HR_STR(x) HR_STR2(x)
-#define HR_INCBIN(sym, file)                                   \
-  __asm__(".section .rodata\n"                                 \
-          ".global " #sym "_begin\n"                           \
-          ".global " #sym "_end\n"                             \
-          ".balign 16\n" #sym "_begin:\n"                      \
-          ".incbin \"" HR_STR(HR_CLIP_VOCAB_DIR) "/" file "\"\n" \
-          #sym "_end:\n"                                       \
-          ".previous\n")
-
-HR_INCBIN(hr_clip_vocab_json, "vocab.json");
-HR_INCBIN(hr_clip_merges_txt, "merges.txt");
-
-extern "C" {
-extern const char hr_clip_vocab_json_begin[], hr_clip_vocab_json_end[];
-extern const char hr_clip_merges_txt_begin[], hr_clip_merges_txt_end[];
-}
+// path set by CMake. The T5 vocabulary (models/t5/t5_vocab_data.cpp) is embedded the same way.
+HR_INCBIN(hr_clip_vocab_json, HR_STR(HR_CLIP_VOCAB_DIR) "/vocab.json");
+HR_INCBIN(hr_clip_merges_txt, HR_STR(HR_CLIP_VOCAB_DIR) "/merges.txt");
+HR_INCBIN_EXTERN(hr_clip_vocab_json);
+HR_INCBIN_EXTERN(hr_clip_merges_txt);
 
 namespace hr {
 
-std::string_view clip_vocab_json() {
-  return {hr_clip_vocab_json_begin, size_t(hr_clip_vocab_json_end - hr_clip_vocab_json_begin)};
-}
-std::string_view clip_merges_txt() {
-  return {hr_clip_merges_txt_begin, size_t(hr_clip_merges_txt_end - hr_clip_merges_txt_begin)};
-}
+std::string_view clip_vocab_json() { return HR_INCBIN_VIEW(hr_clip_vocab_json); }
+std::string_view clip_merges_txt() { return HR_INCBIN_VIEW(hr_clip_merges_txt); }
 
 }  // namespace hr

@@ -1,6 +1,7 @@
 // ComfyUI prompt weighting and 77-token chunking (comfy/sd1_clip.py semantics).
 #include "models/prompt_weights.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <optional>
@@ -164,20 +165,32 @@ TokenChunks prompt_tokenize(const Tokenizer& tokenizer, std::string_view text,
   const size_t max_len = size_t(options.max_length);
   const size_t limit = max_len - 1;  // room left for EOS
   TokenChunks out;
-  std::vector<int32_t> ids{tokenizer.bos()};
-  std::vector<double> weights{1.0};
-  auto close_chunk = [&](bool pad) {
+  std::vector<int32_t> ids;
+  std::vector<double> weights;
+  auto open_chunk = [&] {
+    ids.clear();
+    weights.clear();
+    if (options.start_token) {
+      ids.push_back(tokenizer.bos());
+      weights.push_back(1.0);
+    }
+  };
+  auto pad_to = [&](size_t length) {
+    if (ids.size() >= length) return;
+    weights.resize(length, 1.0);
+    ids.resize(length, options.pad);
+  };
+  auto close_chunk = [&](bool last) {
     ids.push_back(tokenizer.eos());
     weights.push_back(1.0);
-    if (pad && ids.size() < max_len) {
-      weights.resize(max_len, 1.0);
-      ids.resize(max_len, options.pad);
-    }
+    if (last) pad_to(ids.size() + size_t(std::max(options.min_padding, 0)));
+    if (options.pad_to_max_length) pad_to(max_len);
+    if (last) pad_to(size_t(std::max(options.min_length, 0)));
     out.ids.push_back(std::move(ids));
     out.weights.push_back(std::move(weights));
-    ids = {tokenizer.bos()};
-    weights = {1.0};
+    open_chunk();
   };
+  open_chunk();
   for (const Group& g : groups) {
     const bool large = g.ids.size() >= size_t(options.max_word_length);
     size_t next = 0;
@@ -190,7 +203,7 @@ TokenChunks prompt_tokenize(const Tokenizer& tokenizer, std::string_view text,
           weights.insert(weights.end(), take, g.weight);
           next += take;
         }
-        close_chunk(/*pad=*/true);
+        close_chunk(/*last=*/false);
       } else {
         ids.insert(ids.end(), g.ids.begin() + long(next), g.ids.end());
         weights.insert(weights.end(), remaining, g.weight);
@@ -198,14 +211,15 @@ TokenChunks prompt_tokenize(const Tokenizer& tokenizer, std::string_view text,
       }
     }
   }
-  close_chunk(/*pad=*/true);
+  close_chunk(/*last=*/true);
   return out;
 }
 
 std::vector<int32_t> prompt_empty_row(const Tokenizer& tokenizer, const ChunkOptions& options) {
   std::vector<int32_t> row(size_t(options.max_length), options.pad);
-  row[0] = tokenizer.bos();
-  if (row.size() > 1) row[1] = tokenizer.eos();
+  size_t next = 0;
+  if (options.start_token && next < row.size()) row[next++] = tokenizer.bos();
+  if (next < row.size()) row[next] = tokenizer.eos();
   return row;
 }
 

@@ -24,7 +24,8 @@ struct WeightedSegment {
 // "((x))" is exactly 1.2100000000000002, as in Python.
 std::vector<WeightedSegment> prompt_parse_weights(std::string_view text);
 
-// Token rows for one prompt: every row has max_length tokens (BOS ... EOS pad...).
+// Token rows for one prompt: [BOS] ... EOS [pad...]; with pad_to_max_length every row has
+// max_length tokens.
 struct TokenChunks {
   std::vector<std::vector<int32_t>> ids;
   std::vector<std::vector<double>> weights;
@@ -34,24 +35,35 @@ struct TokenChunks {
   bool unweighted() const;
 };
 
+// SDTokenizer's constructor arguments (comfy/sd1_clip.py); the defaults are CLIP's.
 struct ChunkOptions {
   int max_length = 77;
-  // Padding id: the tokenizer's EOS for SD1 / SDXL CLIP-L (pad_with_end), 0 for SDXL bigG.
+  // Padding id: the tokenizer's EOS for SD1 / SDXL CLIP-L (pad_with_end), 0 for SDXL bigG and T5.
   int32_t pad = CLIPTokenizer::kEOS;
   // Groups this long or longer are split across chunks; shorter ones move whole.
   int max_word_length = 8;
+  // has_start_token: every row begins with the tokenizer's bos() (T5 has none).
+  bool start_token = true;
+  // pad_to_max_length: every row is padded to max_length; otherwise rows end at their EOS and
+  // only min_length pads the last one.
+  bool pad_to_max_length = true;
+  // min_padding: this many pads follow the last row's EOS (before the two rules above; the
+  // T5TokenizerOptions node sets it and min_length).
+  int min_padding = 0;
+  // min_length: the last row is padded to at least this many tokens (0: no minimum).
+  int min_length = 0;
 };
 
 // SDTokenizer.tokenize_with_weights: each weighted segment (further split before every
 // " embedding:" / "\nembedding:" word) is tokenized alone and forms one group; groups fill
-// chunks of BOS + up to max_length - 2 tokens + EOS. A group that does not fit is split when
+// chunks of [BOS] + tokens + EOS, at most max_length. A group that does not fit is split when
 // it has max_word_length tokens or more (the chunk is filled first); otherwise the chunk is
 // closed (EOS, padding) and the group starts the next chunk. An empty prompt gives one chunk.
 TokenChunks prompt_tokenize(const Tokenizer& tokenizer, std::string_view text,
                             const ChunkOptions& options = {});
 
 // The row ComfyUI encodes as the reference for weighting (gen_empty_tokens):
-// [BOS, EOS, pad, ..., pad] of max_length tokens.
+// [BOS, EOS, pad, ..., pad] of max_length tokens ([EOS, pad, ...] without a start token).
 std::vector<int32_t> prompt_empty_row(const Tokenizer& tokenizer, const ChunkOptions& options = {});
 
 }  // namespace hr
