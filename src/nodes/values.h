@@ -21,6 +21,13 @@ namespace hr {
 struct ModelValue {
   std::shared_ptr<LoadedModel> model;
   std::shared_ptr<PatchedWeights> patched;
+  // The model sampling a node set on this view (ComfyUI's add_object_patch("model_sampling"):
+  // ModelSamplingFlux); nullopt: the diffusion model's own.
+  std::optional<ModelSamplingSpec> sampling;
+
+  ModelSamplingSpec sampling_spec() const {
+    return sampling ? *sampling : model->diffusion->sampling();
+  }
 
   // The weights a model call reads.
   WeightSource& weights() const {
