@@ -12,6 +12,7 @@
 
 #include "golden_sampling.h"
 #include "models/latent_formats.h"
+#include "sampling/latent_preview.h"
 #include "sampling/model_sampling.h"
 #include "sampling/sample.h"
 #include "sampling/schedulers.h"
@@ -169,6 +170,24 @@ TEST(FluxSampling, LatentFormatMatchesComfyUI) {
   f.process_out(out.f32(), out.numel());
   expect_ulps(in.f32(), golden_ref("latent.in"), in.numel(), 0, "process_in");
   expect_ulps(out.f32(), golden_ref("latent.out"), out.numel(), 0, "process_out");
+}
+
+// The latent2rgb preview reads the model-space x0 with the format's 16 x 3 factors and bias
+// (latent_preview.py Latent2RGBPreviewer; no process_out), pixels as latent_preview_test.cpp.
+TEST(FluxSampling, PreviewUsesTheFluxFactors) {
+  const LatentFormat f = latent_format_flux();
+  HostTensor x(DType::F32, Shape{1, 16, 1, 2});
+  x.f32()[15 * 2 + 1] = 1.0f;  // channel 15 at pixel 1; pixel 0 all zero
+  Result<Image8> img = latent_preview(x, f);
+  ASSERT_TRUE(img.ok()) << img.status().str();
+  EXPECT_EQ(img->width, 2);
+  EXPECT_EQ(img->height, 1);
+  EXPECT_EQ(img->pixels[0], 123);  // round((1 - 0.0329) / 2 * 255): the bias alone
+  EXPECT_EQ(img->pixels[1], 118);  // round((1 - 0.0718) / 2 * 255)
+  EXPECT_EQ(img->pixels[3], 107);  // round((1 - 0.1262 - 0.0329) / 2 * 255)
+  EXPECT_EQ(img->pixels[5], 107);  // round((1 - 0.0778 - 0.0851) / 2 * 255)
+  HostTensor four(DType::F32, Shape{1, 4, 1, 2});
+  EXPECT_FALSE(latent_preview(four, f).ok());  // a 4-channel latent is not Flux's
 }
 
 // SD's formats have no shift: process_in / process_out are the plain scale, bit for bit.
