@@ -57,7 +57,8 @@ struct CLIPValue {
 
 // CONDITIONING: models/conditioning.h (context plus the family's extras per entry).
 
-// LATENT: samples in VAE space [B, 4, h, w] (ComfyUI's convention).
+// LATENT: samples in VAE space [B, C, h, w] (ComfyUI's convention; C = 4 for SD, 16 for SD3 and
+// Flux; the sampler moves them to model space, Note [latent format shift]).
 struct Latent {
   std::shared_ptr<const HostTensor> samples;
   std::vector<int64_t> batch_index;  // empty: 0..B-1
