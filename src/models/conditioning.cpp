@@ -21,6 +21,16 @@ std::optional<double> CondExtras::get_float(const std::string& key) const {
   return std::nullopt;
 }
 
+bool CondExtras::is_none(const std::string& key) const {
+  auto it = values_.find(key);
+  return it != values_.end() && std::holds_alternative<std::monostate>(it->second);
+}
+
+std::optional<double> cond_guidance(const CondExtras& extras) {
+  if (!extras.has(kCondGuidance)) return kFluxGuidanceDefault;
+  return extras.get_float(kCondGuidance);  // None (or a non-number) -> nullopt
+}
+
 std::shared_ptr<const HostTensor> CondExtras::tensor_shared(const std::string& key) const {
   auto it = values_.find(key);
   if (it == values_.end()) return nullptr;

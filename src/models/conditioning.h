@@ -25,15 +25,18 @@ inline constexpr const char* kCondCropH = "crop_h";
 inline constexpr const char* kCondTargetWidth = "target_width";
 inline constexpr const char* kCondTargetHeight = "target_height";
 inline constexpr const char* kCondAestheticScore = "aesthetic_score";
+inline constexpr const char* kCondGuidance = "guidance";  // Flux dev's distilled guidance
 
-// A conditioning entry's extras: named integers, reals and tensors. A family's diffusion model
+// A conditioning entry's extras: named integers, reals and tensors, or None (std::monostate: a
+// key ComfyUI sets to None, which is not the same as an unset key). A family's diffusion model
 // reads the keys it knows (an unset key means the family's default); nodes set them by name.
 class CondExtras {
  public:
-  using Value = std::variant<int64_t, double, std::shared_ptr<const HostTensor>>;
+  using Value = std::variant<int64_t, double, std::shared_ptr<const HostTensor>, std::monostate>;
 
   void set(const std::string& key, Value v) { values_[key] = std::move(v); }
   bool has(const std::string& key) const { return values_.count(key) != 0; }
+  bool is_none(const std::string& key) const;  // set to None
   std::optional<int64_t> get_int(const std::string& key) const;
   std::optional<double> get_float(const std::string& key) const;  // an integer reads as real
   const HostTensor* tensor(const std::string& key) const;         // null when unset
@@ -43,6 +46,12 @@ class CondExtras {
  private:
   std::map<std::string, Value> values_;
 };
+
+// The guidance a Flux-like model embeds for this entry (comfy/model_base.py Flux.extra_conds:
+// kwargs.get("guidance", 3.5)): the FluxGuidance / CLIPTextEncodeFlux value, 3.5 when unset,
+// nullopt when FluxDisableGuidance set it to None.
+inline constexpr double kFluxGuidanceDefault = 3.5;
+std::optional<double> cond_guidance(const CondExtras& extras);
 
 struct CondEntry {
   std::shared_ptr<const HostTensor> cond;  // the cross-attention context [1, tokens, width]

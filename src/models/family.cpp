@@ -56,7 +56,38 @@ Status unsupported(const SafetensorsFile& f, const std::vector<const ModelFamily
 }  // namespace
 
 const char* model_sampling_kind_name(ModelSamplingSpec::Kind k) {
-  return k == ModelSamplingSpec::Kind::FLOW ? "flow" : "discrete";
+  switch (k) {
+    case ModelSamplingSpec::Kind::DISCRETE: return "discrete";
+    case ModelSamplingSpec::Kind::FLOW: return "flow";
+    case ModelSamplingSpec::Kind::FLUX: return "flux";
+  }
+  return "?";
+}
+
+// Note [latent format shift]
+// ComfyUI's LatentFormat.process_in is latent * scale_factor, and the formats with a shift (SD3,
+// Flux) override it with (latent - shift_factor) * scale_factor; process_out is latent /
+// scale_factor, or latent / scale_factor + shift_factor. Both are float32 tensor arithmetic with
+// Python floats as scalars. A format whose shift is 0 takes the plain path, so SD results stay
+// bitwise what they were (x / s + 0 would turn -0 into +0). ComfyUI applies them where a latent
+// enters or leaves a model: the sampler's input latent (not when it is all zeros) and its
+// result (comfy/samplers.py CFGGuider.inner_sample), reference latents and concat images; VAE
+// encode and decode work in VAE space and the latent2rgb preview reads the model-space x0, so
+// neither applies them.
+void LatentFormat::process_in(float* x, int64_t n) const {
+  if (shift_factor == 0.0f) {
+    for (int64_t i = 0; i < n; ++i) x[i] *= scale_factor;
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) x[i] = (x[i] - shift_factor) * scale_factor;
+}
+
+void LatentFormat::process_out(float* x, int64_t n) const {
+  if (shift_factor == 0.0f) {
+    for (int64_t i = 0; i < n; ++i) x[i] /= scale_factor;
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] / scale_factor + shift_factor;
 }
 
 std::vector<const ModelFamily*> model_families() {

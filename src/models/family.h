@@ -42,24 +42,33 @@ struct LoadOptions;
 // Where a latent's channels live and how they look (comfy/latent_formats.py).
 struct LatentFormat {
   int channels = 4;
-  // model-space latent = VAE-space latent * scale_factor (SD1/SD2 0.18215, SDXL 0.13025).
+  // model-space latent = (VAE-space latent - shift_factor) * scale_factor (SD1/SD2 0.18215,
+  // SDXL 0.13025; Flux 0.3611). Note [latent format shift].
   float scale_factor = 1.0f;
   // latent2rgb: each channel's contribution to R, G, B (one row per channel) and a bias,
   // for previews without the VAE (Note [latent2rgb factors] in sampling/latent_preview.cpp).
   std::vector<std::array<float, 3>> rgb_factors;
   std::array<float, 3> rgb_bias{0.f, 0.f, 0.f};
+  float shift_factor = 0.0f;  // SD 0, Flux 0.1159 (last, so that SD's formats need not name it)
+
+  // ComfyUI's process_in / process_out, in place on float32 values (Note [latent format shift]).
+  void process_in(float* x, int64_t n) const;
+  void process_out(float* x, int64_t n) const;
 };
 
-// What sampling/ builds its ModelSampling from: ComfyUI's ModelSamplingDiscrete (eps or v over
-// the scaled-linear beta schedule) or flow matching with a shift (SD3, Flux, Z-Image).
+// What sampling/ builds its ModelSampling from (ComfyUI's model_base.ModelType): DISCRETE is
+// ModelSamplingDiscrete (eps or v over the scaled-linear beta schedule), FLOW
+// ModelSamplingDiscreteFlow (SD3, Z-Image, Flux schnell: shift 1, multiplier 1) and FLUX
+// ModelSamplingFlux (Flux dev: shift 1.15, or the ModelSamplingFlux node's resolution-dependent
+// shift); FLOW and FLUX predict CONST.
 struct ModelSamplingSpec {
-  enum class Kind : uint8_t { DISCRETE = 0, FLOW };
+  enum class Kind : uint8_t { DISCRETE = 0, FLOW, FLUX };
   Kind kind = Kind::DISCRETE;
   Prediction prediction = Prediction::EPS;  // DISCRETE
-  double shift = 1.0;                       // FLOW
+  double shift = 1.0;                       // FLOW and FLUX
   double multiplier = 1000.0;               // FLOW: timestep = sigma * multiplier
 };
-const char* model_sampling_kind_name(ModelSamplingSpec::Kind k);  // "discrete", "flow"
+const char* model_sampling_kind_name(ModelSamplingSpec::Kind k);  // "discrete", "flow", "flux"
 
 // One text encoder found in a file: its kind (a family's name for it, e.g. "clip_l") and the
 // prefix of its tensors.

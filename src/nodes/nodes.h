@@ -34,6 +34,7 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env);
 void nodes_register_lora(NodeRegistry& r, const NodeEnv& env);
 void nodes_register_conditioning(NodeRegistry& r, const NodeEnv& env);
 void nodes_register_sampling(NodeRegistry& r, const NodeEnv& env);
+void nodes_register_flux(NodeRegistry& r, const NodeEnv& env);
 void nodes_register_images(NodeRegistry& r, const NodeEnv& env);
 
 // Small builders for input specs.

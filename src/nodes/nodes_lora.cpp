@@ -243,7 +243,9 @@ Result<std::vector<std::any>> lora_run(ExecContext& ctx, const LoraInputs& in) {
   for (const Slot& s : slots) {
     if (!s.view) continue;
     if (s.encoder < 0) {
-      out[0] = std::make_shared<const ModelValue>(ModelValue{in.model->model, s.view});
+      ModelValue mv = *in.model;  // keeps a ModelSamplingFlux patch, as ComfyUI's clone does
+      mv.patched = s.view;
+      out[0] = std::make_shared<const ModelValue>(std::move(mv));
       continue;
     }
     clip.patched.resize(std::max(clip.patched.size(), size_t(s.encoder) + 1));

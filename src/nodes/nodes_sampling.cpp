@@ -116,12 +116,22 @@ Result<std::string> cfg_split_reason(ExecContext& ctx, DiffusionModel& m, const 
                      2 * B, bytes_format(both), bytes_format(room), B, bytes_format(one));
 }
 
-// The sampler's ModelSampling from the diffusion model's spec (Note [model families]).
-std::unique_ptr<ModelSampling> model_sampling_make(const ModelSamplingSpec& spec) {
-  if (spec.kind == ModelSamplingSpec::Kind::FLOW)
-    return std::make_unique<ModelSamplingDiscreteFlow>(spec.shift, spec.multiplier);
-  return std::make_unique<ModelSamplingDiscrete>(
-      spec.prediction == Prediction::V ? SamplingPrediction::V_PREDICTION : SamplingPrediction::EPS);
+// ComfyUI's fix_empty_latent_channels (comfy/sample.py): an all-zero latent whose channel count
+// is not the model's (EmptyLatentImage's 4 channels before a 16-channel model) becomes zeros of
+// the model's channels.
+HostTensor empty_latent_fit(const HostTensor& lat, int channels) {
+  const Shape& s = lat.shape();
+  if (s.rank != 4 || s[1] == channels) return lat.clone();
+  for (int64_t i = 0; i < lat.numel(); ++i)
+    if (lat.f32()[i] != 0.0f) return lat.clone();
+  return HostTensor(DType::F32, Shape{s[0], channels, s[2], s[3]});
+}
+
+// CFGGuider.inner_sample's process_latent_in, which leaves an all-zero latent as it is (Note
+// [latent format shift]).
+void latent_process_in(const LatentFormat& format, HostTensor& x) {
+  for (int64_t i = 0; i < x.numel(); ++i)
+    if (x.f32()[i] != 0.0f) return format.process_in(x.f32(), x.numel());
 }
 
 // Note [plan steps]
@@ -143,26 +153,25 @@ Result<std::vector<std::any>> ksampler_run(ExecContext& ctx, const SamplerInputs
   if (!loaded.diffusion)
     return make_error(ErrorCode::INVALID_ARGUMENT, "model input has no diffusion model loaded");
   DiffusionModel& m = *loaded.diffusion;
-  const std::unique_ptr<ModelSampling> sampling = model_sampling_make(m.sampling());
+  const std::unique_ptr<ModelSampling> sampling = model_sampling_create(s.model->sampling_spec());
   const ModelSampling& ms = *sampling;
   HR_ASSIGN_OR_RETURN(std::vector<float> sigmas,
                       ksampler_sigmas(ms, s.scheduler, s.sampler, s.steps, s.denoise, s.start_step,
                                       s.last_step, s.force_full_denoise));
   if (ctx.opts.plan_run && sigmas.size() > kPlanSteps + 1) sigmas.resize(kPlanSteps + 1);
-  const HostTensor& lat = *s.latent->samples;
-  HostTensor noise = s.disable_noise ? HostTensor(DType::F32, lat.shape())
-                                     : prepare_noise(lat.shape(), s.seed, s.latent->batch_index);
   const LatentFormat& format = loaded.latent_format();
-  float scale = format.scale_factor;
-  HostTensor latent_in = lat.clone();
-  for (int64_t i = 0; i < latent_in.numel(); ++i) latent_in.f32()[i] *= scale;
+  HostTensor latent_in = empty_latent_fit(*s.latent->samples, format.channels);
+  const Shape lat_shape = latent_in.shape();
+  HostTensor noise = s.disable_noise ? HostTensor(DType::F32, lat_shape)
+                                     : prepare_noise(lat_shape, s.seed, s.latent->batch_index);
+  latent_process_in(format, latent_in);
 
   DenoiseFn denoise;
   const Conditioning& pos = *s.positive;
   const Conditioning& neg = *s.negative;
   bool batched = pos.entries.size() == 1 && neg.entries.size() == 1;
   if (batched && !cfg_skips_uncond(float(s.cfg))) {
-    HR_ASSIGN_OR_RETURN(std::string split, cfg_split_reason(ctx, m, lat.shape(), pos, neg));
+    HR_ASSIGN_OR_RETURN(std::string split, cfg_split_reason(ctx, m, lat_shape, pos, neg));
     if (!split.empty()) {
       batched = false;
       ctx.memory_decision(split);
@@ -174,7 +183,7 @@ Result<std::vector<std::any>> ksampler_run(ExecContext& ctx, const SamplerInputs
     denoise = cfg_denoiser_batched(
         ms,
         [&](const HostTensor& x_in, float t) -> Result<HostTensor> {
-          int64_t b = lat.shape()[0];
+          int64_t b = lat_shape[0];
           if (x_in.shape()[0] == b) return model_call(ctx, *s.model, x_in, t, {&pos.entries[0]});
           return model_call(ctx, *s.model, x_in, t, {&pos.entries[0], &neg.entries[0]});
         },
@@ -196,7 +205,7 @@ Result<std::vector<std::any>> ksampler_run(ExecContext& ctx, const SamplerInputs
   };
   p.interrupted = [&ctx] { return ctx.interrupted(); };
   HR_ASSIGN_OR_RETURN(HostTensor x, sample(ms, denoise, noise, latent_in, p));
-  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] /= scale;
+  format.process_out(x.f32(), x.numel());
   Latent out;
   out.samples = std::make_shared<const HostTensor>(std::move(x));
   out.batch_index = s.latent->batch_index;

@@ -21,6 +21,13 @@ namespace hr {
 struct ModelValue {
   std::shared_ptr<LoadedModel> model;
   std::shared_ptr<PatchedWeights> patched;
+  // The model sampling a node set on this view (ComfyUI's add_object_patch("model_sampling"):
+  // ModelSamplingFlux); nullopt: the diffusion model's own.
+  std::optional<ModelSamplingSpec> sampling;
+
+  ModelSamplingSpec sampling_spec() const {
+    return sampling ? *sampling : model->diffusion->sampling();
+  }
 
   // The weights a model call reads.
   WeightSource& weights() const {
@@ -50,7 +57,8 @@ struct CLIPValue {
 
 // CONDITIONING: models/conditioning.h (context plus the family's extras per entry).
 
-// LATENT: samples in VAE space [B, 4, h, w] (ComfyUI's convention).
+// LATENT: samples in VAE space [B, C, h, w] (ComfyUI's convention; C = 4 for SD, 16 for SD3 and
+// Flux; the sampler moves them to model space, Note [latent format shift]).
 struct Latent {
   std::shared_ptr<const HostTensor> samples;
   std::vector<int64_t> batch_index;  // empty: 0..B-1

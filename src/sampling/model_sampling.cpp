@@ -162,4 +162,60 @@ float ModelSamplingDiscreteFlow::percent_to_sigma(double percent) const {
   return float(shift_ * t / (1.0 + (shift_ - 1.0) * t));
 }
 
+// Note [flux arithmetic]: flux_time_shift(mu, 1, t) = math.exp(mu) / (math.exp(mu) + (1 / t -
+// 1) ** 1.0). On a float32 tensor t, a Python float divided by a tensor is the tensor's
+// reciprocal times the float (torch's __rtruediv__), the scalars are cast to float32 and ** 1.0
+// is the identity; percent_to_sigma gets a Python float and computes in double.
+namespace {
+float flux_time_shift_f32(double mu, float t) {
+  const float e = float(std::exp(mu));
+  const float inv_t = 1.0f / t;
+  const float denom = e + (inv_t - 1.0f);
+  return (1.0f / denom) * e;
+}
+}  // namespace
+
+ModelSamplingFlux::ModelSamplingFlux(double shift, int timesteps)
+    : ModelSampling(SamplingPrediction::CONST), shift_(shift) {
+  sigmas_.resize(size_t(timesteps));
+  for (int i = 1; i <= timesteps; ++i) {
+    // torch.arange(1, n + 1) / n in float32, then sigma() of it.
+    sigmas_[size_t(i - 1)] = sigma(float(i) / float(timesteps));
+  }
+}
+
+float ModelSamplingFlux::timestep(float sigma) const { return sigma; }
+
+float ModelSamplingFlux::sigma(float timestep) const {
+  return flux_time_shift_f32(shift_, timestep);
+}
+
+float ModelSamplingFlux::percent_to_sigma(double percent) const {
+  if (percent <= 0.0) return 1.0f;
+  if (percent >= 1.0) return 0.0f;
+  const double e = std::exp(shift_);
+  return float(e / (e + (1.0 / (1.0 - percent) - 1.0)));
+}
+
+double flux_resolution_shift(double max_shift, double base_shift, int64_t width, int64_t height) {
+  const double x1 = 256, x2 = 4096;
+  const double mm = (max_shift - base_shift) / (x2 - x1);
+  const double b = base_shift - mm * x1;
+  return (double(width) * double(height) / (8 * 8 * 2 * 2)) * mm + b;
+}
+
+std::unique_ptr<ModelSampling> model_sampling_create(const ModelSamplingSpec& spec) {
+  switch (spec.kind) {
+    case ModelSamplingSpec::Kind::FLOW:
+      return std::make_unique<ModelSamplingDiscreteFlow>(spec.shift, spec.multiplier);
+    case ModelSamplingSpec::Kind::FLUX:
+      return std::make_unique<ModelSamplingFlux>(spec.shift);
+    case ModelSamplingSpec::Kind::DISCRETE:
+      break;
+  }
+  return std::make_unique<ModelSamplingDiscrete>(spec.prediction == Prediction::V
+                                                     ? SamplingPrediction::V_PREDICTION
+                                                     : SamplingPrediction::EPS);
+}
+
 }  // namespace hr

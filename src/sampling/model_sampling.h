@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/tensor.h"
+#include "models/family.h"
 
 namespace hr {
 
@@ -105,5 +107,30 @@ class ModelSamplingDiscreteFlow final : public ModelSampling {
   double shift_;
   double multiplier_;
 };
+
+// ComfyUI ModelSamplingFlux (Flux dev; the ModelSamplingFlux node): sigma(t) =
+// flux_time_shift(shift, 1, t) = e^shift / (e^shift + (1 / t - 1)), timestep(sigma) = sigma (the
+// DiT scales it by 1000 itself); the table holds sigma(i / 10000) for i = 1..10000.
+class ModelSamplingFlux final : public ModelSampling {
+ public:
+  explicit ModelSamplingFlux(double shift = 1.15, int timesteps = 10000);
+
+  double shift() const { return shift_; }
+  float timestep(float sigma) const override;
+  float sigma(float timestep) const override;
+  // 0 -> 1, 1 -> 0, else flux_time_shift(shift, 1, 1 - percent) in double (Python floats).
+  float percent_to_sigma(double percent) const override;
+
+ private:
+  double shift_;
+};
+
+// ComfyUI's ModelSamplingFlux node: the shift linear in the image's 2x2-patch token count,
+// base_shift at 256 tokens and max_shift at 4096 (Python float arithmetic).
+double flux_resolution_shift(double max_shift, double base_shift, int64_t width, int64_t height);
+
+// The ModelSampling a family's (or a patched model's) spec names (comfy/model_base.py
+// model_sampling): DISCRETE eps / v, FLOW and FLUX with CONST.
+std::unique_ptr<ModelSampling> model_sampling_create(const ModelSamplingSpec& spec);
 
 }  // namespace hr

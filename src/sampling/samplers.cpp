@@ -64,6 +64,10 @@ class Run {
     return BrownianTreeNoiseSampler(shape, lo, hi, opt_.seed);
   }
   const SamplerOptions& opt() const { return opt_; }
+  // ComfyUI's isinstance(model_sampling, CONST): the samplers' flow forms (Note [flow samplers]).
+  bool flow() const {
+    return opt_.model_sampling && opt_.model_sampling->prediction() == SamplingPrediction::CONST;
+  }
 
  private:
   const DenoiseFn& fn_;
@@ -108,6 +112,62 @@ float lerp_half(float a, float b) { return b - (b - a) * 0.5f; }
 float neg_log(float s) { return -std::log(s); }
 float exp_neg(float t) { return std::exp(-t); }
 
+// Note [flow samplers]
+// ComfyUI's k-diffusion samplers test the model sampling for CONST (rectified flow, x_t = sigma
+// noise + (1 - sigma) x0) and then take another form: euler_ancestral, dpm_2_ancestral and
+// dpmpp_2s_ancestral run their _RF variants (step down to sigma_down = sigma_next * (1 + (sigma_next
+// / sigma - 1) eta), rescale by alpha_next / alpha_down and add renoise_coeff of noise), and the
+// samplers written in half-logSNR lambda = log(alpha / sigma) (dpmpp_sde, dpmpp_2m_sde) use
+// lambda = -logit(sigma) and sigma = sigmoid(-lambda) instead of -log(sigma) and exp(-lambda),
+// after moving a first sigma >= 1 (lambda = -inf) to percent_to_sigma(1e-4)
+// (offset_first_sigma_for_snr). euler, heun, dpm_2, lms, dpmpp_2m, ddpm, ddim and lcm have one
+// form. The flow forms follow ComfyUI's float32 expression order as the others do; tests in
+// tests/sampling/flux_sampling_test.cpp against tests/data/flux/sampling_golden.safetensors.
+
+// sigma_to_half_log_snr / half_log_snr_to_sigma (k_diffusion/sampling.py).
+float half_log_snr(float sigma, bool flow) {
+  if (!flow) return neg_log(sigma);
+  // torch.logit (no eps): log(x / (1 - x)), +inf at 1.
+  const float logit = sigma == 1.0f ? INFINITY : std::log(sigma / (1.0f - sigma));
+  return -logit;
+}
+float half_log_snr_sigma(float lambda, bool flow) {
+  if (!flow) return exp_neg(lambda);
+  return 1.0f / (1.0f + std::exp(lambda));  // sigmoid(-lambda)
+}
+
+// offset_first_sigma_for_snr: a flow schedule's first sigma >= 1 becomes percent_to_sigma(1e-4).
+std::vector<float> snr_offset_first(const Run& run, std::vector<float> s) {
+  if (s.size() <= 1 || !run.flow() || s[0] < 1.0f) return s;
+  s[0] = run.opt().model_sampling->percent_to_sigma(1e-4);
+  return s;
+}
+
+// The _RF samplers' step down from sigma to sigma_next (sample_euler_ancestral_RF and kin).
+struct FlowDownStep {
+  float down;     // sigma_down
+  float rescale;  // alpha_ip1 / alpha_down
+  float renoise;  // renoise_coeff
+};
+FlowDownStep flow_down_step(float sigma, float next, float eta) {
+  const float ratio = 1.0f + (next / sigma - 1.0f) * eta;
+  const float down = next * ratio;
+  const float alpha_next = 1.0f - next, alpha_down = 1.0f - down;
+  const float renoise = std::sqrt(next * next - down * down * (alpha_next * alpha_next) /
+                                                    (alpha_down * alpha_down));
+  return {down, alpha_next / alpha_down, renoise};
+}
+
+// x' = r x + (1 - r) d with r = to / from (the flow forms' Euler step).
+HostTensor flow_lerp(const HostTensor& x, const HostTensor& d, float to, float from) {
+  const float r = to / from, k = 1.0f - r;
+  HostTensor o(x.desc());
+  const float *px = x.f32(), *pd = d.f32();
+  float* po = o.f32();
+  for (int64_t i = 0; i < x.numel(); ++i) po[i] = r * px[i] + k * pd[i];
+  return o;
+}
+
 // ---- first-order and Heun-type samplers ---------------------------------------------------
 
 Result<HostTensor> sample_euler(Run& run, HostTensor x, const std::vector<float>& s) {
@@ -135,6 +195,26 @@ Result<HostTensor> sample_euler_ancestral(Run& run, HostTensor x, const std::vec
     x = map3(x, den, n, [&](float a, float b, float z) {
       return (a + ((a - b) / sigma) * dt) + (z * s_noise) * st.up;
     });
+  }
+  return x;
+}
+
+// sample_euler_ancestral_RF (Note [flow samplers]).
+Result<HostTensor> sample_euler_ancestral_rf(Run& run, HostTensor x, const std::vector<float>& s) {
+  const float eta = float(run.opt().eta), s_noise = float(run.opt().s_noise);
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    HR_ASSIGN_OR_RETURN(HostTensor den, run.model(x, s[i]));
+    run.report(int(i), x, den);
+    if (s[i + 1] == 0.0f) {
+      x = std::move(den);
+      continue;
+    }
+    const FlowDownStep st = flow_down_step(s[i], s[i + 1], eta);
+    x = flow_lerp(x, den, st.down, s[i]);
+    if (eta > 0.0f) {
+      HR_ASSIGN_OR_RETURN(HostTensor n, run.noise(x.shape()));
+      x = map2(x, n, [&](float a, float z) { return st.rescale * a + (z * s_noise) * st.renoise; });
+    }
   }
   return x;
 }
@@ -199,6 +279,32 @@ Result<HostTensor> sample_dpm_2_ancestral(Run& run, HostTensor x, const std::vec
     HR_ASSIGN_OR_RETURN(HostTensor n, run.noise(x.shape()));
     x = map3(x, d2, n,
              [&](float a, float b, float z) { return (a + b * dt2) + (z * s_noise) * st.up; });
+  }
+  return x;
+}
+
+// sample_dpm_2_ancestral_RF (Note [flow samplers]).
+Result<HostTensor> sample_dpm_2_ancestral_rf(Run& run, HostTensor x, const std::vector<float>& s) {
+  const float eta = float(run.opt().eta), s_noise = float(run.opt().s_noise);
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    const float sigma = s[i];
+    HR_ASSIGN_OR_RETURN(HostTensor den, run.model(x, sigma));
+    const FlowDownStep st = flow_down_step(sigma, s[i + 1], eta);
+    run.report(int(i), x, den);
+    HostTensor d = to_d(x, sigma, den);
+    if (st.down == 0.0f) {
+      const float dt = st.down - sigma;
+      x = map2(x, d, [&](float a, float b) { return a + b * dt; });
+      continue;
+    }
+    const float mid = std::exp(lerp_half(std::log(sigma), std::log(st.down)));
+    const float dt1 = mid - sigma, dt2 = st.down - sigma;
+    HostTensor x2 = map2(x, d, [&](float a, float b) { return a + b * dt1; });
+    HR_ASSIGN_OR_RETURN(HostTensor den2, run.model(x2, mid));
+    HostTensor d2 = to_d(x2, mid, den2);
+    x = map2(x, d2, [&](float a, float b) { return a + b * dt2; });
+    HR_ASSIGN_OR_RETURN(HostTensor n, run.noise(x.shape()));
+    x = map2(x, n, [&](float a, float z) { return st.rescale * a + (z * s_noise) * st.renoise; });
   }
   return x;
 }
@@ -283,6 +389,40 @@ Result<HostTensor> sample_dpmpp_2s_ancestral(Run& run, HostTensor x, const std::
   return x;
 }
 
+// sample_dpmpp_2s_ancestral_RF (Note [flow samplers]): the midpoint in lambda = log((1 - sigma) /
+// sigma), or 0.9999 from sigma 1, where that lambda is -inf.
+Result<HostTensor> sample_dpmpp_2s_ancestral_rf(Run& run, HostTensor x,
+                                                const std::vector<float>& s) {
+  const float eta = float(run.opt().eta), s_noise = float(run.opt().s_noise);
+  auto lambda_of = [](float sg) { return std::log((1.0f - sg) / sg); };
+  auto sigma_of = [](float l) { return 1.0f / (std::exp(l) + 1.0f); };
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    const float sigma = s[i];
+    HR_ASSIGN_OR_RETURN(HostTensor den, run.model(x, sigma));
+    const FlowDownStep st = flow_down_step(sigma, s[i + 1], eta);
+    run.report(int(i), x, den);
+    if (s[i + 1] == 0.0f) {
+      const float dt = st.down - sigma;
+      x = map2(x, den, [&](float a, float b) { return a + ((a - b) / sigma) * dt; });
+    } else {
+      float sigma_s = 0.9999f;
+      if (sigma != 1.0f) {
+        const float t_i = lambda_of(sigma), t_down = lambda_of(st.down);
+        const float h = t_down - t_i;
+        sigma_s = sigma_of(t_i + 0.5f * h);
+      }
+      HostTensor u = flow_lerp(x, den, sigma_s, sigma);
+      HR_ASSIGN_OR_RETURN(HostTensor den2, run.model(u, sigma_s));
+      x = flow_lerp(x, den2, st.down, sigma);
+    }
+    if (s[i + 1] > 0.0f && eta > 0.0f) {
+      HR_ASSIGN_OR_RETURN(HostTensor n, run.noise(x.shape()));
+      x = map2(x, n, [&](float a, float z) { return st.rescale * a + (z * s_noise) * st.renoise; });
+    }
+  }
+  return x;
+}
+
 // Note [SDE noise]: ComfyUI's dpmpp_sde and dpmpp_2m_sde draw their noise from
 // BrownianTreeNoiseSampler(x, sigma_min, sigma_max, seed=KSampler seed, cpu=True): one
 // torchsde.BrownianTree over sigma (identity transform) in [smallest nonzero sigma, largest
@@ -295,12 +435,15 @@ Result<HostTensor> sample_dpmpp_2s_ancestral(Run& run, HostTensor x, const std::
 // deterministic for a seed whatever the query order, and ComfyUI keeps it on the CPU even when
 // the latent is on CUDA (cpu=True), so this noise does not depend on the device, unlike the
 // ancestral samplers' NoiseGenerator. Not covered: a list of per-item seeds (ComfyUI's batched
-// trees) and flow (CONST) models, whose lambda is a logit and first sigma is offset.
-Result<HostTensor> sample_dpmpp_sde(Run& run, HostTensor x, const std::vector<float>& s,
+// trees). For a flow model the tree spans the schedule as given, before its first sigma is
+// offset (Note [flow samplers]), as in ComfyUI.
+Result<HostTensor> sample_dpmpp_sde(Run& run, HostTensor x, const std::vector<float>& sigmas,
                                     float r = 0.5f) {
   const float eta = float(run.opt().eta), s_noise = float(run.opt().s_noise);
-  if (s.size() <= 1) return x;
-  BrownianTreeNoiseSampler brownian = run.brownian(x.shape(), s);
+  if (sigmas.size() <= 1) return x;
+  BrownianTreeNoiseSampler brownian = run.brownian(x.shape(), sigmas);
+  const bool flow = run.flow();
+  const std::vector<float> s = snr_offset_first(run, sigmas);
   for (size_t i = 0; i + 1 < s.size(); ++i) {
     HR_ASSIGN_OR_RETURN(HostTensor den, run.model(x, s[i]));
     run.report(int(i), x, den);
@@ -308,11 +451,11 @@ Result<HostTensor> sample_dpmpp_sde(Run& run, HostTensor x, const std::vector<fl
       x = std::move(den);
       continue;
     }
-    const float ls = neg_log(s[i]), lt = neg_log(s[i + 1]);
+    const float ls = half_log_snr(s[i], flow), lt = half_log_snr(s[i + 1], flow);
     const float h = lt - ls;
     const float ls1 = ls + r * h;
     const float fac = 1.0f / (2.0f * r);
-    const float sigma_s1 = exp_neg(ls1);
+    const float sigma_s1 = half_log_snr_sigma(ls1, flow);
     const float alpha_s = s[i] * std::exp(ls);
     const float alpha_s1 = sigma_s1 * std::exp(ls1);
     const float alpha_t = s[i + 1] * std::exp(lt);
@@ -367,10 +510,12 @@ Result<HostTensor> sample_dpmpp_2m(Run& run, HostTensor x, const std::vector<flo
   return x;
 }
 
-Result<HostTensor> sample_dpmpp_2m_sde(Run& run, HostTensor x, const std::vector<float>& s) {
+Result<HostTensor> sample_dpmpp_2m_sde(Run& run, HostTensor x, const std::vector<float>& sigmas) {
   const float eta = float(run.opt().eta), s_noise = float(run.opt().s_noise);
-  if (s.size() <= 1) return x;
-  BrownianTreeNoiseSampler brownian = run.brownian(x.shape(), s);
+  if (sigmas.size() <= 1) return x;
+  BrownianTreeNoiseSampler brownian = run.brownian(x.shape(), sigmas);
+  const bool flow = run.flow();
+  const std::vector<float> s = snr_offset_first(run, sigmas);
   HostTensor old;
   float h_last = 0.0f;
   for (size_t i = 0; i + 1 < s.size(); ++i) {
@@ -380,7 +525,7 @@ Result<HostTensor> sample_dpmpp_2m_sde(Run& run, HostTensor x, const std::vector
     if (s[i + 1] == 0.0f) {
       x = den.clone();
     } else {
-      const float ls = neg_log(s[i]), lt = neg_log(s[i + 1]);
+      const float ls = half_log_snr(s[i], flow), lt = half_log_snr(s[i + 1], flow);
       h = lt - ls;
       const float h_eta = h * (eta + 1.0f);
       const float alpha_t = s[i + 1] * std::exp(lt);
@@ -451,7 +596,7 @@ Result<HostTensor> sample_lcm(Run& run, HostTensor x, const std::vector<float>& 
 }  // namespace
 
 // ComfyUI's k-diffusion samplers that test for CONST model sampling and then take another path
-// (sample_*_RF, or sigma <-> half-logSNR through the logit).
+// (sample_*_RF, or sigma <-> half-logSNR through the logit): Note [flow samplers].
 bool sampler_branches_on_flow(std::string_view name) {
   return name == "euler_ancestral" || name == "dpm_2_ancestral" ||
          name == "dpmpp_2s_ancestral" || name == "dpmpp_sde" || name == "dpmpp_2m_sde";
@@ -482,24 +627,23 @@ Result<HostTensor> sampler_run(std::string_view name, const DenoiseFn& denoise, 
     return make_error(ErrorCode::INVALID_ARGUMENT, "sampler latent must be f32, got {}",
                       x.desc().str());
   }
-  if (options.model_sampling &&
-      options.model_sampling->prediction() == SamplingPrediction::CONST &&
-      sampler_branches_on_flow(name)) {
-    return make_error(ErrorCode::UNSUPPORTED,
-                      "sampler '{}' has its own form for flow-matching models (ComfyUI's _RF "
-                      "and half-logSNR variants), which headroom does not implement yet",
-                      name);
-  }
   if (name == "lcm" && !options.model_sampling)
     return Status(ErrorCode::INVALID_ARGUMENT, "lcm needs SamplerOptions::model_sampling");
   Run run(denoise, options, sigmas.empty() ? 0 : int(sigmas.size()) - 1);
+  const bool flow = run.flow();  // Note [flow samplers]
   if (name == "euler" || name == "ddim") return sample_euler(run, std::move(x), sigmas);
-  if (name == "euler_ancestral") return sample_euler_ancestral(run, std::move(x), sigmas);
+  if (name == "euler_ancestral")
+    return flow ? sample_euler_ancestral_rf(run, std::move(x), sigmas)
+                : sample_euler_ancestral(run, std::move(x), sigmas);
   if (name == "heun") return sample_heun(run, std::move(x), sigmas);
   if (name == "dpm_2") return sample_dpm_2(run, std::move(x), sigmas);
-  if (name == "dpm_2_ancestral") return sample_dpm_2_ancestral(run, std::move(x), sigmas);
+  if (name == "dpm_2_ancestral")
+    return flow ? sample_dpm_2_ancestral_rf(run, std::move(x), sigmas)
+                : sample_dpm_2_ancestral(run, std::move(x), sigmas);
   if (name == "lms") return sample_lms(run, std::move(x), sigmas);
-  if (name == "dpmpp_2s_ancestral") return sample_dpmpp_2s_ancestral(run, std::move(x), sigmas);
+  if (name == "dpmpp_2s_ancestral")
+    return flow ? sample_dpmpp_2s_ancestral_rf(run, std::move(x), sigmas)
+                : sample_dpmpp_2s_ancestral(run, std::move(x), sigmas);
   if (name == "dpmpp_sde") return sample_dpmpp_sde(run, std::move(x), sigmas);
   if (name == "dpmpp_2m") return sample_dpmpp_2m(run, std::move(x), sigmas);
   if (name == "dpmpp_2m_sde") return sample_dpmpp_2m_sde(run, std::move(x), sigmas);

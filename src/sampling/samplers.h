@@ -33,7 +33,8 @@ struct SamplerOptions {
   // The KSampler seed (ComfyUI's extra_args["seed"]): entropy of the Brownian tree that
   // dpmpp_sde and dpmpp_2m_sde draw their noise from (Note [SDE noise] in samplers.cpp).
   uint64_t seed = 0;
-  // Needed by lcm (noise_scaling); others ignore it.
+  // Needed by lcm (noise_scaling); a CONST prediction picks the flow forms of the samplers
+  // that have one (Note [flow samplers]); null: not a flow model.
   const ModelSampling* model_sampling = nullptr;
   StepCallback callback;
   InterruptFn interrupted;
@@ -46,8 +47,8 @@ bool sampler_is_implemented(std::string_view name);
 // seeded with SamplerOptions::seed instead).
 bool sampler_needs_noise(std::string_view name);
 
-// Samplers whose ComfyUI form differs for flow-matching (CONST) model sampling; sampler_run
-// refuses them for such a model until those forms exist here.
+// Samplers whose ComfyUI form differs for flow-matching (CONST) model sampling; sampler_run runs
+// that form when SamplerOptions::model_sampling predicts CONST (Note [flow samplers]).
 bool sampler_branches_on_flow(std::string_view name);
 
 // Runs sampler `name` from x (already noised: noise_scaling applied) over sigmas; returns the

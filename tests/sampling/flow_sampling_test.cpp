@@ -129,22 +129,30 @@ TEST(FlowSampling, EulerTrajectoryMatchesComfyUI) {
   expect_ulps(end->f32(), flow_ref("euler.end"), end->numel(), 2, "euler end");
 }
 
-TEST(FlowSampling, SamplersWithAFlowFormAreRefusedByName) {
+// The samplers with a flow form run it for a CONST model (Note [flow samplers]; trajectories
+// against ComfyUI in flux_sampling_test.cpp) and their first form for a discrete one.
+TEST(FlowSampling, SamplersWithAFlowFormRunForBothPredictions) {
   ModelSamplingDiscreteFlow ms(3.0);
+  ModelSamplingDiscrete eps;
   HostTensor x(DType::F32, Shape{1, 4, 2, 2});
-  DenoiseFn model = [](const HostTensor& xx, float) -> Result<HostTensor> { return xx.clone(); };
+  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 0.1f * float(i);
+  DenoiseFn model = [](const HostTensor& xx, float) -> Result<HostTensor> {
+    HostTensor d = xx.clone();
+    for (int64_t i = 0; i < d.numel(); ++i) d.f32()[i] *= 0.5f;
+    return d;
+  };
   SampleParams p;
-  p.sigmas = {1.0f, 0.5f, 0.0f};
-  for (const char* name : {"euler_ancestral", "dpmpp_sde", "dpmpp_2m_sde"}) {
+  p.sigmas = {1.0f, 0.5f, 0.25f, 0.0f};
+  for (const char* name : {"euler_ancestral", "dpm_2_ancestral", "dpmpp_2s_ancestral",
+                           "dpmpp_sde", "dpmpp_2m_sde"}) {
+    EXPECT_TRUE(sampler_branches_on_flow(name)) << name;
     p.sampler = name;
-    Result<HostTensor> r = sample(ms, model, x, x, p);
-    ASSERT_FALSE(r.ok()) << name;
-    EXPECT_EQ(r.status().code(), ErrorCode::UNSUPPORTED);
-    EXPECT_NE(r.status().message().find(name), std::string::npos) << r.status().str();
+    Result<HostTensor> flow = sample(ms, model, x, x, p);
+    Result<HostTensor> discrete = sample(eps, model, x, x, p);
+    ASSERT_TRUE(flow.ok()) << name << ": " << flow.status().str();
+    ASSERT_TRUE(discrete.ok()) << name << ": " << discrete.status().str();
+    EXPECT_GT(test::float_diff(flow->f32(), discrete->f32(), x.numel()).max_abs, 0.0) << name;
   }
-  ModelSamplingDiscrete eps;  // the same samplers run for a discrete schedule
-  p.sampler = "euler_ancestral";
-  EXPECT_TRUE(sample(eps, model, x, x, p).ok());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "models/weight_load.h"
 #include "models/checkpoint.h"
+#include "models/latent_formats.h"
 #include "nodes/nodes.h"
 #include "nodes/values.h"
 #include "sampling/model_sampling.h"
@@ -284,6 +285,113 @@ TEST_F(ToyFamilyWorkflow, FlowFamilySamplesWithFlowMatching) {
   EXPECT_NEAR(toy_calls().first_x, keep * 0.5f * kToyScale, 1e-6);
   HostTensor want = latent.clone();
   for (int64_t i = 0; i < want.numel(); ++i) want.f32()[i] *= keep;
+  EXPECT_LE(test::max_abs_diff(*sampled->samples, want), 1e-6f);
+}
+
+// Flux's sampling side on a family shaped like Flux (16-channel latent with ComfyUI's Flux
+// scale and shift, ModelSamplingFlux): EmptySD3LatentImage, ModelSamplingFlux (a view with the
+// resolution's shift; the loaded model is shared), FluxGuidance / FluxDisableGuidance, and the
+// sampler's process_in / process_out (Note [latent format shift]).
+class ToyFluxWorkflow : public ToyFamilyWorkflow {
+ protected:
+  void SetUp() override {
+    ToyFamilyWorkflow::SetUp();
+    model_family_unregister("toy-workflow");
+    ModelFamily flux = toy_family();
+    flux.latent = latent_format_flux();
+    flux.sampling.kind = ModelSamplingSpec::Kind::FLUX;
+    flux.sampling.shift = 1.15;
+    ASSERT_TRUE(model_family_register(flux).ok());
+    NodeInputs load;
+    load.literals["ckpt_name"] = "toy.safetensors";
+    auto loaded = run("CheckpointLoaderSimple", load);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().str();
+    model_ = test::output_as<ModelValue>(loaded, 0);
+    ASSERT_TRUE(model_);
+    NodeInputs patch;
+    patch.links["model"] = model_;
+    patch.literals = {{"max_shift", 1.15}, {"base_shift", 0.5}, {"width", 512}, {"height", 768}};
+    patched_ = test::output_as<ModelValue>(run("ModelSamplingFlux", patch));
+    ASSERT_TRUE(patched_);
+    auto cond = std::make_shared<const Conditioning>(Conditioning{{CondEntry{
+        std::make_shared<const HostTensor>(DType::F32, Shape{1, 5, 8}), {}}}});
+    NodeInputs g;
+    g.links["conditioning"] = cond;
+    g.literals["guidance"] = 2.0;
+    positive_ = test::output_as<Conditioning>(run("FluxGuidance", g));
+    NodeInputs off;
+    off.links["conditioning"] = cond;
+    negative_ = test::output_as<Conditioning>(run("FluxDisableGuidance", off));
+    ASSERT_TRUE(positive_ && negative_);
+    toy_calls() = ToyCalls{};
+  }
+
+  std::shared_ptr<const ModelValue> model_, patched_;
+  std::shared_ptr<const Conditioning> positive_, negative_;
+};
+
+TEST_F(ToyFluxWorkflow, NodesSetWhatComfyUISets) {
+  // ModelSamplingFlux: shift = 1.15 at 4096 tokens, 0.5 at 256: 512x768 has 1536.
+  ASSERT_TRUE(patched_->sampling.has_value());
+  EXPECT_EQ(patched_->sampling->kind, ModelSamplingSpec::Kind::FLUX);
+  EXPECT_NEAR(patched_->sampling->shift, 0.5 + (1536.0 - 256.0) * 0.65 / 3840.0, 1e-12);
+  EXPECT_EQ(patched_->model, model_->model);  // the same loaded model
+  EXPECT_FALSE(model_->sampling.has_value());
+  EXPECT_EQ(model_->sampling_spec().shift, 1.15);  // the family's own
+
+  EXPECT_EQ(cond_guidance(positive_->entries[0].extras), 2.0);
+  EXPECT_TRUE(negative_->entries[0].extras.is_none(kCondGuidance));
+  EXPECT_EQ(cond_guidance(negative_->entries[0].extras), std::nullopt);
+  EXPECT_EQ(cond_guidance(CondExtras{}), kFluxGuidanceDefault);
+
+  NodeInputs empty;
+  empty.literals = {{"width", 72}, {"height", 40}, {"batch_size", 2}};
+  auto lat = test::output_as<Latent>(run("EmptySD3LatentImage", empty));
+  ASSERT_TRUE(lat);
+  EXPECT_EQ(lat->samples->shape(), (Shape{2, 16, 5, 9}));
+  for (int64_t i = 0; i < lat->samples->numel(); ++i) ASSERT_EQ(lat->samples->f32()[i], 0.0f);
+}
+
+// An empty latent enters the sampler unshifted (CFGGuider.inner_sample skips process_latent_in
+// for zeros) and leaves through process_latent_out: the toy's zero velocity gives shift_factor.
+TEST_F(ToyFluxWorkflow, EmptyLatentIsNotShiftedButTheResultIs) {
+  NodeInputs empty;
+  empty.literals = {{"width", 32}, {"height", 32}, {"batch_size", 1}};
+  auto lat = test::output_as<Latent>(run("EmptySD3LatentImage", empty));
+  ASSERT_TRUE(lat);
+  NodeInputs ks = toy_sampler_inputs(patched_, positive_, negative_, *lat->samples, 0);
+  auto sampled = test::output_as<Latent>(run("KSamplerAdvanced", ks));
+  ASSERT_TRUE(sampled);
+  EXPECT_EQ(toy_calls().calls, 2);
+  EXPECT_EQ(toy_calls().first_x, 0.0f);
+  EXPECT_EQ(toy_calls().guidance, (std::vector<double>{2.0, -1.0}));  // -1: no value (None)
+  const LatentFormat f = latent_format_flux();
+  for (int64_t i = 0; i < sampled->samples->numel(); ++i)
+    ASSERT_EQ(sampled->samples->f32()[i], 0.0f / f.scale_factor + f.shift_factor) << i;
+}
+
+// A latent with content: from step 1 of 2 without noise, x = (1 - s1) (v - shift) scale with s1
+// from the patched model's ModelSamplingFlux, and it comes back as x / scale + shift.
+TEST_F(ToyFluxWorkflow, LatentIsShiftedInAndOut) {
+  HostTensor latent(DType::F32, Shape{1, 16, 4, 4});
+  for (int64_t i = 0; i < latent.numel(); ++i) latent.f32()[i] = 0.5f + 0.01f * float(i % 7);
+  NodeInputs ks = toy_sampler_inputs(patched_, positive_, negative_, latent, 1);
+  auto sampled = test::output_as<Latent>(run("KSamplerAdvanced", ks));
+  ASSERT_TRUE(sampled);
+  const ModelSamplingFlux ms(patched_->sampling->shift);
+  auto sigmas = calculate_sigmas(ms, "normal", 2);
+  ASSERT_TRUE(sigmas.ok());
+  const float keep = 1.0f - (*sigmas)[1];
+  ASSERT_GT(keep, 0.0f);
+  ASSERT_LT(keep, 1.0f);
+  const LatentFormat f = latent_format_flux();
+  EXPECT_EQ(toy_calls().calls, 1);
+  EXPECT_NEAR(toy_calls().first_x, keep * ((0.5f - f.shift_factor) * f.scale_factor), 1e-6);
+  HostTensor want = latent.clone();
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const float v = keep * ((want.f32()[i] - f.shift_factor) * f.scale_factor);
+    want.f32()[i] = v / f.scale_factor + f.shift_factor;
+  }
   EXPECT_LE(test::max_abs_diff(*sampled->samples, want), 1e-6f);
 }
 

@@ -412,6 +412,36 @@ TEST_F(LoraNodesTest, ModelOnlyPatchesTheModelAndReportsTheClipKeys) {
   EXPECT_EQ(w.message.find("lora_unet_"), std::string::npos) << w.message;
 }
 
+// A LoRA applied after ModelSamplingFlux keeps its model sampling (ComfyUI's ModelPatcher.clone
+// copies the object patches), and ModelSamplingFlux after a LoRA keeps the LoRA's view.
+TEST_F(LoraNodesTest, ModelSamplingPatchAndLoraCompose) {
+  std::vector<std::any> ckpt = checkpoint();
+  ASSERT_EQ(ckpt.size(), 3u);
+  NodeInputs ms;
+  ms.links["model"] = ckpt.at(0);
+  ms.literals = {{"max_shift", 1.15}, {"base_shift", 0.5}, {"width", 1024}, {"height", 1024}};
+  auto flux = run_node("ModelSamplingFlux", ms);
+  ASSERT_TRUE(flux.ok()) << flux.status().str();
+  std::vector<std::any> patched_ckpt = ckpt;
+  patched_ckpt[0] = (*flux)[0];
+  auto lora = run_node("LoraLoaderModelOnly",
+                       lora_inputs(patched_ckpt, {"sd1_stack_a.safetensors", 0.8, std::nullopt}));
+  ASSERT_TRUE(lora.ok()) << lora.status().str();
+  const auto after = value_of<ModelValue>((*lora)[0]);
+  ASSERT_TRUE(after && after->patched && after->sampling);
+  EXPECT_EQ(after->sampling->kind, ModelSamplingSpec::Kind::FLUX);
+  EXPECT_DOUBLE_EQ(after->sampling->shift, 1.15);
+
+  ms.links["model"] = (*lora)[0];
+  ms.literals["width"] = 512;
+  auto again = run_node("ModelSamplingFlux", ms);
+  ASSERT_TRUE(again.ok()) << again.status().str();
+  const auto last = value_of<ModelValue>((*again)[0]);
+  ASSERT_TRUE(last && last->sampling);
+  EXPECT_EQ(last->patched, after->patched);
+  EXPECT_LT(last->sampling->shift, 1.15);
+}
+
 // sd1_kohya's two deliberately unmatched tensors (cases.json's not_loaded) make exactly one
 // WARNING that lists both; the rest of the file is applied.
 TEST_F(LoraNodesTest, KohyaUnmatchedKeysAreOneWarning) {

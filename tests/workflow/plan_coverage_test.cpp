@@ -57,6 +57,25 @@ Json sd1_text_to_image() {
       {"9", node("SaveImage", {{"filename_prefix", "t2i"}, {"images", link("8")}})}};
 }
 
+// Flux's sampling-side nodes on SD1 until a Flux family exists: ModelSamplingFlux patches the
+// model sampling (as ComfyUI does, whatever the model), FluxGuidance and FluxDisableGuidance set
+// an extra the UNet ignores, and EmptySD3LatentImage's 16-channel zeros become the UNet's 4 (ComfyUI's
+// fix_empty_latent_channels).
+Json sd1_flux_nodes() {
+  return Json{
+      {"4", node("CheckpointLoaderSimple", {{"ckpt_name", "tiny-sd1.safetensors"}})},
+      {"10", node("ModelSamplingFlux", {{"max_shift", 1.15}, {"base_shift", 0.5}, {"width", 128},
+                                        {"height", 128}, {"model", link("4")}})},
+      {"5", node("EmptySD3LatentImage", {{"width", 128}, {"height", 128}, {"batch_size", 1}})},
+      {"6", node("CLIPTextEncode", {{"text", "a red circle"}, {"clip", link("4", 1)}})},
+      {"7", node("CLIPTextEncode", {{"text", ""}, {"clip", link("4", 1)}})},
+      {"11", node("FluxGuidance", {{"guidance", 3.5}, {"conditioning", link("6")}})},
+      {"12", node("FluxDisableGuidance", {{"conditioning", link("7")}})},
+      {"3", sampler("10", "11", "12", "5", 1.0)},
+      {"8", node("VAEDecode", {{"samples", link("3")}, {"vae", link("4", 2)}})},
+      {"9", node("SaveImage", {{"filename_prefix", "flux_nodes"}, {"images", link("8")}})}};
+}
+
 // SDXL with its own encoders and the advanced sampler.
 Json sdxl_encoders() {
   Json size = {{"width", 1024}, {"height", 1024}, {"crop_w", 0}, {"crop_h", 0},
@@ -349,7 +368,8 @@ const std::vector<Case>& cases() {
                                       {"two-pass, fp8 UNet", two_pass_fp8()},
                                       {"sd1 with two LoRAs", sd1_loras()},
                                       {"sd1, fp8 UNet with a LoRA", sd1_fp8_lora()},
-                                      {"cond/uncond split", cfg_split(), false}};
+                                      {"cond/uncond split", cfg_split(), false},
+                                      {"flux sampling nodes on sd1", sd1_flux_nodes(), false}};
   return c;
 }
 
