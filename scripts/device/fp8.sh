@@ -2,7 +2,8 @@
 # rounding goldens against torch 2.x, and the SDXL step with fp8 weights (bench_streaming
 # --only fp8: f16 and fp8 resident, fp8 at 75/50/25/0 % resident against its floor, both
 # within a 2 GiB budget).
-# Settings: FP8_STEPS (timed steps, default 10). The torch checks need the ComfyUI files they
+# Settings: FP8_STEPS (timed steps, default 10), FP8_BENCH=0 (no bench), FP8_GOLDEN=0 (no ComfyUI
+# golden remade). The torch checks need the ComfyUI files they
 # import, as .devdata/comfyui.tar.xz (comfyui/comfy/...; carry .devdata; skipped without): the
 # working tree's 64 MiB leave no room for them unpacked.
 # Logs to $OUT; carry .debs (scripts/device/env.sh).
@@ -41,6 +42,7 @@ if [ -n "$comfy" ]; then  # ComfyUI's LoRA-on-fp8 goldens remade with real float
   tail -5 "$OUT/fp8_lora_torch2.log"
   stamp "LoRA-on-fp8 torch 2 check done"
 fi
+[ "${FP8_BENCH:-1}" = 1 ] || exit 0
 timeout 400 ./build-dev/bench/bench_streaming --device cuda --steps "${FP8_STEPS:-10}" --only fp8 \
   > "$OUT/bench_fp8.log" 2>&1
 grep -E "^\||fp8 / f16" "$OUT/bench_fp8.log" | head -30
