@@ -37,9 +37,14 @@ int fp8_gemms(const Graph& g, const BackendKernels& k) {
 }
 
 // Note [fp8 golden tolerances]: ComfyUI and headroom compute the same f16 UNet from the same fp8
-// weights; their f16 ops round differently (~1e-3 per op, as CudaGolden's f16 bound). The fast
-// mode also rounds every linear layer's input to e4m3 (3 mantissa bits), where a 1-ulp f16
-// difference can move a value to the next fp8 step: its bound is looser.
+// weights; their f16 ops round differently (~1e-3 per op, as CudaGolden's f16 bound): measured
+// 2.7e-3 (SD1) and 3.2e-3 (SDXL) dequantizing. The fast mode also rounds every linear layer's
+// input to e4m3 (3 mantissa bits), where a 1-ulp f16 difference moves a value to the next fp8
+// step (12.5 %), and those flips compound over the layers: ComfyUI's own fast output is 6.2 %
+// (SD1) and 9.1 % (SDXL) from its dequantized one, headroom's fast output 7.2 % and 10.4 % from
+// ComfyUI's fast one (H200, 2026-12-03). The fp8 GEMM itself and the e4m3 cast are checked
+// against exact references op by op (linear_fp8_* and cast_*_to_f8_e4m3 in the op harness);
+// here the bound is 1.5x ComfyUI's own spread.
 TEST_P(CudaFp8Golden, UNetMatchesComfyUI) {
   const Fp8Case c = GetParam();
   auto b = cuda_backend_create(0);
@@ -85,7 +90,7 @@ TEST_P(CudaFp8Golden, UNetMatchesComfyUI) {
   const double e = test::rel_err(*out, ld(**ff, fmt::format("fp8.{}.{}.out", mode, model)));
   std::printf("cuda fp8 %s %s: %d fp8 GEMMs, rel err vs ComfyUI %.3g\n", mode, model.c_str(),
               gemms, e);
-  EXPECT_LT(e, c.fast ? 6e-2 : 2e-2);
+  EXPECT_LT(e, c.fast ? 0.15 : 1e-2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CudaFp8Golden,
