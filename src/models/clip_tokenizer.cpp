@@ -14,6 +14,7 @@
 #include <span>
 #include <sstream>
 
+#include "core/file_read.h"
 #include "core/json_parse.h"
 #include "models/utf8.h"
 
@@ -206,15 +207,6 @@ const std::array<std::string, 256>& byte_symbols() {
   return table;
 }
 
-Result<std::string> read_text_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return make_error(ErrorCode::NOT_FOUND, "cannot open '{}'", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) return make_error(ErrorCode::IO, "error reading '{}'", path);
-  return ss.str();
-}
-
 }  // namespace
 
 Result<std::unique_ptr<CLIPTokenizer>> CLIPTokenizer::load(const std::string& dir) {
@@ -223,8 +215,8 @@ Result<std::unique_ptr<CLIPTokenizer>> CLIPTokenizer::load(const std::string& di
 
 Result<std::unique_ptr<CLIPTokenizer>> CLIPTokenizer::load_files(const std::string& vocab_path,
                                                                  const std::string& merges_path) {
-  HR_ASSIGN_OR_RETURN(std::string vocab_text, read_text_file(vocab_path));
-  HR_ASSIGN_OR_RETURN(std::string merges_text, read_text_file(merges_path));
+  HR_ASSIGN_OR_RETURN(std::string vocab_text, file_read(vocab_path));
+  HR_ASSIGN_OR_RETURN(std::string merges_text, file_read(merges_path));
   return load_text(vocab_text, merges_text, vocab_path, merges_path);
 }
 

@@ -237,6 +237,17 @@ Result<HostTensor> sample_heun(Run& run, HostTensor x, const std::vector<float>&
   return x;
 }
 
+// DPM-Solver-2's second slope: the derivative at the log-midpoint between sigma and `down`,
+// reached by an Euler step along d (dpm_2's inner step, and its ancestral forms').
+Result<HostTensor> dpm_2_mid_slope(Run& run, const HostTensor& x, const HostTensor& d,
+                                   float sigma, float down) {
+  const float mid = std::exp(lerp_half(std::log(sigma), std::log(down)));
+  const float dt1 = mid - sigma;
+  HostTensor x2 = map2(x, d, [&](float a, float b) { return a + b * dt1; });
+  HR_ASSIGN_OR_RETURN(HostTensor den2, run.model(x2, mid));
+  return to_d(x2, mid, den2);
+}
+
 Result<HostTensor> sample_dpm_2(Run& run, HostTensor x, const std::vector<float>& s) {
   for (size_t i = 0; i + 1 < s.size(); ++i) {
     const float sigma = s[i], next = s[i + 1];
@@ -248,11 +259,8 @@ Result<HostTensor> sample_dpm_2(Run& run, HostTensor x, const std::vector<float>
       x = map2(x, d, [&](float a, float b) { return a + b * dt; });
       continue;
     }
-    const float mid = std::exp(lerp_half(std::log(sigma), std::log(next)));
-    const float dt1 = mid - sigma, dt2 = next - sigma;
-    HostTensor x2 = map2(x, d, [&](float a, float b) { return a + b * dt1; });
-    HR_ASSIGN_OR_RETURN(HostTensor den2, run.model(x2, mid));
-    HostTensor d2 = to_d(x2, mid, den2);
+    const float dt2 = next - sigma;
+    HR_ASSIGN_OR_RETURN(HostTensor d2, dpm_2_mid_slope(run, x, d, sigma, next));
     x = map2(x, d2, [&](float a, float b) { return a + b * dt2; });
   }
   return x;
@@ -271,11 +279,8 @@ Result<HostTensor> sample_dpm_2_ancestral(Run& run, HostTensor x, const std::vec
       x = map2(x, d, [&](float a, float b) { return a + b * dt; });
       continue;
     }
-    const float mid = std::exp(lerp_half(std::log(sigma), std::log(st.down)));
-    const float dt1 = mid - sigma, dt2 = st.down - sigma;
-    HostTensor x2 = map2(x, d, [&](float a, float b) { return a + b * dt1; });
-    HR_ASSIGN_OR_RETURN(HostTensor den2, run.model(x2, mid));
-    HostTensor d2 = to_d(x2, mid, den2);
+    const float dt2 = st.down - sigma;
+    HR_ASSIGN_OR_RETURN(HostTensor d2, dpm_2_mid_slope(run, x, d, sigma, st.down));
     HR_ASSIGN_OR_RETURN(HostTensor n, run.noise(x.shape()));
     x = map3(x, d2, n,
              [&](float a, float b, float z) { return (a + b * dt2) + (z * s_noise) * st.up; });
@@ -297,11 +302,8 @@ Result<HostTensor> sample_dpm_2_ancestral_rf(Run& run, HostTensor x, const std::
       x = map2(x, d, [&](float a, float b) { return a + b * dt; });
       continue;
     }
-    const float mid = std::exp(lerp_half(std::log(sigma), std::log(st.down)));
-    const float dt1 = mid - sigma, dt2 = st.down - sigma;
-    HostTensor x2 = map2(x, d, [&](float a, float b) { return a + b * dt1; });
-    HR_ASSIGN_OR_RETURN(HostTensor den2, run.model(x2, mid));
-    HostTensor d2 = to_d(x2, mid, den2);
+    const float dt2 = st.down - sigma;
+    HR_ASSIGN_OR_RETURN(HostTensor d2, dpm_2_mid_slope(run, x, d, sigma, st.down));
     x = map2(x, d2, [&](float a, float b) { return a + b * dt2; });
     HR_ASSIGN_OR_RETURN(HostTensor n, run.noise(x.shape()));
     x = map2(x, n, [&](float a, float z) { return st.rescale * a + (z * s_noise) * st.renoise; });

@@ -1,4 +1,4 @@
-// file_write_atomic with fsync before the rename; file_read.
+// file_write_atomic with fsync before the rename.
 #include "server/atomic_file.h"
 
 #include <fcntl.h>
@@ -35,14 +35,6 @@ Status file_write_atomic(const std::filesystem::path& path, const std::string& d
     return make_error(ErrorCode::IO, "cannot write {}: {}", path.string(), std::strerror(err));
   }
   return Status();
-}
-
-Result<std::string> file_read(const std::filesystem::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return make_error(ErrorCode::NOT_FOUND, "cannot open {}", path.string());
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 }  // namespace hr

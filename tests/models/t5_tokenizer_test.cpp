@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -69,8 +71,9 @@ TEST(T5Tokenizer, WhitespaceRunsAreOneWordBreak) {
 TEST(T5Tokenizer, SpecialTokensAreCutOutOfTheText) {
   EXPECT_EQ(t5().encode("<extra_id_0>"), (Ids{32099}));
   EXPECT_EQ(t5().encode("hi</s>"), (Ids{7102, 1}));
-  // The part after a special token does not begin the text: no U+2581 is prepended.
-  EXPECT_EQ(t5().encode("<pad>A"), (Ids{0, 188}));
+  // The part after a special token gets its U+2581 too, as in transformers and ComfyUI (Note [T5
+  // tokenization rule]; `tokenizers` alone would give 0, 188).
+  EXPECT_EQ(t5().encode("<pad>A"), (Ids{0, 71}));
   EXPECT_EQ(t5().encode("<pad> A"), (Ids{0, 71}));
   EXPECT_EQ(t5().encode("<extra_id_100>").front(), 3);  // not a special token
 }
@@ -241,13 +244,25 @@ TEST(T5TokenizerGolden, MatchesReferenceLibraries) {
   ss << f.rdbuf();
   const nlohmann::json g = nlohmann::json::parse(ss.str());
   size_t checked = 0;
+  // Where the two libraries differ (text right after a special token, Note [T5 tokenization
+  // rule]), headroom follows transformers, which ComfyUI tokenizes with.
+  std::map<std::string, Ids> by_transformers;
+  for (const auto& e : g.at("transformers")) by_transformers[e.at("text")] = e.at("ids").get<Ids>();
+  size_t differ = 0;
   for (const char* lib : {"tokenizers", "transformers"}) {
     for (const auto& e : g.at(lib)) {
       const std::string text = e.at("text");
-      EXPECT_EQ(t5().encode_with_eos(text), e.at("ids").get<Ids>()) << lib << ": " << text;
+      const Ids want = e.at("ids").get<Ids>();
+      if (std::string_view(lib) == "tokenizers" && by_transformers.count(text) &&
+          by_transformers[text] != want) {
+        ++differ;
+        continue;
+      }
+      EXPECT_EQ(t5().encode_with_eos(text), want) << lib << ": " << text;
       ++checked;
     }
   }
+  EXPECT_LE(differ, 1u) << "the libraries differ on more texts than the known one";
   for (const char* key : {"comfyui_flux", "comfyui_sd3", "comfyui_flux_options"}) {
     if (!g.contains(key)) {
       ADD_FAILURE() << "golden has no " << key;

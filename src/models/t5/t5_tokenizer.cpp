@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/file_read.h"
 #include "core/json_parse.h"
 #include "models/t5/t5_vocab_data.h"
 
@@ -23,9 +24,13 @@ namespace hr {
 //  1. Added tokens (<pad>, </s>, <unk>, <extra_id_0..99>; special, not normalised, no strip)
 //     are cut out of the raw text, leftmost-longest; each becomes its id.
 //  2. Every other part is normalised on its own (Note [T5 normalizer]).
-//  3. Metaspace (replacement U+2581, prepend_scheme "first", split): spaces become U+2581; a
-//     U+2581 is prepended when the part begins the text (original offset 0), is not empty and
-//     does not already start with U+2581; the part is split before every U+2581.
+//  3. Metaspace (replacement U+2581, split): spaces become U+2581; a U+2581 is prepended when
+//     the part is not empty and does not already start with U+2581; the part is split before
+//     every U+2581. `tokenizers` with the file's prepend_scheme "first" prepends only to the
+//     part at offset 0; transformers 5.17's T5TokenizerFast, which ComfyUI tokenizes with, to
+//     every part: they differ on text right after a special token ("x<extra_id_5>y": ... 32094,
+//     3, 63 in transformers and ComfyUI, 32094, 63 in tokenizers; t5_tokens_golden.json). This
+//     follows ComfyUI.
 //  4. Unigram per word, no byte fallback: best-scoring segmentation (scores as doubles; ties
 //     keep the path whose last piece starts first); a character with no one-character piece
 //     becomes <unk> with score min(score) - 10; consecutive <unk>s fuse into one token whose
@@ -49,15 +54,6 @@ bool is_special_name(std::string_view p) {
   for (char c : p.substr(kExtra.size(), p.size() - kExtra.size() - 1))
     if (c < '0' || c > '9') return false;
   return true;
-}
-
-Result<std::string> read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return make_error(ErrorCode::NOT_FOUND, "cannot open '{}'", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) return make_error(ErrorCode::IO, "error reading '{}'", path);
-  return ss.str();
 }
 
 std::optional<std::string> base64_decode(std::string_view in) {
@@ -141,7 +137,7 @@ Result<std::unique_ptr<T5Tokenizer>> T5Tokenizer::load_json(const std::string& p
   std::string path = path_in;
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) path += "/tokenizer.json";
-  HR_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  HR_ASSIGN_OR_RETURN(std::string text, file_read(path));
   Result<nlohmann::json> parsed = json_parse(text);
   if (!parsed.ok())
     return make_error(ErrorCode::CORRUPT, "'{}': {}", path, parsed.status().message());
@@ -311,12 +307,12 @@ std::vector<int32_t> T5Tokenizer::encode(std::string_view text) const {
       ++i;
       continue;
     }
-    if (i > part_begin) encode_part(text.substr(part_begin, i - part_begin), part_begin == 0, out);
+    if (i > part_begin) encode_part(text.substr(part_begin, i - part_begin), true, out);
     out.push_back(match_id);
     i += match_len;
     part_begin = i;
   }
-  if (part_begin < text.size()) encode_part(text.substr(part_begin), part_begin == 0, out);
+  if (part_begin < text.size()) encode_part(text.substr(part_begin), true, out);
   return out;
 }
 
