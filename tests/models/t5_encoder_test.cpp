@@ -71,7 +71,8 @@ class T5Encoder : public ::testing::Test {
     std::vector<std::vector<int32_t>> r(size_t(t.shape()[0]));
     const auto* p = static_cast<const int64_t*>(t.data());
     for (size_t b = 0; b < r.size(); ++b)
-      for (int64_t j = 0; j < t.shape()[1]; ++j) r[b].push_back(int32_t(p[int64_t(b) * t.shape()[1] + j]));
+      for (int64_t j = 0; j < t.shape()[1]; ++j)
+        r[b].push_back(int32_t(p[int64_t(b) * t.shape()[1] + j]));
     return r;
   }
 

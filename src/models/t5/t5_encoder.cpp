@@ -12,28 +12,37 @@ namespace hr {
 namespace {
 
 // Note [T5 precision]
-// T5's activations overflow float16 (the FF outputs of T5-XXL reach ~1e5). ComfyUI a125cd84 does
-// not clamp and does not special-case f16 anywhere in comfy/text_encoders/t5.py: instead
-// sd1_clip.SDClipModel.forward (the base of sd3_clip.T5XXLModel, Flux's T5) embeds the tokens
-// with `get_input_embeddings()(tokens, out_dtype=torch.float32)` (process_tokens) and calls the
-// transformer with `dtype=torch.float32`, on comfy.ops.manual_cast, whose Linear casts each
-// weight to its input's dtype at use. So the residual stream, every matmul, the norms and the
-// attention run in f32 whatever the file's dtype (T5's only other dtype step is T5.forward's
-// nan_to_num of the embeddings for fp8 files). Hence: run this graph with dtype F32 (weights
-// loaded as F32) to match ComfyUI; F16 is allowed by the API but is not what ComfyUI does.
+// T5's activations are known to overflow float16 (HF transformers clamps its f16 hidden states for
+// this reason). ComfyUI a125cd84 neither clamps nor special-cases f16 in
+// comfy/text_encoders/t5.py; it avoids f16 activations altogether:
+//  - sd1_clip.py:118: SDClipModel (base of sd3_clip.T5XXLModel, Flux's T5) builds the model on
+//    comfy.ops.manual_cast, whose layers cast each weight to the input's dtype at use
+//    (ops.py:61 cast_bias_weight: dtype = input.dtype);
+//  - sd1_clip.py:204: process_tokens embeds with get_input_embeddings()(..., out_dtype=float32);
+//  - sd1_clip.py:264: the transformer is called with dtype=torch.float32, and t5.py:147 takes the
+//    position bias in x's dtype.
+// So the residual stream, every matmul, the norms and the attention run in f32 whatever the
+// file's dtype (f16, bf16 or fp8; t5.py:248 adds nan_to_num of the embeddings for fp8 files).
+// Hence: run this graph with dtype F32 (weights loaded as F32) to match ComfyUI; F16 is
+// accepted by the API but is not what ComfyUI does and can overflow on T5-XXL.
 
 // Note [T5 attention mask]
-// sd3_clip.T5XXLModel takes attention_mask=False by default, and flux.FluxClipModel builds it
-// without one, so enable_attention_masks is off: the T5 runs on all 256 tokens (pads included)
-// with no mask, and since zero_out_masked is off too the conditioning is the whole last hidden
-// state ([1, 256, 4096] per chunk). T5Stack.forward then passes attention_mask=None and the
-// only additive term of the scores is the relative position bias. (SD3's t5xxl options and
-// t5_attention_mask for other models are not built here.)
+// sd3_clip.py:11: T5XXLModel defaults to attention_mask=False, and flux.py's FluxClipModel builds
+// it without one (SD3's t5_attention_mask option also defaults to False, sd3_clip.py:60), so
+// enable_attention_masks is off: the T5 runs on all tokens of a chunk (256 for Flux, pads
+// included) with no mask, and since zero_out_masked is off (sd1_clip.py:90) the conditioning is
+// the whole last hidden state. T5Stack.forward then gets attention_mask=None (t5.py:205 builds a
+// mask only otherwise) and the only additive term of the scores is the relative position bias.
+// What reaches the conditioning: ClipTokenWeightEncoder.encode_token_weights (sd1_clip.py)
+// concatenates the chunks' [1, 256, 4096] on the token axis; weighted tokens become
+// (z - z_empty) * w + z_empty with z_empty from gen_empty_tokens ([EOS=1, pad=0, ...]); Flux's
+// pooled output is CLIP-L's, not T5's.
 
 // Note [T5 attention scale]
 // T5 does not scale its scores by 1/sqrt(d_kv) (Mesh TensorFlow folds it into the init).
-// ComfyUI's T5Attention.forward calls optimized_attention(q, k * sqrt(d_kv), v, heads, mask),
-// cancelling the 1/sqrt(d_kv) that function applies; the graph computes q k^T unscaled.
+// ComfyUI's T5Attention.forward (t5.py:164) calls optimized_attention(q, k * sqrt(d_kv), v,
+// heads, mask), cancelling the 1/sqrt(d_kv) that function applies; the graph computes q k^T
+// unscaled.
 
 struct Names {
   std::string block(int i) const { return "encoder.block." + std::to_string(i) + ".layer."; }
@@ -156,7 +165,8 @@ Result<T5Config> t5_encoder_detect(const WeightSet& w) {
 Result<T5Config> t5_encoder_detect(const SafetensorsFile& file, std::string_view prefix) {
   std::vector<std::string> names;
   for (const SafetensorsEntry& e : file.entries())
-    if (e.name.compare(0, prefix.size(), prefix) == 0) names.push_back(e.name.substr(prefix.size()));
+    if (e.name.compare(0, prefix.size(), prefix) == 0)
+      names.push_back(e.name.substr(prefix.size()));
   return detect_from(names, [&](const std::string& name) -> std::optional<Shape> {
     const SafetensorsEntry* e = file.find(std::string(prefix) + name);
     return e ? std::optional<Shape>(e->shape) : std::nullopt;
@@ -214,8 +224,8 @@ Result<Graph> t5_encoder_graph(const T5Config& c, int64_t B, int64_t L, DType dt
   ValueId buckets = g.input("relative_buckets", {DType::I64, {L, L}});
   auto position_bias = [&](int i) {
     const std::string name = n.bias(i);
-    ValueId v = g.op(OpKind::EMBEDDING, {}, {buckets, W(name, {c.relative_attention_num_buckets, H})},
-                     name + ".lookup");
+    ValueId v = g.op(OpKind::EMBEDDING, {},
+                     {buckets, W(name, {c.relative_attention_num_buckets, H})}, name + ".lookup");
     return g.reshape(g.permute(v, {2, 0, 1}, name + ".hll"), {1, H, L, L}, name + ".bias");
   };
 
@@ -232,8 +242,8 @@ Result<Graph> t5_encoder_graph(const T5Config& c, int64_t B, int64_t L, DType dt
     OpParams qk;
     qk.trans_b = true;  // Note [T5 attention scale]: no 1/sqrt(d_kv)
     ValueId s = g.add(g.op(OpKind::MATMUL, qk, {q, k}, p + "scores"), bias, p + "scores_bias");
-    ValueId a = g.op(OpKind::MATMUL, {}, {g.op(OpKind::SOFTMAX, {}, {s}, p + "softmax"), v},
-                     p + "attn");
+    ValueId a =
+        g.op(OpKind::MATMUL, {}, {g.op(OpKind::SOFTMAX, {}, {s}, p + "softmax"), v}, p + "attn");
     a = g.reshape(g.permute(a, {0, 2, 1, 3}, p + "attn.tokens"), {B, L, inner}, p + "attn.merge");
     x = g.add(x, linear(a, n.attn(i, "o"), D, inner), p + "attn_residual");
 

@@ -63,8 +63,7 @@ Result<Graph> t5_encoder_graph(const T5Config& config, int64_t batch, int64_t to
 
 // Runs the encoder on equal-length token rows; returns the last hidden state [B, L, d_model] f32.
 // INVALID_ARGUMENT for ragged rows or an id outside the vocabulary.
-Result<HostTensor> t5_encoder_run(Executor& executor, WeightSource& weights,
-                                  const T5Config& config,
+Result<HostTensor> t5_encoder_run(Executor& executor, WeightSource& weights, const T5Config& config,
                                   const std::vector<std::vector<int32_t>>& rows, DType dtype);
 
 }  // namespace hr
