@@ -13,6 +13,7 @@
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "graph/executor.h"
+#include "graph/passes.h"
 #include "memory/executor_policies.h"
 #include "memory/weight_set.h"
 #include "models/flux/flux_dit.h"
@@ -112,31 +113,58 @@ TEST_F(FluxDitTest, MatchesComfyFlux) {
   w.bind(cpu.get(), &alloc);
   HostInputs in = {{"img", &img}, {"txt", &txt}, {"timesteps", &t},
                    {"y", &y},     {"guidance", &guidance}, {"pe", &*pe}};
-  Result<std::vector<HostTensor>> out = ex.run(*g, in, w);
-  ASSERT_TRUE(out.ok()) << out.status().str();
-  ASSERT_EQ(out->size(), 1u);
-  double err = test::rel_err((*out)[0], ref);
-  std::printf("flux dit rel error %.3g\n", err);
-  EXPECT_LT(err, kRelTol);
+  // As built, and through the passes GPUs get (fusion, stacked projections; graph/passes.h).
+  const char* kModes[] = {"", " (fused)", " (fused, stacked)", " (fused, stacked Q/K/V)"};
+  for (int mode : {0, 1, 2, 3}) {
+    ex.set_pass_options(mode == 0 ? std::nullopt
+                                  : std::optional<PassOptions>(
+                                        PassOptions{false, true, mode >= 2, mode == 3}));
+    Result<std::vector<HostTensor>> out = ex.run(*g, in, w);
+    ASSERT_TRUE(out.ok()) << out.status().str();
+    ASSERT_EQ(out->size(), 1u);
+    double err = test::rel_err((*out)[0], ref);
+    std::printf("flux dit%s rel error %.3g\n", kModes[mode], err);
+    EXPECT_LT(err, kRelTol);
+  }
+}
+
+// Writes the golden's tensors except `drop` (and the golden.* data) under `prefix` to a
+// temporary file and detects its configuration.
+Result<FluxConfig> detect_without(const SafetensorsFile& file, const std::string& drop,
+                                  const std::string& prefix) {
+  std::vector<HostTensor> keep;
+  keep.reserve(file.entries().size());
+  std::vector<std::pair<std::string, const HostTensor*>> tensors;
+  for (const SafetensorsEntry& e : file.entries()) {
+    if (e.name.rfind(drop, 0) == 0 || e.name.rfind("golden.", 0) == 0) continue;
+    Result<HostTensor> t = file.load(e.name, DType::F32);
+    if (!t.ok()) return t.status();
+    keep.push_back(std::move(t).value());
+    tensors.push_back({prefix + e.name, &keep.back()});
+  }
+  fs::path path = fs::temp_directory_path() /
+                  ("hr_flux_dit_test_" + std::to_string(getpid()) + ".safetensors");
+  HR_TRY(safetensors_write(path.string(), tensors));
+  auto f = SafetensorsFile::open(path.string());
+  fs::remove(path);
+  if (!f.ok()) return f.status();
+  return flux_config_detect(**f, prefix);
+}
+
+TEST_F(FluxDitTest, DetectsSchnellWithoutGuidance) {
+  Result<FluxConfig> c = detect_without(*file_, "guidance_in.", "model.diffusion_model.");
+  ASSERT_TRUE(c.ok()) << c.status().str();
+  EXPECT_FALSE(c->guidance_embed);
+  c->axes_dim = kAxes;
+  Result<Graph> g = flux_dit_graph(*c, 1, kHTok, kWTok, kTxt, DType::F32);
+  ASSERT_TRUE(g.ok()) << g.status().str();
+  EXPECT_EQ(g->find_input("guidance"), kNoValue);
+  EXPECT_EQ(g->find_weight("guidance_in.in_layer.weight"), kNoValue);
 }
 
 TEST_F(FluxDitTest, RefusesAFileWithATensorMissing) {
   const std::string gone = "single_blocks.0.norm.key_norm.scale";
-  std::vector<HostTensor> keep;
-  keep.reserve(file_->entries().size());
-  std::vector<std::pair<std::string, const HostTensor*>> tensors;
-  for (const SafetensorsEntry& e : file_->entries()) {
-    if (e.name == gone) continue;
-    keep.push_back(get(e.name));
-    tensors.push_back({"model.diffusion_model." + e.name, &keep.back()});
-  }
-  fs::path path = fs::temp_directory_path() /
-                  ("hr_flux_dit_test_" + std::to_string(getpid()) + ".safetensors");
-  ASSERT_TRUE(safetensors_write(path.string(), tensors).ok());
-  auto f = SafetensorsFile::open(path.string());
-  ASSERT_TRUE(f.ok()) << f.status().str();
-  Result<FluxConfig> c = flux_config_detect(**f, "model.diffusion_model.");
-  fs::remove(path);
+  Result<FluxConfig> c = detect_without(*file_, gone, "model.diffusion_model.");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), ErrorCode::NOT_FOUND);
   EXPECT_NE(c.status().str().find("model.diffusion_model." + gone), std::string::npos)
