@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "graph/executor.h"
@@ -160,6 +162,23 @@ TEST_F(FluxDitTest, DetectsSchnellWithoutGuidance) {
   ASSERT_TRUE(g.ok()) << g.status().str();
   EXPECT_EQ(g->find_input("guidance"), kNoValue);
   EXPECT_EQ(g->find_weight("guidance_in.in_layer.weight"), kNoValue);
+}
+
+// The full-size presets declare exactly the tensors of ComfyUI's Flux dev / schnell state dicts:
+// their counts ("N tensors M" elements), from the Flux class itself, are in the golden's metadata
+// (make_dit_golden.py full_size_counts).
+TEST_F(FluxDitTest, FullSizePresetsMatchComfysStateDicts) {
+  for (const auto& [name, cfg] : {std::pair{"dev", flux_config_dev()},
+                                  std::pair{"schnell", flux_config_schnell()}}) {
+    Result<Graph> g = flux_dit_graph(cfg, 1, 64, 64, 256, DType::BF16);
+    ASSERT_TRUE(g.ok()) << g.status().str();
+    int64_t tensors = 0;
+    for (const Value& v : g->values()) tensors += v.kind == ValueKind::WEIGHT;
+    const std::string got = fmt::format("{} tensors {}", tensors, g->weight_bytes() / 2);
+    auto it = file_->metadata().find(std::string("full_size.") + name);
+    ASSERT_NE(it, file_->metadata().end()) << name;
+    EXPECT_EQ(got, it->second) << name;
+  }
 }
 
 TEST_F(FluxDitTest, RefusesAFileWithATensorMissing) {

@@ -12,7 +12,8 @@ their position ids (txt zeros, img (0, row, column) as Flux.process_img makes th
 timesteps, the pooled vector and the guidance; it runs in float32.
 Writes dit_golden.safetensors: the weights under ComfyUI's names (diffusion-model layout, no
 prefix) and the test data under "golden." names (latent, img, txt, ids, timesteps, y, guidance,
-out); the configuration is in the metadata.
+out); the configuration is in the metadata, with the tensor and element counts of the full-size
+dev and schnell models (full_size.*).
 """
 
 import os
@@ -44,6 +45,22 @@ def patchify(x):
     b, c, h, w = x.shape
     x = x.reshape(b, c, h // 2, 2, w // 2, 2).permute(0, 2, 4, 1, 3, 5)
     return x.reshape(b, (h // 2) * (w // 2), c * 4)
+
+
+def full_size_counts(comfy):
+    """Tensor and element counts of the full-size Flux dev / schnell state dicts (ComfyUI's
+    model_detection values: hidden 3072, 24 heads, 19 + 38 blocks, context 4096, vec 768), from
+    the Flux class built on the meta device (no memory)."""
+    counts = {}
+    for name, guidance in (("dev", True), ("schnell", False)):
+        cfg = dict(CONFIG, vec_in_dim=768, context_in_dim=4096, hidden_size=3072, num_heads=24,
+                   depth=19, depth_single_blocks=38, axes_dim=[16, 56, 56],
+                   guidance_embed=guidance)
+        m = comfy.ldm.flux.model.Flux(operations=comfy.ops.disable_weight_init, device="meta",
+                                      **cfg)
+        sd = m.state_dict()
+        counts["full_size." + name] = f"{len(sd)} tensors {sum(v.numel() for v in sd.values())}"
+    return counts
 
 
 def main():
@@ -88,6 +105,8 @@ def main():
               "golden.y": y, "golden.guidance": guidance, "golden.out": out})
     meta = {"comfyui": "a125cd84", "torch": torch.__version__,
             "config": repr(CONFIG), "shape": f"batch {BATCH} latent {LAT_H}x{LAT_W} txt {TXT}"}
+    meta.update(full_size_counts(comfy))
+    print(meta)
     ops.write_safetensors(OUT, {k: v.contiguous() for k, v in t.items()}, meta)
     print(f"wrote {OUT} ({os.path.getsize(OUT)} bytes, {len(t)} tensors)")
 
