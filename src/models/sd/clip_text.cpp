@@ -5,7 +5,8 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
-#include <set>
+
+#include "models/layer_count.h"
 
 namespace hr {
 namespace {
@@ -47,23 +48,6 @@ LayoutNames layout_names(const CLIPTextConfig& c) {
           "mlp.c_proj"};
 }
 
-int count_layers(const std::vector<std::string>& names, const std::string& prefix) {
-  std::set<int> seen;
-  for (const std::string& n : names) {
-    if (n.compare(0, prefix.size(), prefix) != 0) continue;
-    size_t end = n.find('.', prefix.size());
-    if (end == std::string::npos) continue;
-    try {
-      seen.insert(std::stoi(n.substr(prefix.size(), end - prefix.size())));
-    } catch (...) {
-    }
-  }
-  // Layers must be 0..n-1 without gaps.
-  int n = 0;
-  while (seen.count(n)) ++n;
-  return n;
-}
-
 // Detection from names and shapes alone: `find(name)` gives a tensor's desc (in the dtype it is
 // computed in) or nullopt, so a WeightSet and a file header answer alike.
 template <class Find>
@@ -95,7 +79,7 @@ Result<CLIPTextConfig> clip_detect_from(const std::vector<std::string>& names, c
   c.width = tok->shape[1];
   c.positions = pos->shape[0];
   c.dtype = tok->dtype;
-  c.layers = count_layers(names, n.layer_prefix);
+  c.layers = numbered_layers(names, n.layer_prefix);
   if (c.layers == 0)
     return make_error(ErrorCode::INVALID_ARGUMENT, "CLIP text encoder has no '{}N' layers",
                       n.layer_prefix);

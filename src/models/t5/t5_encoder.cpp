@@ -6,7 +6,8 @@
 #include <cmath>
 #include <functional>
 #include <optional>
-#include <set>
+
+#include "models/layer_count.h"
 
 namespace hr {
 namespace {
@@ -58,23 +59,6 @@ struct Names {
   }
 };
 
-int count_blocks(const std::vector<std::string>& names) {
-  const std::string prefix = "encoder.block.";
-  std::set<int> seen;
-  for (const std::string& n : names) {
-    if (n.compare(0, prefix.size(), prefix) != 0) continue;
-    size_t end = n.find('.', prefix.size());
-    if (end == std::string::npos) continue;
-    try {
-      seen.insert(std::stoi(n.substr(prefix.size(), end - prefix.size())));
-    } catch (...) {
-    }
-  }
-  int n = 0;
-  while (seen.count(n)) ++n;
-  return n;
-}
-
 using Find = std::function<std::optional<Shape>(const std::string&)>;
 
 // Every tensor of the graph with its expected shape, in reading order.
@@ -111,7 +95,7 @@ Result<T5Config> detect_from(const std::vector<std::string>& names, const Find& 
   HR_ASSIGN_OR_RETURN(Shape shared, need2("shared.weight"));
   c.vocab = shared[0];
   c.d_model = shared[1];
-  c.layers = count_blocks(names);
+  c.layers = numbered_layers(names, "encoder.block.");
   if (c.layers == 0)
     return make_error(ErrorCode::INVALID_ARGUMENT, "T5 encoder: no 'encoder.block.N' tensors");
   HR_ASSIGN_OR_RETURN(Shape bias, need2(n.bias(0)));
