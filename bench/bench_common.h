@@ -19,6 +19,7 @@
 #include "models/make_model.h"
 #include "models/sd/unet.h"
 #include "models/sd/vae.h"
+#include "models/weight_format.h"
 
 namespace hr::bench {
 
@@ -122,12 +123,12 @@ inline Result<Workload> workload_sdxl_fp8(DType dt) {
 // linear layers as fp8 GEMMs where the GPU has fp8 tensor cores (Note [fp8 linear] in
 // graph/pass_fp8.cpp).
 inline Result<Workload> workload_sdxl_fp8_fast(const Workload& fp8, DType dt) {
-  auto storage = std::make_shared<WeightStorageMap>(*fp8.graph.weight_storage());
-  for (auto& [name, st] : *storage)
-    st.fast = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
+  WeightFormats formats;
+  formats.storage = std::make_shared<const WeightStorageMap>(*fp8.graph.weight_storage());
+  formats = weight_formats_fast(std::move(formats));  // as UNETLoader's _fast marks them
   UNetConfig cfg = unet_config_sdxl();
-  cfg.storage = storage;
-  cfg.storage_key = weight_storage_key(storage.get());
+  cfg.storage = formats.storage;
+  cfg.storage_key = weight_storage_key(formats.storage.get());
   Workload w;
   w.name = "SDXL UNet step 1024x1024 b2, fp8 weights, _fast";
   w.key = "sdxl_unet_fp8_fast";

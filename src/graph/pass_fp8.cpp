@@ -29,10 +29,9 @@ namespace {
 const Node* fp8_dequant_of(const Graph& g, const Node& n) {
   const WeightStorageMap* map = g.weight_storage();
   if (!map || n.kind != OpKind::LINEAR || n.params.add_input || n.inputs.size() > 3) return nullptr;
-  const Value& w = g.value(n.inputs[1]);
-  if (w.kind != ValueKind::INTERMEDIATE || w.producer < 0) return nullptr;
-  const Node& dq = g.nodes()[size_t(w.producer)];
-  if (dq.kind != OpKind::CAST || g.value(dq.inputs[0]).kind != ValueKind::WEIGHT) return nullptr;
+  const int dqi = pass_util::dequant_node(g, n.inputs[1]);
+  if (dqi < 0) return nullptr;
+  const Node& dq = g.nodes()[size_t(dqi)];
   const auto it = map->find(g.value(dq.inputs[0]).name);
   if (it == map->end() || !it->second.fast || it->second.dtype != DType::F8_E4M3) return nullptr;
   const TensorDesc& x = g.desc(n.inputs[0]);

@@ -16,6 +16,17 @@ inline std::vector<std::vector<int>> value_uses(const Graph& g) {
   return uses;
 }
 
+// The node that dequantizes weight value `w` (a CAST of a stored weight, Note [fp8 weights] in
+// graph.h), or -1 when `w` is not one.
+inline int dequant_node(const Graph& g, ValueId w) {
+  const Value& v = g.value(w);
+  if (v.kind != ValueKind::INTERMEDIATE || v.producer < 0) return -1;
+  const Node& n = g.nodes()[size_t(v.producer)];
+  if (n.kind != OpKind::CAST) return -1;
+  const Value& src = g.value(n.inputs[0]);
+  return src.kind == ValueKind::WEIGHT && src.layout == WeightLayout::STORED ? v.producer : -1;
+}
+
 // Maps an old graph's INPUT and WEIGHT values into `out` (inputs up front, in value order, so
 // that input order is kept; weights on first use).
 struct Mapper {

@@ -5,11 +5,11 @@
 #include "graph/pass_util.h"
 
 #include <cstdlib>
-#include <optional>
 #include <string>
 #include <vector>
 
 namespace hr {
+using pass_util::dequant_node;
 using pass_util::Mapper;
 using pass_util::value_uses;
 namespace {
@@ -43,17 +43,6 @@ bool perm_is(const OpParams& p, std::initializer_list<int> perm) {
   for (int d : perm)
     if (p.perm[i++] != d) return false;
   return true;
-}
-
-// The node that dequantizes weight value `w` (a CAST of a stored weight, Note [fp8 weights] in
-// graph.h), or -1 when `w` is not one.
-int dequant_node(const Graph& g, ValueId w) {
-  const Value& v = g.value(w);
-  if (v.kind != ValueKind::INTERMEDIATE || v.producer < 0) return -1;
-  const Node& n = g.nodes()[size_t(v.producer)];
-  if (n.kind != OpKind::CAST) return -1;
-  const Value& src = g.value(n.inputs[0]);
-  return src.kind == ValueKind::WEIGHT && src.layout == WeightLayout::STORED ? v.producer : -1;
 }
 
 // NCHW axis -> its position in NHWC.
@@ -131,22 +120,28 @@ Result<Graph> pass_channels_last(const Graph& g, const BackendKernels* kernels) 
   };
 
   // A convolution goes channels-last when its filter is a weight, or a stored weight's
-  // dequantizing CAST that it alone reads (then the CAST moves after the rearrangement).
-  auto cl_filter = [&](const Node& n) -> std::optional<ValueId> {
-    if (n.kind != OpKind::CONV2D || n.params.channels_last || n.params.add_input) return {};
-    if (kernels && !kernels->prefers_channels_last(g.desc(n.inputs[0]).dtype)) return {};
-    const ValueId w = n.inputs[1];
-    ValueId f = kNoValue;
-    if (vals[size_t(w)].kind == ValueKind::WEIGHT) f = w;
-    if (const int dq = dequant_node(g, w); dq >= 0 && single_reader(w) >= 0)
-      f = nodes[size_t(dq)].inputs[0];
-    if (f == kNoValue || !weight_layout_desc(g.desc(f), WeightLayout::CONV_OHWI).ok()) return {};
-    return f;
+  // dequantizing CAST that it alone reads (then the CAST moves after the rearrangement):
+  // per CONV2D node, that weight and its OHWI descriptor.
+  struct Filter {
+    ValueId weight = kNoValue;
+    TensorDesc ohwi;
   };
+  std::vector<Filter> filter(nodes.size());
   std::vector<char> done(nodes.size(), 0);
-  for (const Node& n : nodes)
-    if (auto f = cl_filter(n); f && *f != n.inputs[1])
-      done[size_t(vals[size_t(n.inputs[1])].producer)] = 1;  // emitted by the convolution
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (n.kind != OpKind::CONV2D || n.params.channels_last || n.params.add_input) continue;
+    if (kernels && !kernels->prefers_channels_last(g.desc(n.inputs[0]).dtype)) continue;
+    const ValueId w = n.inputs[1];
+    ValueId f = vals[size_t(w)].kind == ValueKind::WEIGHT ? w : kNoValue;
+    const int dq = dequant_node(g, w);
+    if (dq >= 0 && single_reader(w) >= 0) f = nodes[size_t(dq)].inputs[0];
+    if (f == kNoValue) continue;
+    Result<TensorDesc> d = weight_layout_desc(g.desc(f), WeightLayout::CONV_OHWI);
+    if (!d.ok()) continue;
+    filter[i] = Filter{f, *d};
+    if (f != w) done[size_t(dq)] = 1;  // emitted by the convolution
+  }
   for (size_t i = 0; i < nodes.size() && out.ok(); ++i) {
     if (done[i]) continue;
     const Node& n = nodes[i];
@@ -157,11 +152,10 @@ Result<Graph> pass_channels_last(const Graph& g, const BackendKernels* kernels) 
     bool handled = false;
     switch (n.kind) {
       case OpKind::CONV2D: {
-        const std::optional<ValueId> f = cl_filter(n);
-        if (!f) break;
-        const Result<TensorDesc> fd = weight_layout_desc(g.desc(*f), WeightLayout::CONV_OHWI);
-        ValueId w = out.weight(vals[size_t(*f)].name, *fd, WeightLayout::CONV_OHWI);
-        if (*f != n.inputs[1]) {  // the dequantizing CAST, now of the rearranged filter
+        const Filter& f = filter[i];
+        if (f.weight == kNoValue) break;
+        ValueId w = out.weight(vals[size_t(f.weight)].name, f.ohwi, WeightLayout::CONV_OHWI);
+        if (f.weight != n.inputs[1]) {  // the dequantizing CAST, now of the rearranged filter
           const Node& dq = nodes[size_t(vals[size_t(n.inputs[1])].producer)];
           std::vector<ValueId> dq_ins = {w};
           if (dq.inputs.size() > 1) dq_ins.push_back(get_plain(dq.inputs[1]));

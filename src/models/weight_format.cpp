@@ -154,9 +154,8 @@ WeightFormats weight_formats_fast(WeightFormats formats) {
   if (!formats.any()) return formats;
   WeightStorageMap map = *formats.storage;
   for (auto& [name, st] : map) {
-    const bool weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
-    const std::string layer = weight ? name.substr(0, name.size() - 7) : name;
-    st.fast = st.dtype == DType::F8_E4M3 && weight && !formats.input_scaled.count(layer);
+    const std::string layer = layer_of(name, "weight");  // "" when not a layer's weight
+    st.fast = st.dtype == DType::F8_E4M3 && !layer.empty() && !formats.input_scaled.count(layer);
   }
   formats.storage = std::make_shared<const WeightStorageMap>(std::move(map));
   return formats;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "backend/cpu/cpu_ops.h"
 #include "core/fp8_round.h"
@@ -227,17 +228,12 @@ Status upsample_nearest(const OpCall& c) {
 
 namespace {
 
-// CAST with a scale (op.h): x and the scale each in the target dtype, multiplied in f32 (exact
-// for an fp8 x: at most 4 significant bits times 11 or 8) and rounded once.
-Status cast_scaled(const OpCall& c) {
-  const TensorDesc& od = c.output.desc;
-  const DType in = c.inputs[0].desc.dtype;
-  float scale = *static_cast<const float*>(c.inputs[1].data);
-  uint8_t raw[4];  // the scale rounded to the target dtype, as f32
-  dtype_convert(&scale, DType::F32, raw, od.dtype, 1);
-  dtype_convert(raw, od.dtype, &scale, DType::F32, 1);
-  const int64_t n = od.numel();
-  const size_t si = dtype_size(in), so = dtype_size(od.dtype);
+// CAST through f32 (op.h): each element widened, times `scale`, clamped to +-`limit` (NaN
+// stays), then rounded once to the target (fp8 by torch's round-to-nearest-even cast).
+Status cast_via_f32(const OpCall& c, float scale, float limit) {
+  const DType in = c.inputs[0].desc.dtype, to = c.output.desc.dtype;
+  const int64_t n = c.output.desc.numel();
+  const size_t si = dtype_size(in), so = dtype_size(to);
   constexpr int64_t kChunk = 1 << 12;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for if (n * int64_t(so) >= kParallelMinBytes) schedule(static)
@@ -246,39 +242,34 @@ Status cast_scaled(const OpCall& c) {
     const int64_t lo = ch * kChunk, len = std::min(kChunk, n - lo);
     dtype_convert(static_cast<const uint8_t*>(c.inputs[0].data) + size_t(lo) * si, in, buf,
                   DType::F32, size_t(len));
-    for (int64_t i = 0; i < len; ++i) buf[i] *= scale;
-    dtype_convert(buf, DType::F32, static_cast<uint8_t*>(c.output.data) + size_t(lo) * so,
-                  od.dtype, size_t(len));
+    for (int64_t k = 0; k < len; ++k) buf[k] = std::clamp(buf[k] * scale, -limit, limit);
+    uint8_t* dst = static_cast<uint8_t*>(c.output.data) + size_t(lo) * so;
+    if (dtype_is_fp8(to))
+      f32_to_f8(buf, to, dst, len);
+    else
+      dtype_convert(buf, DType::F32, dst, to, size_t(len));
   }
   return Status();
 }
 
-// CAST to F8_E4M3 (op.h): clamped to +-448, then torch's round-to-nearest-even cast.
-Status cast_to_e4m3(const OpCall& c) {
-  const DType in = c.inputs[0].desc.dtype;
-  const int64_t n = c.output.desc.numel();
-  const size_t si = dtype_size(in);
-  constexpr int64_t kChunk = 1 << 12;
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for if (n >= kParallelMinBytes) schedule(static)
-  for (int64_t ch = 0; ch < chunks; ++ch) {
-    float buf[kChunk];
-    const int64_t lo = ch * kChunk, len = std::min(kChunk, n - lo);
-    dtype_convert(static_cast<const uint8_t*>(c.inputs[0].data) + size_t(lo) * si, in, buf,
-                  DType::F32, size_t(len));
-    for (int64_t i = 0; i < len; ++i) buf[i] = std::clamp(buf[i], -448.0f, 448.0f);  // NaN stays
-    f32_to_f8(buf, DType::F8_E4M3, static_cast<uint8_t*>(c.output.data) + lo, len);
-  }
-  return Status();
+// The scale of a dequantizing CAST rounded to the target dtype, as f32 (op.h).
+float scale_in(const OpCall& c) {
+  float scale = *static_cast<const float*>(c.inputs[1].data);
+  uint8_t raw[4];
+  dtype_convert(&scale, DType::F32, raw, c.output.desc.dtype, 1);
+  dtype_convert(raw, c.output.desc.dtype, &scale, DType::F32, 1);
+  return scale;
 }
 
 }  // namespace
 
 Status cast(const OpCall& c) {
   HR_TRY(need_inputs(c, 1));
-  if (c.inputs.size() == 2) return cast_scaled(c);
+  constexpr float kNoLimit = std::numeric_limits<float>::infinity();
+  // The dequantizing cast: the product of an fp8 value and a 16-bit scale is exact in f32.
+  if (c.inputs.size() == 2) return cast_via_f32(c, scale_in(c), kNoLimit);
   if (c.output.desc.dtype == DType::F8_E4M3 && c.inputs[0].desc.dtype != DType::F8_E4M3)
-    return cast_to_e4m3(c);
+    return cast_via_f32(c, 1.0f, 448.0f);  // ComfyUI's activation clamp
   const TensorDesc& id = c.inputs[0].desc;
   const TensorDesc& od = c.output.desc;
   if (id.numel() != od.numel())
