@@ -108,6 +108,10 @@ class AsyncSimBackend final : public Backend {
   // are uploaded and streamed and nodes draw CUDA's noise; device memory stays host memory and
   // the kernels stay the CPU's. Tests of streaming code set it.
   void set_discrete(bool discrete) { discrete_ = discrete; }
+  // A GPU's habits the CPU lacks: convolutions preferred channels-last, and GEMM/convolution
+  // workspaces (the CPU kernels ask for none; cuBLASLt and cuDNN do).
+  void set_channels_last(bool on) { channels_last_ = on; }
+  void set_workspace_pad(size_t bytes) { workspace_pad_ = bytes; }
   SimOrder order() const { return order_; }
   // Runs every stream until all queues are empty.
   Status drain() {
@@ -162,12 +166,13 @@ class AsyncSimBackend final : public Backend {
     return cpu_->op_supported(kind, dtype);
   }
   bool prefers_channels_last(DType dtype) const override {
-    return cpu_->prefers_channels_last(dtype);
+    return channels_last_ || cpu_->prefers_channels_last(dtype);
   }
   bool prefers_stacked_weights() const override { return discrete_; }
   size_t op_workspace(OpKind kind, const OpParams& params, std::span<const TensorDesc> inputs,
                       const TensorDesc& output) const override {
-    return cpu_->op_workspace(kind, params, inputs, output);
+    const size_t w = cpu_->op_workspace(kind, params, inputs, output);
+    return kind == OpKind::LINEAR || kind == OpKind::CONV2D ? w + workspace_pad_ : w;
   }
   bool capture_supported() const override { return false; }
 
@@ -374,6 +379,8 @@ class AsyncSimBackend final : public Backend {
   SimOrder order_;
   std::mt19937_64 rng_;
   bool discrete_ = false;
+  bool channels_last_ = false;
+  size_t workspace_pad_ = 0;
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<Queue>> queues_;
   std::unique_ptr<sim_detail::SimStream> default_;

@@ -101,18 +101,18 @@ uint64_t Executor::arena_room(const Reclaimable* keep) {
   return budget > others ? budget - others : 0;
 }
 
-// Note [patched streaming]: what a source that patches streamed weights needs beside them, for
-// the weights `plan` streams (null: every weight, the most it can be).
-uint64_t Executor::stream_extra(const CompiledGraph& c, const WeightSource& w,
-                                const ResidencyPlan* plan) {
+// A plan null: every weight as streamed and as resident, the most any plan needs.
+uint64_t Executor::patch_room(const CompiledGraph& c, const WeightSource& w,
+                              const ResidencyPlan* plan) {
   if (!w.patches_any()) return 0;
-  std::vector<WeightRequest> some;
+  std::vector<WeightRequest> streamed, resident;
   for (size_t k = 0; k < c.weights.size(); ++k) {
-    if (plan && !plan->streamed(k)) continue;
     const Value& v = c.graph.values()[size_t(c.weights[k].value)];
-    some.push_back(WeightRequest{v.name, v.desc, v.layout});
+    const bool streams = plan && plan->streamed(k);
+    if (!plan || streams) streamed.push_back(WeightRequest{v.name, v.desc, v.layout});
+    if (!streams) resident.push_back(WeightRequest{v.name, v.desc, v.layout});
   }
-  return w.stream_extra_bytes(some);
+  return w.patch_room_bytes(streamed, resident);
 }
 
 uint64_t Executor::weights_room(const CompiledGraph& c, const WeightSource& w) {
@@ -143,14 +143,16 @@ std::string Executor::last_residency_text() const {
 }
 
 // Note [patched streaming room]
-// A streamed patched weight needs its factors on the device beside the ring (a resident one is
-// patched once and needs nothing after), so the room the weights get is the room less the
-// factors of the weights the plan streams, which depend on the plan. Reserving the factors of
-// every weight (the first form) cost SDXL with a rank-64 LoRA 650 MiB of resident weights at
-// 50 % resident, streamed again every step. So the plan is found by raising the reserve to what
-// the previous plan's streamed weights need, plus its largest resident patched weight (patched
-// into a new block before its original goes), until a plan needs no more than its reserve;
-// after a few rounds the reserve for every weight is taken.
+// A streamed patched weight needs its factors on the device beside the ring; a resident one is
+// patched once, in the run that first uses it, and needs its factors, scratch and workspace only
+// then (Note [resident patch room] in memory/patched_weights.cpp). So the room the weights get is
+// the room less what patching needs under the plan, which depends on the plan. Reserving the
+// factors of every weight (the first form) cost SDXL with a rank-64 LoRA 650 MiB of resident
+// weights at 50 % resident, streamed again every step. So the plan is found by raising the
+// reserve to what the previous plan needs until a plan needs no more than its reserve; after a
+// few rounds the reserve for every weight is taken. Leaving the resident weights' patching out
+// (a form that reserved nothing for a plan that streams nothing) ran a tiny UNet with a LoRA
+// stack out of memory on the H200: its patch scratch and cuBLAS workspace were 8 MiB.
 Result<ResidencyPlan> Executor::residency_within(const std::shared_ptr<const CompiledGraph>& cp,
                                                  const WeightSource& w, uint64_t room) {
   const CompiledGraph& c = *cp;
@@ -159,25 +161,12 @@ Result<ResidencyPlan> Executor::residency_within(const std::shared_ptr<const Com
   for (int round = 0; round < 4; ++round) {
     Result<ResidencyPlan> p = policies_.residency->decide(cp, room - std::min(room, reserve));
     if (!p.ok()) break;
-    const uint64_t need = p->streams() ? stream_extra(c, w, &*p) + patch_transient(c, w, &*p) : 0;
+    const uint64_t need = patch_room(c, w, &*p);
     if (need <= reserve) return p;
     reserve = need + (need - reserve) / 4;  // a little ahead: the next plan streams more
   }
-  const uint64_t all = stream_extra(c, w, nullptr) + patch_transient(c, w, nullptr);
+  const uint64_t all = patch_room(c, w, nullptr);
   return policies_.residency->decide(cp, room - std::min(room, all));
-}
-
-// The largest weight the source patches that `plan` keeps resident (null: of all): its patched
-// copy is made in a new block before its original goes.
-uint64_t Executor::patch_transient(const CompiledGraph& c, const WeightSource& w,
-                                   const ResidencyPlan* plan) {
-  uint64_t most = 0;
-  for (size_t k = 0; k < c.weights.size(); ++k) {
-    if (plan && plan->streamed(k)) continue;
-    const Value& v = c.graph.values()[size_t(c.weights[k].value)];
-    if (w.weight_patched(v.name, v.layout)) most = std::max(most, c.weights[k].bytes);
-  }
-  return most;
 }
 
 Result<ResidencyPlan> Executor::residency_decide(const std::shared_ptr<const CompiledGraph>& cp,

@@ -82,9 +82,11 @@ class WeightSource {
   virtual Status weight_patch_streamed(const WeightRequest& q, void* device, Stream* s) {
     return make_error(ErrorCode::UNSUPPORTED, "this weight source does not patch '{}'", q.name);
   }
-  // Device bytes beside the weights themselves that streaming any of `weights` may need (their
-  // patches' factors and scratch); the executor leaves that much out of the weights' room.
-  virtual uint64_t stream_extra_bytes(const std::vector<WeightRequest>& weights) const {
+  // Device bytes beside the weights themselves that patching needs during a run that streams
+  // `streamed` and keeps `resident` (their patches' factors, scratch and GEMM workspace); the
+  // executor leaves that much out of the weights' room (Note [patched streaming room]).
+  virtual uint64_t patch_room_bytes(const std::vector<WeightRequest>& streamed,
+                                    const std::vector<WeightRequest>& resident) const {
     return 0;
   }
   // Whether any weight may be served patched (the executor asks the above only then).
@@ -207,10 +209,11 @@ class Executor final : public Reclaimable {
   // budget less the arena and what others hold and cannot give back, capped by the allocator's
   // weights cap (--lowvram, --novram).
   uint64_t weights_room(const CompiledGraph& c, const WeightSource& w);
-  // Device bytes the source needs beside c's weights to patch the ones `plan` streams (null:
-  // every weight) (Note [patched streaming]).
-  static uint64_t stream_extra(const CompiledGraph& c, const WeightSource& w,
-                               const ResidencyPlan* plan);
+  // Device bytes the source needs beside c's weights to patch them in a run under `plan` (null:
+  // the most any plan needs): the streamed ones' factors, the resident ones' patched copy of the
+  // largest and their factors, scratch and workspace (Note [patched streaming room]).
+  static uint64_t patch_room(const CompiledGraph& c, const WeightSource& w,
+                             const ResidencyPlan* plan);
   // Called after every successful run() with what it held (null: no observer).
   void set_run_observer(std::function<void(const RunRecord&)> observer) {
     run_observer_ = std::move(observer);
@@ -265,8 +268,6 @@ class Executor final : public Reclaimable {
   // streaming room] in executor.cpp).
   Result<ResidencyPlan> residency_within(const std::shared_ptr<const CompiledGraph>& c,
                                          const WeightSource& w, uint64_t room);
-  static uint64_t patch_transient(const CompiledGraph& c, const WeightSource& w,
-                                  const ResidencyPlan* plan);
   Status buffers_prepare(RunState& r, WeightSource& w);
   Status weights_bind(RunState& r, WeightSource& w);
   Status ops_issue(RunState& r);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/alignment.h"
 #include "core/bytes.h"
 #include "memory/eviction.h"
 #include "memory/fp8_patch.h"
@@ -401,18 +402,39 @@ PatchedWeights::StreamExtra PatchedWeights::stream_extra_of(const WeightRequest&
   return e;
 }
 
-uint64_t PatchedWeights::stream_extra_bytes(const std::vector<WeightRequest>& weights) const {
+// Note [resident patch room]: a resident weight is patched once, in the run that first uses it,
+// into a new block made before its original goes, with its factors uploaded beside it and kept
+// until the run ends or kPendingMost bytes wait, and the scratch and workspace of the largest
+// such weight. None of that is the arena's or the weights', so the residency plan leaves it out
+// of the weights' room with the streamed weights' factors. A form that reserved nothing for a
+// plan that streamed nothing ran a tiny UNet with a LoRA stack out of memory on the H200: its
+// patch scratch and cuBLAS workspace were 8 MiB beside an all-resident plan. Weights already
+// patched on the device need nothing.
+uint64_t PatchedWeights::patch_room_bytes(const std::vector<WeightRequest>& streamed,
+                                          const std::vector<WeightRequest>& resident) const {
   std::lock_guard<std::mutex> lock(mu_);
-  uint64_t factors = 0;
+  uint64_t factors = 0, pending = 0, pending_largest = 0, copy = 0;
   int64_t elems = 0;
   size_t workspace = 0;
-  for (const WeightRequest& q : weights) {
-    const StreamExtra e = stream_extra_of(q);
-    factors += e.factors;
+  const auto needs = [&](const StreamExtra& e) {
     elems = std::max(elems, e.elems);
     workspace = std::max(workspace, e.workspace);
+  };
+  for (const WeightRequest& q : streamed) {
+    const StreamExtra e = stream_extra_of(q);
+    factors += e.factors;
+    needs(e);
   }
-  return factors + uint64_t(elems) * 3 * sizeof(float) + workspace;
+  for (const WeightRequest& q : resident) {
+    if (!weight_patched(q.name, q.layout) || device_.count(weight_key(q.name, q.layout))) continue;
+    const StreamExtra e = stream_extra_of(q);
+    pending += e.factors;
+    pending_largest = std::max(pending_largest, e.factors);
+    copy = std::max<uint64_t>(copy, align_up(q.desc.bytes()));
+    needs(e);
+  }
+  pending = std::min(pending, kPendingMost + pending_largest);
+  return factors + pending + copy + uint64_t(elems) * 3 * sizeof(float) + workspace;
 }
 
 void PatchedWeights::patch_signature(std::vector<const void*>& sig) const {

@@ -31,7 +31,7 @@ namespace hr {
 //  - a streamed patched weight is copied into the ring unpatched and patched there by the same
 //    ops on the compute stream, inside the captured step (Note [patched streaming] in
 //    graph/executor.h). Its factors stay on the device while the view streams, with one scratch
-//    sized for its largest weight; stream_extra_bytes tells the executor to leave room for them.
+//    sized for its largest weight; stream_extra_bytes (patch_room_bytes) tells the executor to leave room for them.
 // Views are cached per (store, patch set id) by the loader (patched_weights_for), so jobs that
 // use the same LoRAs with the same strengths share the patched copies.
 class PatchedWeights final : public WeightSource, public Reclaimable {
@@ -58,7 +58,8 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
   std::string patch_describe() const override;
   uint64_t patch_device_bytes() const override;
   Status weight_patch_streamed(const WeightRequest& q, void* device, Stream* s) override;
-  uint64_t stream_extra_bytes(const std::vector<WeightRequest>& weights) const override;
+  uint64_t patch_room_bytes(const std::vector<WeightRequest>& streamed,
+                            const std::vector<WeightRequest>& resident) const override;
   void patch_signature(std::vector<const void*>& sig) const override;
   uint64_t resident_bytes() const override;
   const Reclaimable* holder() const override { return this; }
@@ -96,7 +97,7 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
     std::vector<FusedLowRank> fused_host;
     std::vector<FusedOnDevice> fused;
   };
-  struct StreamExtra {  // what streaming one weight needs beside it (stream_extra_bytes)
+  struct StreamExtra {  // what patching one weight needs beside it (patch_room_bytes)
     uint64_t factors = 0;
     int64_t elems = 0;  // scratch, float32 elements
     size_t workspace = 0;

@@ -289,7 +289,12 @@ TEST(PatchedWeightsTest, StreamingReservesOnlyTheStreamedWeightsFactors) {
   view.bind(&sim, &probe_alloc);
   auto c = probe.compile(f.g);
   ASSERT_TRUE(c.ok());
-  const uint64_t weight = uint64_t(kWidth * kWidth * 4), all = Executor::stream_extra(**c, view, nullptr);
+  std::vector<WeightRequest> every;  // the old rule: the factors of every weight, streamed
+  for (const WeightUse& u : (*c)->weights) {
+    const Value& v = (*c)->graph.values()[size_t(u.value)];
+    every.push_back(WeightRequest{v.name, v.desc, v.layout});
+  }
+  const uint64_t weight = uint64_t(kWidth * kWidth * 4), all = view.patch_room_bytes(every, {});
   const uint64_t budget = (*c)->plan->arena_bytes + 6 * weight + all;
   Allocator alloc(sim, budget, eviction_policy());
   Executor ex(sim, alloc, executor_policies_default(sim));
@@ -301,7 +306,7 @@ TEST(PatchedWeightsTest, StreamingReservesOnlyTheStreamedWeightsFactors) {
   for (int i = 0; i < 2; ++i) expect_close(f.run(ex, view), want, 1e-5);
   const ResidencyPlan& p = ex.last_residency();
   ASSERT_TRUE(p.streams()) << "the budget should make it stream";
-  EXPECT_LT(Executor::stream_extra(**c, view, &p), all);
+  EXPECT_LT(Executor::patch_room(**c, view, &p), all);  // the resident ones are patched by now
   EXPECT_GT(p.resident_bytes + p.ring_bytes, 6 * weight) << "no more resident than the old rule";
   EXPECT_LE(alloc.total().peak, budget);
 }

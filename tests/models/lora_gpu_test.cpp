@@ -69,11 +69,11 @@ TEST(CudaLoraStreaming, StreamedPatchedStepsMatchResident) {
                           unet.dtype);
   ASSERT_TRUE(graph.ok());
   Executor probe(*a.backend, *a.alloc, executor_policies_default(*a.backend));
-  a.diffusion->bind(a.backend.get(), a.alloc.get());  // stream_extra asks the bound backend
+  a.diffusion->bind(a.backend.get(), a.alloc.get());  // patch_room asks the bound backend
   auto compiled = probe.compile(*graph);
   ASSERT_TRUE(compiled.ok());
   const uint64_t budget = (*compiled)->plan->arena_bytes + (*compiled)->weight_bytes / 2 +
-                          Executor::stream_extra(**compiled, *a.diffusion, nullptr);
+                          Executor::patch_room(**compiled, *a.diffusion, nullptr);
   Allocator tight(*a.backend, budget, eviction_policy());
   Executor ex(*a.backend, tight, executor_policies_default(*a.backend));
   a.diffusion->bind(a.backend.get(), &tight);
