@@ -215,6 +215,51 @@ TEST_F(FluxTextEncoderTest, T5OverflowingFloat16StaysFinite) {
             DType::F16);
 }
 
+// ComfyUI's scaled fp8 T5 (the layout of t5xxl_fp8_e4m3fn_scaled.safetensors): the golden's
+// e4m3fn codes and power-of-two scale_weight of every Linear weight, the "scaled_fp8" marker, the
+// rest of the tiny T5 in f16. ComfyUI computes with weight * scale in f32.
+TEST_F(FluxTextEncoderTest, ScaledFp8T5) {
+  std::vector<std::pair<std::string, HostTensor>> ts;
+  copy_tensors(*t5_file_, kT5Prefix, "", nlohmann::json::object(), ts);
+  size_t replaced = 0;
+  for (auto& [name, t] : ts)
+    if (golden_->contains("fp8." + name)) {
+      auto q = golden_->load("fp8." + name, DType::F8_E4M3);
+      ASSERT_TRUE(q.ok()) << q.status().str();
+      t = std::move(q).value();
+      ++replaced;
+    }
+  EXPECT_EQ(replaced, 2u * 7u);  // q, k, v, o, wi_0, wi_1, wo in each of 2 blocks
+  for (const SafetensorsEntry& e : golden_->entries())
+    if (e.name.rfind("fp8.", 0) == 0 && e.name.find(".scale_weight") != std::string::npos)
+      ts.emplace_back(e.name.substr(4), golden(e.name));
+  ts.emplace_back("scaled_fp8", HostTensor(DType::F8_E4M3, Shape{0}));
+  const fs::path path = dir_ / "t5_fp8_scaled.safetensors";
+  ASSERT_TRUE(write(path, ts).ok());
+  auto enc = load(open_shared(path.string()), "");
+  ASSERT_TRUE(enc);
+  const auto& fe = static_cast<const FluxTextEncoder&>(*enc);
+  const WeightStorage& q = fe.t5().config.storage->at("encoder.block.1.layer.0.SelfAttention.q.weight");
+  EXPECT_EQ(q.dtype, DType::F8_E4M3);
+  EXPECT_FALSE(q.scale.empty());
+  check_case(*enc, "fp8_scaled");
+}
+
+// A bf16 T5 stays bf16 (pick_weight_dtype keeps a 16-bit dtype) and is cast to f32 at use.
+TEST_F(FluxTextEncoderTest, Bf16T5) {
+  std::vector<std::pair<std::string, HostTensor>> ts;
+  copy_tensors(*t5_file_, kT5Prefix, "", nlohmann::json::object(), ts);
+  for (auto& [name, t] : ts) t = t.to(DType::BF16);
+  const fs::path path = dir_ / "t5_bf16.safetensors";
+  ASSERT_TRUE(write(path, ts).ok());
+  auto enc = load(open_shared(path.string()), "");
+  ASSERT_TRUE(enc);
+  const auto& fe = static_cast<const FluxTextEncoder&>(*enc);
+  EXPECT_EQ(fe.t5().weights->find("encoder.block.0.layer.1.DenseReluDense.wo.weight")->dtype(),
+            DType::BF16);
+  check_case(*enc, "bf16");
+}
+
 // A single-file Flux checkpoint: both encoders under ComfyUI's prefixes, through the factory.
 TEST_F(FluxTextEncoderTest, SingleFileCheckpoint) {
   std::vector<std::pair<std::string, HostTensor>> ts;
