@@ -16,7 +16,8 @@ bool ends_with(const std::string& s, const std::string& tail) {
 std::vector<std::string> names_under(const SafetensorsFile& file, const std::string& prefix) {
   std::vector<std::string> names;
   for (const SafetensorsEntry& e : file.entries())
-    if (e.name.compare(0, prefix.size(), prefix) == 0) names.push_back(e.name.substr(prefix.size()));
+    if (e.name.compare(0, prefix.size(), prefix) == 0)
+      names.push_back(e.name.substr(prefix.size()));
   return names;
 }
 
@@ -27,7 +28,8 @@ void find_clip(const SafetensorsFile& file, std::vector<TextEncoderFound>& out) 
     if (!ends_with(e.name, key)) continue;
     const std::string prefix = e.name.substr(0, e.name.size() - key.size());
     const int layers = numbered_layers(names_under(file, prefix), "text_model.encoder.layers.");
-    const SafetensorsEntry* emb = file.find(prefix + "text_model.embeddings.token_embedding.weight");
+    const SafetensorsEntry* emb =
+        file.find(prefix + "text_model.embeddings.token_embedding.weight");
     const int64_t width = emb && emb->shape.rank == 2 ? emb->shape[1] : e.shape[1];
     TextEncoderFound f;
     f.kind = layers >= 31 ? "clip_g" : layers >= 23 ? "clip_h" : "clip_l";
@@ -75,7 +77,8 @@ std::string text_encoder_file_describe(const SafetensorsFile& file,
     std::string keys;
     for (size_t i = 0; i < file.entries().size() && i < 3; ++i)
       keys += (i ? ", " : "") + file.entries()[i].name;
-    return fmt::format("no CLIP or T5 text encoder (its first keys: {})", keys.empty() ? "none" : keys);
+    return fmt::format("no CLIP or T5 text encoder (its first keys: {})",
+                       keys.empty() ? "none" : keys);
   }
   std::string s;
   for (size_t i = 0; i < found.size(); ++i) {

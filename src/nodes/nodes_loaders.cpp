@@ -50,7 +50,7 @@ constexpr const char* kVAEFolder = "vae";
 constexpr const char* kCLIPFolder = "text_encoders";
 
 // DualCLIPLoader's types (nodes.py); only "flux" is supported.
-const std::vector<std::string> kDualCLIPTypes = {"sdxl",    "sd3",           "flux",
+const std::vector<std::string> kDualCLIPTypes = {"sdxl",          "sd3",     "flux",
                                                  "hunyuan_video", "hidream", "hunyuan_image"};
 
 // One file of a DualCLIPLoader pair: what it holds and where.
@@ -81,7 +81,7 @@ Result<std::shared_ptr<const CLIPValue>> dual_clip_flux(const ExecContext& ctx,
                       "{} '{}' holds {}; {} '{}' holds {}",
                       a.input, a.name, text_encoder_file_describe(*a.file, a.found), b.input,
                       b.name, text_encoder_file_describe(*b.file, b.found));
-  const ModelFamily* family = model_family_find("flux");
+  const ModelFamily* family = flux_text_encoder_family();
   if (!family)
     return make_error(ErrorCode::UNSUPPORTED,
                       "DualCLIPLoader (type flux): this build has no Flux model family");
@@ -193,6 +193,8 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
                  file_combo("clip_name2", env, kCLIPFolder), spec_combo("type", kDualCLIPTypes),
                  device};
   dual.outputs = {{IoType::CLIP, "CLIP"}};
+  // `device` ("cpu": ComfyUI loads and runs the encoders on the CPU) is accepted and changes
+  // nothing: where weights and computation go is the memory planner's decision here.
   dual.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
     const std::string type = in.get_string("type");
     if (type != "flux")

@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 // Both sides compute in f32 from the same f16 weights; only summation order differs (the T5
 // golden test sees 3e-7). 1e-5 is tighter than the 1e-4 asked for.
 constexpr double kTol = 1e-5;
-constexpr const char* kClipPrefix = "cond_stage_model.transformer.";  // in tiny-sd1
+constexpr const char* kClipPrefix = "cond_stage_model.transformer.";   // in tiny-sd1
 constexpr const char* kT5Prefix = "text_encoders.t5xxl.transformer.";  // in tiny_t5_encoder
 constexpr int kClipHeads = 4;                                          // tiny-sd1.yaml
 
@@ -44,7 +44,8 @@ std::shared_ptr<const SafetensorsFile> open_shared(const std::string& path) {
 // The file's tensors under `prefix`, renamed to `to` + the rest, `scale` applied (exactly: powers
 // of two in the tensor's own dtype) to the names it lists.
 void copy_tensors(const SafetensorsFile& f, const std::string& prefix, const std::string& to,
-                  const nlohmann::json& scale, std::vector<std::pair<std::string, HostTensor>>& out) {
+                  const nlohmann::json& scale,
+                  std::vector<std::pair<std::string, HostTensor>>& out) {
   for (const SafetensorsEntry& e : f.entries()) {
     if (e.name.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string rest = e.name.substr(prefix.size());
@@ -70,13 +71,15 @@ Status write(const fs::path& path, const std::vector<std::pair<std::string, Host
 class FluxTextEncoderTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    // The Flux family is registered by its own folder (flux_family.cpp); a stand-in with the
-    // name alone where this build has none (the encoder only hands it back from family()).
-    if (!model_family_find("flux")) {
+    // The Flux family is registered by its own folder (flux_family.cpp); a stand-in with its
+    // text-encoder kinds alone where this build has none (the encoder only hands it back from
+    // family()).
+    if (!flux_text_encoder_family()) {
       ModelFamily f;
       f.name = "flux";
       f.display_name = "Flux.1 (test stand-in)";
       f.detect = [](const SafetensorsFile&) { return std::optional<FamilyMatch>(); };
+      f.text_encoder_kinds = {"clip_l", "t5xxl"};
       ASSERT_TRUE(model_family_register(std::move(f)).ok());
       registered_ = true;
     }
@@ -100,7 +103,7 @@ class FluxTextEncoderTest : public ::testing::Test {
     ex_ = std::make_unique<Executor>(*backend_, *alloc_, executor_policies_default(*backend_));
   }
 
-  const ModelFamily& family() const { return *model_family_find("flux"); }
+  const ModelFamily& family() const { return *flux_text_encoder_family(); }
 
   std::unique_ptr<TextEncoder> load(std::shared_ptr<const SafetensorsFile> t5,
                                     const std::string& t5_prefix) {
@@ -239,7 +242,8 @@ TEST_F(FluxTextEncoderTest, ScaledFp8T5) {
   auto enc = load(open_shared(path.string()), "");
   ASSERT_TRUE(enc);
   const auto& fe = static_cast<const FluxTextEncoder&>(*enc);
-  const WeightStorage& q = fe.t5().config.storage->at("encoder.block.1.layer.0.SelfAttention.q.weight");
+  const WeightStorage& q =
+      fe.t5().config.storage->at("encoder.block.1.layer.0.SelfAttention.q.weight");
   EXPECT_EQ(q.dtype, DType::F8_E4M3);
   EXPECT_FALSE(q.scale.empty());
   check_case(*enc, "fp8_scaled");
@@ -290,8 +294,7 @@ TEST_F(FluxTextEncoderTest, BothPromptsRequired) {
   ASSERT_TRUE(enc);
   auto r = enc->encode(*ex_, {{"l", "a cat"}}, 0, {});
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("'t5xxl' is missing"), std::string::npos)
-      << r.status().str();
+  EXPECT_NE(r.status().message().find("'t5xxl' is missing"), std::string::npos) << r.status().str();
 }
 
 // comfy/sd.py detect_te_model's distinctions on bare files (DualCLIPLoader's routing).

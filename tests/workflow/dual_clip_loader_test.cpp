@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/family.h"
+#include "models/flux/flux_text_encoder.h"
 #include "models/safetensors.h"
 #include "node_harness.h"
 #include "test_compare.h"
@@ -38,11 +39,12 @@ Status bare_write(const std::string& path, const std::string& prefix, const fs::
 class DualCLIPLoaderTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!model_family_find("flux")) {  // the Flux family's own folder registers the real one
+    if (!flux_text_encoder_family()) {  // the Flux family's own folder registers the real one
       ModelFamily f;
       f.name = "flux";
       f.display_name = "Flux.1 (test stand-in)";
       f.detect = [](const SafetensorsFile&) { return std::optional<FamilyMatch>(); };
+      f.text_encoder_kinds = {"clip_l", "t5xxl"};
       ASSERT_TRUE(model_family_register(std::move(f)).ok());
       registered_ = true;
     }
@@ -51,8 +53,9 @@ class DualCLIPLoaderTest : public ::testing::Test {
     const fs::path te = dir_ / "models/text_encoders";
     fs::create_directories(te);
     // tiny-sd1's CLIP-L has 4 heads, which its shapes cannot show: the metadata says so.
-    Status s = bare_write(test::golden_path("tiny-sd1.safetensors"), "cond_stage_model.transformer.",
-                          te / "clip_l.safetensors", {{"headroom.clip.heads", "4"}});
+    Status s =
+        bare_write(test::golden_path("tiny-sd1.safetensors"), "cond_stage_model.transformer.",
+                   te / "clip_l.safetensors", {{"headroom.clip.heads", "4"}});
     ASSERT_TRUE(s.ok()) << s.str();
     s = bare_write(test::data_path("t5/tiny_t5_encoder.safetensors"),
                    "text_encoders.t5xxl.transformer.", te / "t5xxl_tiny.safetensors", {});
@@ -145,7 +148,7 @@ TEST_F(DualCLIPLoaderTest, EitherOrderMatchesComfyUI) {
     ASSERT_TRUE(r.ok()) << r.status().str();
     auto clip = std::any_cast<std::shared_ptr<const CLIPValue>>(r->at(0));
     EXPECT_EQ(clip->encoder->parts(), (std::vector<std::string>{"l", "t5xxl"}));
-    EXPECT_EQ(clip->encoder->family().name, "flux");
+    EXPECT_EQ(&clip->encoder->family(), flux_text_encoder_family());
     expect_case(r->at(0), "weighted");
     expect_case(r->at(0), "clip_skip");
   }

@@ -21,6 +21,7 @@
 #include "memory/eviction.h"
 #include "memory/executor_policies.h"
 #include "models/family.h"
+#include "models/flux/flux_text_encoder.h"
 #include "models/make_model.h"
 #include "models/safetensors.h"
 #include "nodes/nodes.h"
@@ -261,11 +262,12 @@ Status bare_encoder_write(const std::string& path, const std::string& prefix, co
 class PlanCoverageTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!model_family_find("flux")) {  // DualCLIPLoader's encoder names the Flux family
+    if (!flux_text_encoder_family()) {  // DualCLIPLoader's encoder names the Flux family
       ModelFamily f;
       f.name = "flux";
       f.display_name = "Flux.1 (test stand-in)";
       f.detect = [](const SafetensorsFile&) { return std::optional<FamilyMatch>(); };
+      f.text_encoder_kinds = {"clip_l", "t5xxl"};
       ASSERT_TRUE(model_family_register(std::move(f)).ok());
       flux_registered_ = true;
     }

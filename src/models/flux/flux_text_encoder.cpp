@@ -215,6 +215,16 @@ Result<std::unique_ptr<TextEncoder>> flux_text_encoder_load(const ModelFamily& f
                                                           std::move(clip_tok), std::move(t5_tok)));
 }
 
+const ModelFamily* flux_text_encoder_family() {
+  for (const ModelFamily* f : model_families()) {
+    const auto& k = f->text_encoder_kinds;
+    if (std::find(k.begin(), k.end(), kFluxClipL) != k.end() &&
+        std::find(k.begin(), k.end(), kFluxT5XXL) != k.end())
+      return f;
+  }
+  return model_family_find("flux");
+}
+
 Result<std::unique_ptr<TextEncoder>> flux_text_encoder_create(const ComponentLoad& load) {
   const CheckpointInfo& info = load.info;
   std::optional<TextEncoderSource> clip, t5;

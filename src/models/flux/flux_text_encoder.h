@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "memory/weight_set.h"
 #include "models/checkpoint.h"
 #include "models/clip_tokenizer.h"
 #include "models/family.h"
@@ -13,7 +14,6 @@
 #include "models/t5/t5_encoder.h"
 #include "models/t5/t5_tokenizer.h"
 #include "models/text_encoder.h"
-#include "memory/weight_set.h"
 
 namespace hr {
 
@@ -58,8 +58,8 @@ class FluxTextEncoder final : public TextEncoder {
   std::string comfy_key_prefix(size_t i) const override;
   // Both parts must be given. The entry's context is T5's [1, tokens (>= 256), d_model] and its
   // pooled output CLIP-L's [1, width] (Note [Flux text conditioning]).
-  Result<CondEntry> encode(Executor& ex, const std::map<std::string, std::string>& texts,
-                           int layer, const EncoderSources& sources) const override;
+  Result<CondEntry> encode(Executor& ex, const std::map<std::string, std::string>& texts, int layer,
+                           const EncoderSources& sources) const override;
 
   const FluxClipL& clip_l() const { return clip_l_; }
   const FluxT5& t5() const { return t5_; }
@@ -85,6 +85,12 @@ Result<std::unique_ptr<TextEncoder>> flux_text_encoder_load(const ModelFamily& f
                                                             const TextEncoderSource& clip_l,
                                                             const TextEncoderSource& t5,
                                                             const LoadOptions& options);
+
+// The family a Flux text-encoder component loaded from separate files belongs to
+// (DualCLIPLoader): the first registered family whose text_encoder_kinds hold kFluxClipL and
+// kFluxT5XXL (Flux dev and schnell declare the same encoders and LoRA key map), else the family
+// named "flux"; null when there is none.
+const ModelFamily* flux_text_encoder_family();
 
 // The Flux family's factory for a single-file checkpoint: load.info.text_encoders must name one
 // kFluxClipL part and one kFluxT5XXL part (their prefixes, normally kFluxClipLPrefix and
