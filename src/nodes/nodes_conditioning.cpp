@@ -1,4 +1,5 @@
-// Text conditioning nodes: CLIPTextEncode, CLIPSetLastLayer, ConditioningCombine.
+// Text conditioning nodes: CLIPTextEncode, CLIPSetLastLayer, ConditioningCombine,
+// CLIPTextEncodeSDXL(Refiner), CLIPTextEncodeFlux.
 #include <map>
 
 #include "nodes/nodes.h"
@@ -126,6 +127,26 @@ void nodes_register_conditioning(NodeRegistry& r, const NodeEnv&) {
                      {kCondAestheticScore, in.get_float("ascore")}});
   };
   r.add(rf);
+
+  // comfy_extras/nodes_flux.py: every part gets clip_l's text (clip.tokenize(clip_l)) except
+  // "t5xxl", which gets t5xxl's; the entry carries the guidance.
+  NodeDef fx;
+  fx.class_type = "CLIPTextEncodeFlux";
+  fx.category = "advanced/conditioning/flux";
+  fx.inputs = {spec_link("clip", IoType::CLIP), spec_string("clip_l", "", true),
+               spec_string("t5xxl", "", true), spec_float("guidance", 3.5, 0.0, 100.0, 0.1)};
+  fx.outputs = {{IoType::CONDITIONING, "CONDITIONING"}};
+  fx.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    HR_ASSIGN_OR_RETURN(const CLIPValue* c, clip_of(in));
+    if (!has_part(*c->encoder, "t5xxl"))
+      return make_error(ErrorCode::INVALID_ARGUMENT,
+                        "CLIPTextEncodeFlux needs a clip with a T5-XXL encoder (Flux's: "
+                        "DualCLIPLoader type flux, or a Flux checkpoint)");
+    auto texts = text_parts_all(*c->encoder, in.get_string("clip_l"));
+    texts["t5xxl"] = in.get_string("t5xxl");
+    return cond_out(ctx, *c, texts, {{kCondGuidance, in.get_float("guidance")}});
+  };
+  r.add(fx);
 }
 
 }  // namespace hr

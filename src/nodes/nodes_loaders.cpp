@@ -1,5 +1,9 @@
-// Loader nodes: CheckpointLoaderSimple, UNETLoader, VAELoader, CLIPLoader.
+// Loader nodes: CheckpointLoaderSimple, UNETLoader, VAELoader, CLIPLoader, DualCLIPLoader.
 #include <cstdlib>
+
+#include "models/flux/flux_text_encoder.h"
+#include "models/model_config.h"
+#include "models/text_encoder_file.h"
 
 #include "nodes/loader_files.h"
 #include "nodes/nodes.h"
@@ -44,6 +48,54 @@ constexpr const char* kCkptFolder = "checkpoints";
 constexpr const char* kUNetFolder = "diffusion_models";
 constexpr const char* kVAEFolder = "vae";
 constexpr const char* kCLIPFolder = "text_encoders";
+
+// DualCLIPLoader's types (nodes.py); only "flux" is supported.
+const std::vector<std::string> kDualCLIPTypes = {"sdxl",          "sd3",     "flux",
+                                                 "hunyuan_video", "hidream", "hunyuan_image"};
+
+// One file of a DualCLIPLoader pair: what it holds and where.
+struct DualCLIPFile {
+  std::string input;  // "clip_name1" / "clip_name2"
+  std::string name;
+  std::shared_ptr<const SafetensorsFile> file;
+  std::vector<TextEncoderFound> found;
+  const TextEncoderFound* only(const char* kind) const {
+    return found.size() == 1 && found[0].kind == kind ? &found[0] : nullptr;
+  }
+};
+
+// Note [DualCLIPLoader flux]
+// ComfyUI (comfy/sd.py load_text_encoder_state_dicts, CLIPType.FLUX) builds FluxClipModel for
+// any two files and lets FluxClipModel.load_sd route each by its keys (CLIP-L when it has
+// "text_model.encoder.layers.1.mlp.fc1.weight", else T5); a wrong pair loads with missing keys.
+// headroom routes the same way, in either order, but refuses a pair that is not one CLIP-L file
+// and one T5 file, naming what each file holds.
+Result<std::shared_ptr<const CLIPValue>> dual_clip_flux(const ExecContext& ctx,
+                                                       const DualCLIPFile& a,
+                                                       const DualCLIPFile& b) {
+  const DualCLIPFile* clip = a.only("clip_l") ? &a : b.only("clip_l") ? &b : nullptr;
+  const DualCLIPFile* t5 = a.only("t5xxl") ? &a : b.only("t5xxl") ? &b : nullptr;
+  if (!clip || !t5 || clip == t5)
+    return make_error(ErrorCode::INVALID_ARGUMENT,
+                      "DualCLIPLoader (type flux) needs one CLIP-L file and one T5-XXL file: "
+                      "{} '{}' holds {}; {} '{}' holds {}",
+                      a.input, a.name, text_encoder_file_describe(*a.file, a.found), b.input,
+                      b.name, text_encoder_file_describe(*b.file, b.found));
+  const ModelFamily* family = flux_text_encoder_family();
+  if (!family)
+    return make_error(ErrorCode::UNSUPPORTED,
+                      "DualCLIPLoader (type flux): this build has no Flux model family");
+  HR_ASSIGN_OR_RETURN(ModelSettings settings,
+                      model_settings_read(clip->file->path(), clip->file->metadata()));
+  TextEncoderSource clip_src{clip->file, clip->only("clip_l")->prefix,
+                             settings.text_encoder_heads_at(0)};
+  TextEncoderSource t5_src{t5->file, t5->only("t5xxl")->prefix, 0};
+  HR_ASSIGN_OR_RETURN(std::unique_ptr<TextEncoder> enc,
+                      flux_text_encoder_load(*family, clip_src, t5_src, load_options(ctx)));
+  CLIPValue value;
+  value.encoder = std::move(enc);
+  return std::make_shared<const CLIPValue>(std::move(value));
+}
 
 }  // namespace
 
@@ -130,6 +182,38 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
     return std::vector<std::any>{std::move(c)};
   };
   r.add(clip);
+
+  NodeDef dual;
+  dual.class_type = "DualCLIPLoader";
+  dual.display_name = "DualCLIPLoader";
+  dual.category = "advanced/loaders";
+  InputSpec device = spec_combo("device", {"default", "cpu"});
+  device.required = false;
+  dual.inputs = {file_combo("clip_name1", env, kCLIPFolder),
+                 file_combo("clip_name2", env, kCLIPFolder), spec_combo("type", kDualCLIPTypes),
+                 device};
+  dual.outputs = {{IoType::CLIP, "CLIP"}};
+  // `device` ("cpu": ComfyUI loads and runs the encoders on the CPU) is accepted and changes
+  // nothing: where weights and computation go is the memory planner's decision here.
+  dual.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    const std::string type = in.get_string("type");
+    if (type != "flux")
+      return make_error(ErrorCode::UNSUPPORTED,
+                        "DualCLIPLoader: type '{}' is not supported by headroom (supported: flux)",
+                        type);
+    DualCLIPFile files[2];
+    for (int i = 0; i < 2; ++i) {
+      DualCLIPFile& f = files[i];
+      f.input = i == 0 ? "clip_name1" : "clip_name2";
+      f.name = in.get_string(f.input);
+      HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kCLIPFolder, f.name));
+      HR_ASSIGN_OR_RETURN(f.file, open_file(ctx, path));
+      f.found = text_encoder_file_detect(*f.file);
+    }
+    HR_ASSIGN_OR_RETURN(std::shared_ptr<const CLIPValue> c, dual_clip_flux(ctx, files[0], files[1]));
+    return std::vector<std::any>{std::move(c)};
+  };
+  r.add(dual);
 }
 
 }  // namespace hr

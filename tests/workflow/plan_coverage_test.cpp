@@ -20,7 +20,10 @@
 #include "graph/executor.h"
 #include "memory/eviction.h"
 #include "memory/executor_policies.h"
+#include "models/family.h"
+#include "models/flux/flux_text_encoder.h"
 #include "models/make_model.h"
+#include "models/safetensors.h"
 #include "nodes/nodes.h"
 #include "core/png_io.h"
 #include "test_paths.h"
@@ -223,9 +226,51 @@ Json cfg_split() {
   return wf;
 }
 
+// Flux's text encoders (DualCLIPLoader, CLIPTextEncodeFlux) on SD1 until a Flux family
+// exists: the tiny T5's context is 32 wide, as the golden tiny-sd1 UNet's cross-attention, which
+// reads its 256 tokens and ignores CLIP-L's pooled output.
+Json flux_text_encoders_on_sd1() {
+  return Json{
+      {"4", node("CheckpointLoaderSimple", {{"ckpt_name", "golden-tiny-sd1.safetensors"}})},
+      {"20", node("DualCLIPLoader", {{"clip_name1", "t5xxl_tiny.safetensors"},
+                                     {"clip_name2", "clip_l_tiny.safetensors"},
+                                     {"type", "flux"}})},
+      {"5", node("EmptyLatentImage", {{"width", 64}, {"height", 64}, {"batch_size", 1}})},
+      {"6", node("CLIPTextEncodeFlux", {{"clip", link("20")}, {"clip_l", "a red circle"},
+                                        {"t5xxl", "a cat"}, {"guidance", 3.5}})},
+      {"7", node("CLIPTextEncode", {{"text", ""}, {"clip", link("20")}})},
+      {"3", sampler("4", "6", "7", "5", 1.0)},
+      {"8", node("VAEDecode", {{"samples", link("3")}, {"vae", link("4", 2)}})},
+      {"9", node("SaveImage", {{"filename_prefix", "flux_te"}, {"images", link("8")}})}};
+}
+
+// The tensors of `path` under `prefix`, written without it to `out` (a bare text-encoder file).
+Status bare_encoder_write(const std::string& path, const std::string& prefix, const fs::path& out,
+                          const std::map<std::string, std::string>& meta) {
+  HR_ASSIGN_OR_RETURN(auto f, SafetensorsFile::open(path));
+  std::vector<std::pair<std::string, HostTensor>> ts;
+  for (const SafetensorsEntry& e : f->entries()) {
+    if (e.name.compare(0, prefix.size(), prefix) != 0) continue;
+    HR_ASSIGN_OR_RETURN(HostTensor t, f->load(e.name));
+    ts.emplace_back(e.name.substr(prefix.size()), std::move(t));
+  }
+  std::vector<std::pair<std::string, const HostTensor*>> named;
+  for (const auto& [n, t] : ts) named.emplace_back(n, &t);
+  return safetensors_write(out.string(), named, meta);
+}
+
 class PlanCoverageTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    if (!flux_text_encoder_family()) {  // DualCLIPLoader's encoder names the Flux family
+      ModelFamily f;
+      f.name = "flux";
+      f.display_name = "Flux.1 (test stand-in)";
+      f.detect = [](const SafetensorsFile&) { return std::optional<FamilyMatch>(); };
+      f.text_encoder_kinds = {"clip_l", "t5xxl"};
+      ASSERT_TRUE(model_family_register(std::move(f)).ok());
+      flux_registered_ = true;
+    }
     dir_ = fs::temp_directory_path() / fmt::format("hr_plan_coverage_{}", ::getpid());
     fs::remove_all(dir_);
     for (const char* f : {"checkpoints", "diffusion_models", "vae", "text_encoders"})
@@ -253,6 +298,15 @@ class PlanCoverageTest : public ::testing::Test {
     fs::create_directories(dir_ / "models/loras");
     for (const char* f : {"sd1_stack_a.safetensors", "sd1_stack_b.safetensors"})
       fs::create_symlink(test::data_path(std::string("lora/") + f), dir_ / "models/loras" / f);
+    Status st = bare_encoder_write(test::golden_path("tiny-sd1.safetensors"),
+                                   "cond_stage_model.transformer.",
+                                   dir_ / "models/text_encoders/clip_l_tiny.safetensors",
+                                   {{"headroom.clip.heads", "4"}});
+    ASSERT_TRUE(st.ok()) << st.str();
+    st = bare_encoder_write(test::data_path("t5/tiny_t5_encoder.safetensors"),
+                            "text_encoders.t5xxl.transformer.",
+                            dir_ / "models/text_encoders/t5xxl_tiny.safetensors", {});
+    ASSERT_TRUE(st.ok()) << st.str();
     Image8 img;
     img.width = 96;
     img.height = 80;
@@ -261,7 +315,10 @@ class PlanCoverageTest : public ::testing::Test {
     for (size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] = uint8_t(i * 37 % 251);
     ASSERT_TRUE(png_write((dir_ / "input/picture.png").string(), img).ok());
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static void TearDownTestSuite() {
+    if (flux_registered_) model_family_unregister("flux");
+    fs::remove_all(dir_);
+  }
 
   void SetUp() override {
     backend_ = cpu_backend_create(1);
@@ -348,6 +405,7 @@ class PlanCoverageTest : public ::testing::Test {
   }
 
   static fs::path dir_;
+  static inline bool flux_registered_ = false;
   std::unique_ptr<Backend> backend_;
   NodeRegistry registry_;
 };
@@ -369,7 +427,9 @@ const std::vector<Case>& cases() {
                                       {"sd1 with two LoRAs", sd1_loras()},
                                       {"sd1, fp8 UNet with a LoRA", sd1_fp8_lora()},
                                       {"cond/uncond split", cfg_split(), false},
-                                      {"flux sampling nodes on sd1", sd1_flux_nodes(), false}};
+                                      {"flux sampling nodes on sd1", sd1_flux_nodes(), false},
+                                      {"flux text encoders on sd1", flux_text_encoders_on_sd1(),
+                                       false}};
   return c;
 }
 

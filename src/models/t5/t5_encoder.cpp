@@ -24,8 +24,11 @@ namespace {
 //    position bias in x's dtype.
 // So the residual stream, every matmul, the norms and the attention run in f32 whatever the
 // file's dtype (f16, bf16 or fp8; t5.py:248 adds nan_to_num of the embeddings for fp8 files).
-// Hence: run this graph with dtype F32 (weights loaded as F32) to match ComfyUI; F16 is
-// accepted by the API but is not what ComfyUI does and can overflow on T5-XXL.
+// Hence: run this graph with dtype F32 to match ComfyUI, with the weights loaded as F32 or kept
+// in their 16-bit / fp8 storage and cast at use (T5Config::storage; Flux's component does the
+// latter, Note [Flux text encoder precision] in models/flux/flux_text_encoder.cpp). F16 is
+// accepted by the API but is not what ComfyUI does and overflows on T5-XXL (the golden of
+// tests/data/flux/make_flux_te_golden.py has a T5 whose residual stream exceeds f16's range).
 
 // Note [T5 attention mask]
 // sd3_clip.py:11: T5XXLModel defaults to attention_mask=False, and flux.py's FluxClipModel builds
@@ -124,6 +127,26 @@ Result<T5Config> detect_from(const std::vector<std::string>& names, const Find& 
   return c;
 }
 
+// Note [T5 embedding storage]
+// With a storage map (weights kept in 16-bit or fp8 and cast to the compute dtype at use, as
+// ComfyUI's manual_cast does) a weight's CAST makes a compute-dtype copy of the whole tensor; for
+// T5-XXL's [32128, 4096] table that is 0.5 GB of f32 for a few hundred rows. An unscaled table is
+// therefore gathered in its stored dtype and only the rows are cast: the same values, as
+// ComfyUI's Embedding(..., out_dtype=float32) casts what it gathered. A scaled table takes the
+// dequantizing CAST as every other weight.
+ValueId embed(Graph& g, const T5Config& c, ValueId ids, DType dtype) {
+  const std::string name = "shared.weight";
+  const WeightStorage* s = nullptr;
+  if (c.storage)
+    if (auto it = c.storage->find(name); it != c.storage->end()) s = &it->second;
+  if (!s || !s->scale.empty() || s->dtype == dtype)
+    return g.op(OpKind::EMBEDDING, {}, {ids, g.weight(name, {dtype, {c.vocab, c.d_model}})},
+                "shared");
+  ValueId rows = g.op(OpKind::EMBEDDING, {}, {ids, g.weight(name, {s->dtype, {c.vocab, c.d_model}})},
+                      "shared");
+  return g.cast(rows, dtype, "shared.cast");
+}
+
 }  // namespace
 
 Result<std::string> t5_encoder_prefix(const SafetensorsFile& file) {
@@ -214,7 +237,7 @@ Result<Graph> t5_encoder_graph(const T5Config& c, int64_t B, int64_t L, DType dt
   };
 
   ValueId ids = g.input("ids", {DType::I64, {B, L}});
-  ValueId x = g.op(OpKind::EMBEDDING, {}, {ids, W("shared.weight", {c.vocab, D})}, "shared");
+  ValueId x = embed(g, c, ids, dtype);
   ValueId bias = kNoValue;
   for (int i = 0; i < c.layers; ++i) {
     const std::string p = n.block(i);
