@@ -248,6 +248,29 @@ TEST_F(FluxVAETest, TiledDecodeStaysCloseToUntiled) {
   EXPECT_LE(rel_auto, kTiledRelTol);
 }
 
+// The encoder's 32 moments blend across tiles like SD's 8 (encode_joined), under a budget too
+// small for the untiled arena.
+TEST_F(FluxVAETest, TiledEncodeStaysCloseToUntiled) {
+  HostTensor img = randn(Shape{1, 3, 96, 128}, 40);
+  auto whole = vae_encode(*ex_, vae(), img);
+  ASSERT_TRUE(whole.ok()) << whole.status().str();
+  auto plan = vae_encode_decide(*ex_, vae(), img.shape());
+  ASSERT_TRUE(plan.ok()) << plan.status().str();
+  ASSERT_EQ(plan->mode, VAEMode::WHOLE);
+  ex_->release_arena();
+  alloc_->set_budget(plan->arena_bytes * 9 / 10 + vae().store.device_bytes());
+  alloc_->reset_peak();
+  auto r = model_->vae->encode(*ex_, img);
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  ASSERT_EQ(r->decision.mode, VAEMode::TILED) << r->decision.reason;
+  EXPECT_LE(alloc_->total().peak, alloc_->budget());
+  ASSERT_EQ(r->moments.mean.shape(), (Shape{1, 16, 24, 32}));
+  const double rel = test::rel_err(r->moments.mean, whole->mean);
+  std::printf("  %s: mean rel L2 %.3g\n", r->decision.reason.c_str(), rel);
+  EXPECT_LE(rel, kTiledRelTol);
+  EXPECT_LE(test::rel_err(r->moments.logvar, whole->logvar), kTiledRelTol);
+}
+
 // Note [vae channels]: a Flux latent given to an SD VAE and an SD latent given to the Flux VAE
 // are refused, by every entry, naming both channel counts.
 TEST_F(FluxVAETest, LatentOfAnotherWidthIsRefused) {
