@@ -153,6 +153,10 @@ void random_fill(const std::string& name, HostTensor& t, std::mt19937_64& rng) {
 
 }  // namespace
 
+void make_model_random_fill(const std::string& name, HostTensor& t, std::mt19937_64& rng) {
+  random_fill(name, t, rng);
+}
+
 void make_model_random_weights(const Graph& g, uint64_t seed, WeightSet& out) {
   std::mt19937_64 rng(seed);
   for (const Value& v : g.values()) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <string>
 
 #include "core/status.h"
@@ -37,6 +38,10 @@ Result<MakeModelConfig> make_model_config(const MakeModelSpec& spec);
 // Fills `out` with random weights (Note [random init]) for every WEIGHT value of `g` that it
 // does not hold yet, in the dtype the graph declares (benchmarks use this without a file).
 void make_model_random_weights(const Graph& g, uint64_t seed, WeightSet& out);
+
+// One tensor's random values by its name and shape (Note [random init]), drawn from `rng`;
+// `t` is f32. For writers of other layouts (models/flux/flux_vae_make.h).
+void make_model_random_fill(const std::string& name, HostTensor& t, std::mt19937_64& rng);
 
 // Writes the checkpoint; returns the number of parameters written.
 Result<uint64_t> make_model_write(const MakeModelSpec& spec, const std::string& path);

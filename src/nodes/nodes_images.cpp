@@ -156,11 +156,14 @@ void nodes_register_images(NodeRegistry& r, const NodeEnv& env) {
     HR_ASSIGN_OR_RETURN(Autoencoder * m, vae_of(in));
     HR_ASSIGN_OR_RETURN(const HostTensor* px, image_of(in, "pixels"));
     const Shape& s = px->shape();
-    // ComfyUI vae_encode_crop_pixels: centre-crop to multiples of 8, keep RGB, map to [-1, 1].
-    int64_t h = s[1] / 8 * 8, w = s[2] / 8 * 8;
+    // ComfyUI vae_encode_crop_pixels: centre-crop to multiples of the VAE's downscale ratio
+    // (8 for SD and Flux), keep RGB, map to [-1, 1].
+    const int64_t d = m->downscale();
+    int64_t h = s[1] / d * d, w = s[2] / d * d;
     if (h == 0 || w == 0)
-      return make_error(ErrorCode::INVALID_ARGUMENT, "image {}x{} is smaller than 8x8", s[2], s[1]);
-    int64_t oy = (s[1] % 8) / 2, ox = (s[2] % 8) / 2;
+      return make_error(ErrorCode::INVALID_ARGUMENT, "image {}x{} is smaller than {}x{}", s[2],
+                        s[1], d, d);
+    int64_t oy = (s[1] % d) / 2, ox = (s[2] % d) / 2;
     HostTensor img(DType::F32, Shape{s[0], 3, h, w});
     for (int64_t b = 0; b < s[0]; ++b)
       for (int64_t c = 0; c < 3; ++c)

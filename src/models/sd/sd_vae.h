@@ -1,5 +1,5 @@
-// The SD families' autoencoder component: the LDM AutoencoderKL with its weights, run whole, per
-// image or tiled (sd/vae_tiled.h).
+// The SD families' autoencoder component: the LDM AutoencoderKL with its weights (also Flux's,
+// Note [flux vae]), run whole, per image or tiled (sd/vae_tiled.h).
 #pragma once
 
 #include <memory>

@@ -66,6 +66,22 @@ Result<VAEConfig> vae_config_detect(const SafetensorsFile& file, std::string_vie
   return c;
 }
 
+Status vae_input_check(const VAEConfig& cfg, const Shape& s, bool decode, std::string_view what) {
+  const char* input = decode ? "latent" : "image";
+  if (s.rank != 4)
+    return make_error(ErrorCode::INVALID_ARGUMENT, "{}: the {} {} must be [B, C, H, W]", what,
+                      input, s.str());
+  const int64_t want = decode ? cfg.embed_dim : cfg.in_channels;
+  if (s[1] != want)  // Note [vae channels]
+    return make_error(ErrorCode::INVALID_ARGUMENT,
+                      "{}: the {} has {} channels but this VAE takes {}-channel {}s{}", what,
+                      input, s[1], want, input,
+                      decode ? " (a latent of another model family? decode it with that "
+                               "family's VAE)"
+                             : "");
+  return Status();
+}
+
 namespace {
 
 constexpr int kGroups = 32;
@@ -231,9 +247,7 @@ Result<Graph> vae_encode_graph(const VAEConfig& cfg, int64_t batch, int64_t heig
 
 Result<HostTensor> vae_decode(Executor& ex, const VAEConfig& cfg, WeightSet& weights, DType dtype,
                               const HostTensor& latent) {
-  if (latent.shape().rank != 4)
-    return make_error(ErrorCode::INVALID_ARGUMENT, "vae_decode: latent {} must be [B, C, h, w]",
-                      latent.desc().str());
+  HR_TRY(vae_input_check(cfg, latent.shape(), true, "vae_decode"));
   HR_ASSIGN_OR_RETURN(Graph g, vae_decode_graph(cfg, latent.shape()[0], latent.shape()[2],
                                                 latent.shape()[3], dtype));
   HostTensor tmp;
@@ -247,9 +261,7 @@ Result<HostTensor> vae_decode(Executor& ex, const VAEConfig& cfg, WeightSet& wei
 
 Result<VAEMoments> vae_encode(Executor& ex, const VAEConfig& cfg, WeightSet& weights, DType dtype,
                               const HostTensor& image) {
-  if (image.shape().rank != 4)
-    return make_error(ErrorCode::INVALID_ARGUMENT, "vae_encode: image {} must be [B, C, H, W]",
-                      image.desc().str());
+  HR_TRY(vae_input_check(cfg, image.shape(), false, "vae_encode"));
   HR_ASSIGN_OR_RETURN(Graph g, vae_encode_graph(cfg, image.shape()[0], image.shape()[2],
                                                 image.shape()[3], dtype));
   HostTensor tmp;

@@ -1,6 +1,7 @@
-// The LDM AutoencoderKL (the SD1/SD2/SDXL VAE): configuration read from checkpoint tensors and
-// the decode / encode graphs for concrete shapes. Weight names are the checkpoint's with the
-// "first_stage_model." prefix stripped.
+// The LDM AutoencoderKL (the SD1/SD2/SDXL VAE, and Flux's 16-channel one without quant convs:
+// Note [flux vae] in models/flux/flux_vae_make.h): configuration read from checkpoint tensors and
+// the decode / encode graphs for concrete shapes. Weight names are the file's with the VAE's
+// prefix ("first_stage_model.", Flux's "vae.", or none) stripped.
 #pragma once
 
 #include <string>
@@ -42,8 +43,19 @@ VAEConfig vae_config_sd();
 // NOT_FOUND names the first tensor a VAE needs that is missing.
 Result<VAEConfig> vae_config_detect(const SafetensorsFile& file, std::string_view prefix);
 
-// Decode: INPUT "latent" [B, embed_dim, h, w] in VAE space (a model-space latent divided by
-// the family's latent scale factor) -> post_quant_conv -> decoder. OUTPUT "image"
+// Note [vae channels]
+// A VAE takes latents of exactly its embed_dim channels (4 for SD, 16 for Flux: z_channels from
+// decoder.conv_in) and images of its in_channels. A latent of another width (a Flux latent
+// given to an SD VAE, or the reverse) is refused before any graph is built, with a message that
+// names both counts, rather than failing deep in the executor on a shape.
+// INVALID_ARGUMENT when `shape` is not [B, C, H, W] with C what the VAE takes: latents
+// (decode) or images (encode). `what` starts the message (e.g. "vae_decode_auto (the VAE of
+// ae.safetensors)").
+Status vae_input_check(const VAEConfig& cfg, const Shape& shape, bool decode,
+                       std::string_view what);
+
+// Decode: INPUT "latent" [B, embed_dim, h, w] in VAE space (a model-space latent after the
+// family's LatentFormat::process_out) -> post_quant_conv -> decoder. OUTPUT "image"
 // [B, out_channels, h * downscale, w * downscale], raw (about [-1, 1]; no clamp).
 Result<Graph> vae_decode_graph(const VAEConfig& cfg, int64_t batch, int64_t height,
                                int64_t width, DType dtype);

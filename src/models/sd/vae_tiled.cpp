@@ -190,16 +190,14 @@ Result<HostTensor> tiled_batch(const HostTensor& x_any, const std::vector<TileSh
 
 namespace {
 
-Status vae_input_check(const SDVAE&, const Shape& s, const char* what) {
-  if (s.rank != 4)
-    return make_error(ErrorCode::INVALID_ARGUMENT, "{}: input {} must be [B, C, H, W]", what,
-                      s.str());
-  return Status();
-}
-
 std::string vae_name(const SDVAE& m) {
   std::string f = std::filesystem::path(m.path).filename().string();
   return f.empty() ? "the VAE" : "the VAE of " + f;
+}
+
+// Note [vae channels], with the VAE's file in the message.
+Status vae_input_check(const SDVAE& m, const Shape& s, bool decode, const char* what) {
+  return vae_input_check(m.config, s, decode, fmt::format("{} ({})", what, vae_name(m)));
 }
 
 // Encoder moments as one tensor [B, 2e, h, w] (mean, then logvar) so that tiles blend both.
@@ -378,9 +376,7 @@ Result<VAEDecision> vae_decide_in(Executor& ex, const VAEConfig& cfg, DType dtyp
                                   bool decode, uint64_t room, uint64_t room_all,
                                   const std::string& name) {
   const char* what = decode ? "decode" : "encode";
-  if (s.rank != 4)
-    return make_error(ErrorCode::INVALID_ARGUMENT, "vae_{}_decide: input {} must be [B, C, H, W]",
-                      what, s.str());
+  HR_TRY(vae_input_check(cfg, s, decode, fmt::format("vae_{}_decide ({})", what, name)));
   VAEPlanner planner(ex, cfg, dtype, decode);
   uint64_t smallest = 0;
   HR_ASSIGN_OR_RETURN(std::optional<VAEDecision> d,
@@ -436,7 +432,7 @@ Status vae_weights_upload(Executor& ex, SDVAE& model, bool decode) {
 
 Result<HostTensor> vae_decode_tiled(Executor& ex, SDVAE& model, const HostTensor& latent,
                                     const VAETileOptions& tiles) {
-  HR_TRY(vae_input_check(model, latent.shape(), "vae_decode_tiled"));
+  HR_TRY(vae_input_check(model, latent.shape(), true, "vae_decode_tiled"));
   const int64_t down = model.config.downscale();
   const int64_t tile = tiles.tile_px / down, overlap = tiles.overlap_px / down;
   if (tile / 2 < 1 || overlap < 0 || overlap >= tile / 2)
@@ -452,7 +448,7 @@ Result<HostTensor> vae_decode_tiled(Executor& ex, SDVAE& model, const HostTensor
 
 Result<VAEMoments> vae_encode_tiled(Executor& ex, SDVAE& model, const HostTensor& image,
                                     const VAETileOptions& tiles) {
-  HR_TRY(vae_input_check(model, image.shape(), "vae_encode_tiled"));
+  HR_TRY(vae_input_check(model, image.shape(), false, "vae_encode_tiled"));
   const int64_t down = model.config.downscale(), t = tiles.tile_px, overlap = tiles.overlap_px;
   const Shape& s = image.shape();
   if (s[2] % down || s[3] % down || t < 2 * down || (t / 2) % down || overlap < 0 ||
@@ -470,14 +466,12 @@ Result<VAEMoments> vae_encode_tiled(Executor& ex, SDVAE& model, const HostTensor
 }
 
 Result<VAEDecision> vae_decode_decide(Executor& ex, SDVAE& model, const Shape& latent_shape) {
-  HR_TRY(vae_input_check(model, latent_shape, "vae_decode_decide"));
   // Idle models give room.
   return vae_decide_in(ex, model.config, model.dtype, latent_shape, true,
                        ex.arena_room(&model.store), ex.arena_room(), vae_name(model));
 }
 
 Result<VAEDecision> vae_encode_decide(Executor& ex, SDVAE& model, const Shape& image_shape) {
-  HR_TRY(vae_input_check(model, image_shape, "vae_encode_decide"));
   return vae_decide_in(ex, model.config, model.dtype, image_shape, false,
                        ex.arena_room(&model.store), ex.arena_room(), vae_name(model));
 }
@@ -490,7 +484,7 @@ Result<VAEDecision> vae_decide_for(Executor& ex, const VAEConfig& cfg, DType dty
 
 Result<VAEDecoded> vae_decode_auto(Executor& ex, SDVAE& model, const HostTensor& latent,
                                    const std::function<Status()>& before_tile) {
-  HR_TRY(vae_input_check(model, latent.shape(), "vae_decode_auto"));
+  HR_TRY(vae_input_check(model, latent.shape(), true, "vae_decode_auto"));
   HR_TRY(vae_weights_upload(ex, model, true));
   VAEDecoded r;
   HR_ASSIGN_OR_RETURN(r.decision, vae_decode_decide(ex, model, latent.shape()));
@@ -510,7 +504,7 @@ Result<VAEDecoded> vae_decode_auto(Executor& ex, SDVAE& model, const HostTensor&
 
 Result<VAEEncoded> vae_encode_auto(Executor& ex, SDVAE& model, const HostTensor& image,
                                    const std::function<Status()>& before_tile) {
-  HR_TRY(vae_input_check(model, image.shape(), "vae_encode_auto"));
+  HR_TRY(vae_input_check(model, image.shape(), false, "vae_encode_auto"));
   HR_TRY(vae_weights_upload(ex, model, false));
   VAEEncoded r;
   HR_ASSIGN_OR_RETURN(r.decision, vae_encode_decide(ex, model, image.shape()));
