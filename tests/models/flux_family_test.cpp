@@ -113,6 +113,36 @@ TEST_F(FluxGolden, OneEntryPerCallGivesTheSameRows) {
   }
 }
 
+// ComfyUI's Flux._forward on an odd 7 x 5 latent (forward_golden.safetensors, made by
+// make_forward_golden.py with the same weights): circular padding to 8 x 6, the ids, the crop;
+// and with guidance None (FluxDisableGuidance), the guidance embedding skipped.
+TEST_F(FluxGolden, OddLatentAndNoGuidanceMatchComfyForward) {
+  auto f = SafetensorsFile::open(test::data_path("flux/forward_golden.safetensors"));
+  ASSERT_TRUE(f.ok()) << f.status().str();
+  const SafetensorsFile& fwd = **f;
+  HostTensor latent = load(fwd, "fwd.latent"), t = load(fwd, "fwd.timesteps");
+  HostTensor ctx = load(fwd, "fwd.context"), y = load(fwd, "fwd.y"), g = load(fwd, "fwd.guidance");
+  for (bool guided : {true, false}) {
+    std::vector<CondEntry> es(2);
+    for (int64_t i = 0; i < 2; ++i) {
+      es[size_t(i)].cond = row(ctx, i);
+      es[size_t(i)].extras.set(kCondPooledOutput, row(y, i));
+      if (guided) {
+        es[size_t(i)].extras.set(kCondGuidance, double(g.f32()[i]));
+      } else {
+        es[size_t(i)].extras.set(kCondGuidance, std::monostate{});
+      }
+    }
+    const CondEntry* entries[] = {&es[0], &es[1]};
+    Result<HostTensor> out = flux_->run(cpu_.ex, flux_->weights(), latent, t, entries);
+    ASSERT_TRUE(out.ok()) << out.status().str();
+    HostTensor want = load(fwd, guided ? "fwd.out" : "fwd.out_no_guidance");
+    const double err = test::rel_err(*out, want);
+    std::printf("flux forward (%s guidance) rel error %.3g\n", guided ? "with" : "no", err);
+    EXPECT_LT(err, kRelTol);
+  }
+}
+
 TEST_F(FluxGolden, MissingPooledOutputOrContextWidthIsRefused) {
   CondEntry e = golden_entry(*file_, 0);
   e.extras = CondExtras{};

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "models/checkpoint.h"
 #include "models/flux/flux_model.h"
 #include "models/latent_formats.h"
 #include "models/sd/sd_vae.h"
@@ -87,6 +88,18 @@ std::string flux_unsupported_hint(const SafetensorsFile& f) {
   return "";
 }
 
+// What the tensors cannot show: the model sampling the family implies.
+std::vector<std::pair<std::string, std::string>> flux_settings_describe(
+    const SafetensorsFile&, const CheckpointInfo& info) {
+  const ModelSamplingSpec& s = info.family->sampling;
+  if (s.kind == ModelSamplingSpec::Kind::FLUX)
+    return {{"model sampling",
+             fmt::format("flux, shift {} (ComfyUI's Flux: guidance_in present)", s.shift)}};
+  return {{"model sampling", fmt::format("flow, shift {}, multiplier {} (ComfyUI's FluxSchnell: "
+                                         "no guidance_in)",
+                                         s.shift, s.multiplier)}};
+}
+
 ModelFamily flux_family_make(const char* name, FluxVariant variant, ModelSamplingSpec sampling) {
   ModelFamily f;
   f.name = name;
@@ -95,6 +108,7 @@ ModelFamily flux_family_make(const char* name, FluxVariant variant, ModelSamplin
   f.detect = [variant](const SafetensorsFile& file) { return flux_detect(file, variant); };
   f.expected_keys = flux_expected_keys();
   f.unsupported_hint = flux_unsupported_hint;
+  f.settings_describe = flux_settings_describe;
   f.latent = latent_format_flux();
   f.sampling = sampling;
   f.text_encoder_kinds = {kFluxClipL, kFluxT5XXL};

@@ -20,7 +20,7 @@ namespace {
 // 16/56/56 fit it, as they must for ComfyUI to load the file; one block of each kind. Its text
 // widths are the tiny encoders' (T5 d_model 32, CLIP width 64) with the real vocabularies, so the
 // shipped tokenizers drive them. The tiny autoencoder keeps the 16-channel, no-quant-conv layout
-// at 32 base channels.
+// at 32 base channels, widths 1, 2, 2, 2.
 FluxConfig flux_dit_tiny() {
   FluxConfig c;
   c.hidden_size = 256;
@@ -62,6 +62,7 @@ FluxMakeConfig flux_make_config(ModelSize size) {
     c.clip.heads = 1;
     c.clip.mlp = 128;
     c.vae.ch = 32;
+    c.vae.ch_mult = {1, 2, 2, 2};  // make-model's tiny SD VAE widths
   }
   return c;
 }
@@ -128,29 +129,24 @@ Result<std::vector<Component>> components_plan(const FluxMakeConfig& c) {
 }
 
 // Note [flux random init]
-// Full-size files hold 17 B values, so the generator is cheap: splitmix64 seeded by the seed
-// and a hash of (component, name), each draw the sum of four 16-bit uniforms (Irwin-Hall,
-// scaled to unit variance), which is close enough to normal for random weights. The scales are
-// make-model's (Note [random init]): matrices and embeddings N(0, 1/fan_in), norm scales
+// Full-size files hold 17 B values, so the generator is cheap and parallel: splitmix64 on a
+// counter, seeded by the seed and a hash of (component, name), each draw the sum of four 16-bit
+// uniforms (Irwin-Hall, scaled to unit variance), close enough to normal for random weights. The
+// scales are make-model's (Note [random init]): matrices and embeddings N(0, 1/fan_in), norm scales
 // 1 + 0.1 N, biases 0.1 N, so activations stay O(1) through the blocks and outputs finite in
 // bf16/f16. A tensor's values depend only on its seed, so the checkpoint's copy equals the
 // component file's.
-class FastNormal {
- public:
-  explicit FastNormal(uint64_t seed) : s_(seed) {}
-  float next() {
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    float sum = 0;
-    for (int i = 0; i < 4; ++i) sum += float((z >> (16 * i)) & 0xFFFF) * (1.0f / 65536.0f);
-    return (sum - 2.0f) * 1.7320508f;  // variance 4/12 -> 1
-  }
-
- private:
-  uint64_t s_;
-};
+// Draw i of a tensor whose generator is seeded with `seed`: counter-based (splitmix64 of
+// seed + (i + 1) * golden ratio), so chunks of a tensor are drawn in parallel.
+float normal_at(uint64_t seed, uint64_t i) {
+  uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  float sum = 0;
+  for (int k = 0; k < 4; ++k) sum += float((z >> (16 * k)) & 0xFFFF) * (1.0f / 65536.0f);
+  return (sum - 2.0f) * 1.7320508f;  // variance 4/12 -> 1
+}
 
 uint64_t name_seed(uint64_t seed, const Planned& p) {
   uint64_t h = 1469598103934665603ull ^ seed;
@@ -168,13 +164,15 @@ Status tensor_fill(const Planned& p, uint64_t seed, const SafetensorsSink& write
     for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = i;
     return write(ids.data(), ids.size() * sizeof(int64_t));
   }
-  FastNormal rng(name_seed(seed, p));
+  const uint64_t tensor_seed = name_seed(seed, p);
   const float sd = p.init == Init::MATRIX ? 1.0f / std::sqrt(float(n / s[0])) : 0.1f;
   const float mean = p.init == Init::SCALE ? 1.0f : 0.0f;
   for (int64_t at = 0; at < n; at += kChunk) {
     const int64_t m = std::min(kChunk, n - at);
     HostTensor chunk(DType::F32, Shape{m});
-    for (int64_t i = 0; i < m; ++i) chunk.f32()[i] = mean + sd * rng.next();
+    float* out = chunk.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < m; ++i) out[i] = mean + sd * normal_at(tensor_seed, uint64_t(at + i));
     if (p.file.dtype == DType::F32) {
       HR_TRY(write(chunk.data(), chunk.bytes()));
     } else {
