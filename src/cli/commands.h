@@ -42,10 +42,11 @@ struct ModelsArgs {
 int cmd_models(const ModelsArgs& args);
 
 struct MakeModelArgs {
-  std::string arch = "sd1";  // sd1, sd2
+  std::string arch = "sd1";  // sd1, sd2, sdxl, sdxl-refiner, flux
   std::string size = "tiny";  // tiny, full
   uint64_t seed = 0;
-  std::string output;
+  std::string output;   // the checkpoint (SD archs)
+  std::string out_dir;  // the models folder (flux: several files)
   std::string dtype = "f16";
 };
 int cmd_make_model(const MakeModelArgs& args);

@@ -72,13 +72,16 @@ int main(int argc, char** argv) {
 
   hr::MakeModelArgs mm;
   CLI::App* mm_cmd = app.add_subcommand("make-model", "write a random-weight checkpoint");
-  mm_cmd->add_option("--arch", mm.arch, "sd1, sd2, sdxl or sdxl-refiner")
-      ->check(CLI::IsMember({"sd1", "sd2", "sdxl", "sdxl-refiner"}));
+  mm_cmd->add_option("--arch", mm.arch, "sd1, sd2, sdxl, sdxl-refiner or flux")
+      ->check(CLI::IsMember({"sd1", "sd2", "sdxl", "sdxl-refiner", "flux"}));
   mm_cmd->add_option("--size", mm.size, "tiny or full")->check(CLI::IsMember({"tiny", "full"}));
   mm_cmd->add_option("--seed", mm.seed, "random seed");
   mm_cmd->add_option("--dtype", mm.dtype, "storage dtype: f16, bf16, f32")
       ->check(CLI::IsMember({"f16", "bf16", "f32"}));
-  mm_cmd->add_option("-o,--output", mm.output, "output .safetensors file")->required();
+  mm_cmd->add_option("-o,--output", mm.output, "output .safetensors file (SD archs)");
+  mm_cmd->add_option("--out-dir", mm.out_dir,
+                     "models folder to write (flux: diffusion_models/, text_encoders/, vae/, "
+                     "checkpoints/)");
 
   hr::PlanArgs plan;
   CLI::App* plan_cmd = app.add_subcommand(

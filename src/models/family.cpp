@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "models/flux/flux_family.h"
 #include "models/sd/sd_family.h"
 
 namespace hr {
@@ -18,6 +19,7 @@ const std::vector<const ModelFamily*>& model_families_builtin() {
   static const std::vector<const ModelFamily*> families = [] {
     std::vector<const ModelFamily*> v;
     for (const ModelFamily* f : sd_families()) v.push_back(f);
+    for (const ModelFamily* f : flux_families()) v.push_back(f);
     return v;
   }();
   return families;

@@ -319,33 +319,30 @@ Result<HostTensor> SafetensorsFile::load(std::string_view name, std::optional<DT
   return t;
 }
 
-Status safetensors_write(const std::string& path,
-                         const std::vector<std::pair<std::string, const HostTensor*>>& tensors,
-                         const std::map<std::string, std::string>& metadata) {
-  std::vector<std::pair<std::string, const HostTensor*>> sorted = tensors;
-  std::sort(sorted.begin(), sorted.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    if (i > 0 && sorted[i].first == sorted[i - 1].first)
+Status safetensors_write_streamed(const std::string& path,
+                                  std::vector<SafetensorsPlanned> tensors,
+                                  const std::map<std::string, std::string>& metadata,
+                                  const SafetensorsFill& fill) {
+  std::sort(tensors.begin(), tensors.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (i > 0 && tensors[i].name == tensors[i - 1].name)
       return make_error(ErrorCode::INVALID_ARGUMENT, "writing '{}': tensor name '{}' given twice",
-                        path, sorted[i].first);
-    if (sorted[i].first == "__metadata__")
+                        path, tensors[i].name);
+    if (tensors[i].name == "__metadata__")
       return make_error(ErrorCode::INVALID_ARGUMENT,
                         "writing '{}': '__metadata__' cannot name a tensor", path);
-    if (!sorted[i].second || sorted[i].second->empty())
-      return make_error(ErrorCode::INVALID_ARGUMENT, "writing '{}': tensor '{}' has no data", path,
-                        sorted[i].first);
   }
 
   Json header = Json::object();
   uint64_t offset = 0;
-  for (const auto& [name, t] : sorted) {
+  for (const SafetensorsPlanned& t : tensors) {
     Json shape = Json::array();
-    for (int i = 0; i < t->shape().rank; ++i) shape.push_back(t->shape().dims[i]);
-    uint64_t bytes = t->bytes();
-    header[name] = Json{{"dtype", dtype_to_safetensors(t->dtype())},
-                        {"shape", std::move(shape)},
-                        {"data_offsets", Json::array({offset, offset + bytes})}};
+    for (int i = 0; i < t.shape.rank; ++i) shape.push_back(t.shape.dims[i]);
+    uint64_t bytes = TensorDesc{t.dtype, t.shape}.bytes();
+    header[t.name] = Json{{"dtype", dtype_to_safetensors(t.dtype)},
+                          {"shape", std::move(shape)},
+                          {"data_offsets", Json::array({offset, offset + bytes})}};
     offset += bytes;
   }
   if (!metadata.empty()) {
@@ -369,9 +366,17 @@ Status safetensors_write(const std::string& path,
   if (fd < 0) return io_error("cannot create", tmp, errno);
   Status s = write_all(fd, len, 8, tmp);
   if (s.ok()) s = write_all(fd, hs.data(), hs.size(), tmp);
-  for (const auto& [name, t] : sorted) {
+  for (const SafetensorsPlanned& t : tensors) {
     if (!s.ok()) break;
-    s = write_all(fd, t->data(), t->bytes(), tmp);
+    uint64_t written = 0;
+    s = fill(t, [&](const void* data, size_t bytes) {
+      written += bytes;
+      return write_all(fd, data, bytes, tmp);
+    });
+    const uint64_t want = TensorDesc{t.dtype, t.shape}.bytes();
+    if (s.ok() && written != want)
+      s = make_error(ErrorCode::INTERNAL, "writing '{}': tensor '{}' got {} bytes, not {}", path,
+                     t.name, written, want);
   }
   if (s.ok() && ::fsync(fd) != 0) s = io_error("cannot sync", tmp, errno);
   if (::close(fd) != 0 && s.ok()) s = io_error("cannot close", tmp, errno);
@@ -379,6 +384,26 @@ Status safetensors_write(const std::string& path,
     s = io_error(fmt::format("cannot rename '{}' to", tmp), path, errno);
   if (!s.ok()) ::unlink(tmp.c_str());
   return s;
+}
+
+Status safetensors_write(const std::string& path,
+                         const std::vector<std::pair<std::string, const HostTensor*>>& tensors,
+                         const std::map<std::string, std::string>& metadata) {
+  std::vector<SafetensorsPlanned> planned;
+  std::map<std::string, const HostTensor*> data;
+  for (const auto& [name, t] : tensors) {
+    if (!t || t->empty())
+      return make_error(ErrorCode::INVALID_ARGUMENT, "writing '{}': tensor '{}' has no data", path,
+                        name);
+    planned.push_back({name, t->dtype(), t->shape()});
+    data[name] = t;
+  }
+  return safetensors_write_streamed(
+      path, std::move(planned), metadata,
+      [&data](const SafetensorsPlanned& p, const SafetensorsSink& write) {
+        const HostTensor* t = data.at(p.name);
+        return write(t->data(), t->bytes());
+      });
 }
 
 // Note [page release]

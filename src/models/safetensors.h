@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -74,6 +75,25 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
   TensorData data_mode_ = TensorData::READ;
 };
+
+// A tensor of a file that safetensors_write_streamed writes.
+struct SafetensorsPlanned {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+};
+// Takes the next bytes of the tensor being written.
+using SafetensorsSink = std::function<Status(const void* data, size_t bytes)>;
+// Hands one tensor's bytes, in order and in as many pieces as it likes, to the sink.
+using SafetensorsFill = std::function<Status(const SafetensorsPlanned&, const SafetensorsSink&)>;
+
+// Writes the tensors (sorted by name) with `fill` called once per tensor in that order, so that
+// a file larger than memory (make-model's full-size Flux) never has to be held whole. Written to
+// a temporary name and renamed, so readers never see a partial file; INTERNAL when a fill hands
+// over more or fewer bytes than its tensor has.
+Status safetensors_write_streamed(const std::string& path, std::vector<SafetensorsPlanned> tensors,
+                                  const std::map<std::string, std::string>& metadata,
+                                  const SafetensorsFill& fill);
 
 // Writes tensors (in their dtypes) and metadata; the file is written to a temporary name
 // and renamed, so readers never see a partial file.

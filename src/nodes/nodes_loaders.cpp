@@ -112,7 +112,8 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
     HR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m, model_load(file, load_options(ctx)));
     if (!m->diffusion || !m->vae)
       return make_error(ErrorCode::INVALID_ARGUMENT,
-                        "{} is not a full checkpoint (UNet {}, VAE {}); use UNETLoader/VAELoader",
+                        "{} is not a full checkpoint (diffusion model {}, VAE {}); use "
+                        "UNETLoader/VAELoader",
                         path, m->diffusion ? "found" : "missing", m->vae ? "found" : "missing");
     std::shared_ptr<LoadedModel> model(std::move(m));
     std::vector<std::any> out;
@@ -143,7 +144,9 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
     o.load_vae = false;
     weight_dtype_apply(in.get_string("weight_dtype"), o);
     HR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m, model_load(file, o));
-    if (!m->diffusion) return make_error(ErrorCode::INVALID_ARGUMENT, "{} holds no UNet", path);
+    if (!m->diffusion)
+      return make_error(ErrorCode::INVALID_ARGUMENT, "{} holds no diffusion model (UNet or DiT)",
+                        path);
     return std::vector<std::any>{
         std::make_shared<const ModelValue>(ModelValue{std::shared_ptr<LoadedModel>(std::move(m))})};
   };

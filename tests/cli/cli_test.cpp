@@ -331,5 +331,25 @@ TEST_F(CliTest, RunUnderABudgetTilesTheVAEAndSaysSo) {
   EXPECT_NE(bad.output.find("'lots' is not a size"), std::string::npos) << bad.output;
 }
 
+// make-model --arch flux writes a ComfyUI models folder (the DiT, both text encoders, the VAE and
+// the single-file checkpoint); the folder is the option, not a file.
+TEST_F(CliTest, MakeModelFluxWritesAModelsFolder) {
+  const fs::path dir = root_ / "flux_models";
+  CmdResult r = run_cmd(test::headroom_binary() + " make-model --arch flux --size tiny --seed 4 " +
+                        "--out-dir " + dir.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* f : {"diffusion_models/flux1-dev.safetensors",
+                        "text_encoders/t5xxl_fp16.safetensors", "text_encoders/clip_l.safetensors",
+                        "vae/ae.safetensors", "checkpoints/flux1-dev-all.safetensors"})
+    EXPECT_TRUE(fs::exists(dir / f)) << f << "\n" << r.output;
+  r = run_cmd(test::headroom_binary() + " models " + (dir / "diffusion_models/flux1-dev.safetensors").string());
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("family flux"), std::string::npos) << r.output;
+  r = run_cmd(test::headroom_binary() + " make-model --arch flux --size tiny -o " +
+              (root_ / "one.safetensors").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--out-dir"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace hr

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -162,6 +163,42 @@ TEST_F(SafetensorsTest, EmptyFileListAndZeroSizedTensor) {
   auto t = (*s)->load("z");
   ASSERT_TRUE(t.ok()) << t.status().str();
   EXPECT_EQ(t->numel(), 0);
+}
+
+// safetensors_write_streamed: each tensor's bytes handed over in pieces, in name order; a fill
+// that hands over the wrong byte count fails and leaves no file.
+TEST_F(SafetensorsTest, StreamedWriteTakesPiecesAndChecksTheirBytes) {
+  HostTensor a = iota_f32({3, 5}, 0.25f), b = iota_f32({7}, -1.0f);
+  std::vector<SafetensorsPlanned> list = {{"z.b", DType::F32, b.shape()},
+                                          {"a", DType::F32, a.shape()}};
+  std::vector<std::string> order;
+  auto fill = [&](const SafetensorsPlanned& p, const SafetensorsSink& write) -> Status {
+    order.push_back(p.name);
+    const HostTensor& t = p.name == "a" ? a : b;
+    const char* bytes = static_cast<const char*>(t.data());
+    for (size_t at = 0; at < t.bytes(); at += 8)
+      HR_TRY(write(bytes + at, std::min<size_t>(8, t.bytes() - at)));
+    return Status();
+  };
+  std::string p = path("streamed.safetensors");
+  ASSERT_TRUE(safetensors_write_streamed(p, list, {{"k", "v"}}, fill).ok());
+  EXPECT_EQ(order, (std::vector<std::string>{"a", "z.b"}));
+  auto r = SafetensorsFile::open(p);
+  ASSERT_TRUE(r.ok()) << r.status().str();
+  EXPECT_EQ((*r)->metadata().at("k"), "v");
+  for (const auto& [name, want] :
+       {std::pair<const char*, const HostTensor*>{"a", &a}, {"z.b", &b}}) {
+    auto t = (*r)->load(name);
+    ASSERT_TRUE(t.ok()) << t.status().str();
+    ASSERT_EQ(t->shape(), want->shape());
+    EXPECT_EQ(std::memcmp(t->data(), want->data(), want->bytes()), 0) << name;
+  }
+  std::string q = path("short.safetensors");
+  Status s = safetensors_write_streamed(
+      q, list, {},
+      [&](const SafetensorsPlanned&, const SafetensorsSink& write) { return write(a.data(), 4); });
+  EXPECT_EQ(s.code(), ErrorCode::INTERNAL) << s.str();
+  EXPECT_FALSE(fs::exists(q));
 }
 
 TEST_F(SafetensorsTest, MissingFileIsNotFound) {

@@ -1,0 +1,67 @@
+// The Flux family's diffusion-model component: the DiT (flux_dit.h) as a DiffusionModel, building
+// its img / txt / y / guidance / pe inputs from a latent and conditioning entries as ComfyUI's
+// model_base.Flux and Flux._forward do.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "models/diffusion_model.h"
+#include "models/flux/flux_dit.h"
+
+namespace hr {
+
+struct LoadedModel;
+
+// One DiT call's inputs on the host, f32: the latent x [B, C, H, W] (any H, W: padded to even
+// sizes as ComfyUI does), timesteps [B] (sigma, as the sampler's ModelSampling gives it), txt
+// [B, L, context_in_dim], y [B, vec_in_dim] and, for a guidance-distilled model, guidance [B]
+// (none: the guidance embedding is skipped, as ComfyUI's forward_orig does for guidance=None).
+struct FluxInputs {
+  const HostTensor* x = nullptr;
+  const HostTensor* timesteps = nullptr;
+  const HostTensor* txt = nullptr;
+  const HostTensor* y = nullptr;
+  const HostTensor* guidance = nullptr;
+};
+
+// Runs the DiT for the inputs' shapes (graphs kept per configuration and shape as the UNet's,
+// Note [graph reuse] in models/sd/unet.cpp); returns the model output [B, C, H, W] f32.
+Result<HostTensor> flux_dit_run(Executor& ex, const FluxConfig& cfg, WeightSource& weights,
+                                DType dtype, const FluxInputs& in);
+
+// Executor::min_device_bytes of the DiT graph for a [B, C, h, w] latent and `tokens` text tokens.
+Result<uint64_t> flux_dit_min_device_bytes(Executor& ex, const FluxConfig& cfg, const Shape& latent,
+                                           int64_t tokens, DType dtype);
+
+class FluxModel final : public DiffusionModel {
+ public:
+  FluxModel(const ModelFamily& family, FluxConfig config, DType dtype)
+      : family_(&family), config(std::move(config)), dtype(dtype) {}
+
+  const ModelFamily& family() const override { return *family_; }
+  WeightSet& weights() override { return store; }
+  ModelSamplingSpec sampling() const override { return family_->sampling; }
+  Result<uint64_t> min_device_bytes(Executor& ex, const Shape& latent, int64_t tokens) override;
+  // Note [flux entries]: entries that ComfyUI would not batch together run one call each.
+  Result<HostTensor> run(Executor& ex, WeightSource& weights, const HostTensor& x,
+                         const HostTensor& timesteps,
+                         std::span<const CondEntry* const> entries) override;
+
+ private:
+  const ModelFamily* family_;
+
+ public:
+  FluxConfig config;
+  DType dtype = DType::F32;  // compute dtype
+  WeightSet store;
+};
+
+// The factory of the flux families: the configuration from the tensors (Fill and other input
+// widths refused by name), the weights converted to options.diffusion_dtype (or kept in fp8).
+Result<std::unique_ptr<DiffusionModel>> flux_model_create(const ComponentLoad& load);
+
+// The DiT of a loaded Flux model, or null.
+FluxModel* flux_model(LoadedModel& model);
+
+}  // namespace hr
