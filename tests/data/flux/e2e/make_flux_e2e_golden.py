@@ -1,0 +1,434 @@
+#!/usr/bin/env python3
+"""End-to-end Flux reference (issue 39 item 5): a tiny single-file Flux checkpoint with random
+weights, and ComfyUI's own code (commit a125cd84) running the workflow of
+flux-e2e-workflow.json on it, stage by stage, on the CPU in float32.
+
+Usage: make_flux_e2e_golden.py --comfy COMFYUI_DIR [--out DIR] [--tokens-from FILE]
+  COMFYUI_DIR: ComfyUI a125cd84's files (comfy/, comfy_extras/, node_helpers.py, the CLIP vocab
+  in comfy/sd1_tokenizer and T5's tokenizer in comfy/text_encoders/t5_tokenizer).
+  --out: where tiny-flux.safetensors, flux-e2e-golden.safetensors and flux_e2e_0.png go
+  (default: beside this script).
+  --tokens-from: a JSON file of token-weight pairs used INSTEAD of ComfyUI's tokenizers. Only for
+  a dry run on a machine without transformers/tokenizers; the golden comes from the real
+  tokenizers (the script records which in the golden's metadata, "tokens").
+
+Packages absent here (safetensors, transformers, einops, torchsde, ... on an old torch) are
+stubbed or shimmed so that ComfyUI's modules import; on the GPU machine (torch 2.x, transformers,
+tokenizers, einops present) nothing is shimmed but the packages ComfyUI imports and never calls
+in this workflow (torchsde, av, ...). Safetensors and the PNG are read and written by the few
+lines below (numpy, zlib), in both cases.
+"""
+
+import argparse
+import ast
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import struct
+import sys
+import types
+import zlib
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+PROMPT = "a photo of a (red:1.2) fox in the snow"
+NEGATIVE = ""
+SEED = 42
+STEPS = 4
+CFG = 1.0
+GUIDANCE = 3.5
+WIDTH = HEIGHT = 64
+MAX_SHIFT, BASE_SHIFT = 1.15, 0.5
+WEIGHT_SEED = 3939
+
+# Tiny configurations. Vocab-sized tables keep their real row counts (the real tokenizers'
+# ids index them), so the widths are tiny. ComfyUI's detection fixes Flux's heads and RoPE axes
+# for the 3072-wide model; the tiny DiT's are set here (heads 2, head dim 8, axes 2/2/4).
+CLIP_CONFIG = {"hidden_size": 4, "intermediate_size": 8, "num_attention_heads": 2,
+               "num_hidden_layers": 2, "projection_dim": 4}
+T5_CONFIG = {"d_model": 4, "d_kv": 4, "num_heads": 2, "d_ff": 8, "num_layers": 2}
+DIT_CONFIG = {"hidden_size": 16, "num_heads": 2, "axes_dim": [2, 2, 4], "mlp_ratio": 4.0,
+              "depth": 1, "depth_single_blocks": 1, "context_in_dim": 4, "vec_in_dim": 4}
+VAE_CONFIG = {"double_z": True, "z_channels": 16, "resolution": 256, "in_channels": 3,
+              "out_ch": 3, "ch": 32, "ch_mult": [1, 1], "num_res_blocks": 1,
+              "attn_resolutions": [], "dropout": 0.0}
+PREFIX_DIT = "model.diffusion_model."
+PREFIX_VAE = "vae."
+PREFIX_CLIP_L = "text_encoders.clip_l.transformer."
+PREFIX_T5 = "text_encoders.t5xxl.transformer."
+MAX_CHECKPOINT_BYTES = 1200 * 1000
+
+STUB_WHEN_MISSING = {"safetensors", "transformers", "tokenizers", "sentencepiece", "torchsde",
+                     "tqdm", "av", "torchvision", "torchaudio", "spandrel", "kornia", "psutil",
+                     "PIL", "scipy", "trampoline", "comfy_aimdo", "aiohttp", "einops"}
+
+
+# ---------------------------------------------------------------- shims for an old or bare python
+
+class _Anything:
+    def __init__(self, *a, **k):
+        pass
+
+    def __call__(self, *a, **k):
+        return _Anything()
+
+    def __getattr__(self, n):
+        return _Anything()
+
+    def __mro_entries__(self, bases):
+        return (object,)
+
+
+class _StubModule(types.ModuleType):
+    def __getattr__(self, n):
+        if n.startswith("__"):
+            raise AttributeError(n)
+        return _Anything()
+
+
+class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self, roots):
+        self.roots = roots
+
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in self.roots:
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        m = _StubModule(spec.name)
+        m.__path__ = []
+        return m
+
+    def exec_module(self, m):
+        pass
+
+
+def _einops_shim():
+    """The four einops patterns comfy/ldm/flux uses, written out (only when einops is absent)."""
+    def rearrange(t, pattern, **s):
+        if pattern == "b n d (i j) -> b n d i j":
+            return t.reshape(*t.shape[:-1], s["i"], s["j"])
+        if pattern == "b c (h ph) (w pw) -> b (h w) (c ph pw)":
+            b, c, H, W = t.shape
+            ph, pw = s["ph"], s["pw"]
+            t = t.reshape(b, c, H // ph, ph, W // pw, pw).permute(0, 2, 4, 1, 3, 5)
+            return t.reshape(b, (H // ph) * (W // pw), c * ph * pw)
+        if pattern == "b (h w) (c ph pw) -> b c (h ph) (w pw)":
+            b, n, d = t.shape
+            h, w, ph, pw = s["h"], s["w"], s["ph"], s["pw"]
+            c = d // (ph * pw)
+            t = t.reshape(b, h, w, c, ph, pw).permute(0, 3, 1, 4, 2, 5)
+            return t.reshape(b, c, h * ph, w * pw)
+        raise NotImplementedError("einops shim: " + pattern)
+
+    def repeat(t, pattern, **s):
+        if pattern == "h w c -> b (h w) c":
+            h, w, c = t.shape
+            return t.reshape(1, h * w, c).expand(s["b"], h * w, c)
+        raise NotImplementedError("einops shim: " + pattern)
+
+    m = _StubModule("einops")  # other attributes (einops.layers, ...): stubs, never called
+    m.rearrange, m.repeat = rearrange, repeat
+    m.__path__ = []
+    sys.modules["einops"] = m
+    for sub in ("einops.layers", "einops.layers.torch"):
+        sys.modules[sub] = _StubModule(sub)
+        sys.modules[sub].__path__ = []
+
+
+def _tqdm_shim():
+    """The samplers loop over tqdm.auto.trange(n, disable=...): a plain range (tqdm absent)."""
+    for name in ("tqdm", "tqdm.auto"):
+        m = _StubModule(name)
+        m.__path__ = []
+        m.trange = lambda n, *a, **k: range(n)
+        m.tqdm = lambda it=None, *a, **k: it
+        sys.modules[name] = m
+
+
+def _sdpa_shim():
+    """torch < 2 has no scaled_dot_product_attention: the same math, softmax(q k^T/sqrt(d)+m) v."""
+    def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, **kw):
+        s = q @ k.transpose(-2, -1) / (q.shape[-1] ** 0.5)
+        if attn_mask is not None:
+            s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask
+        return torch.softmax(s, dim=-1) @ v
+    torch.nn.functional.scaled_dot_product_attention = sdpa
+
+
+def import_comfy(comfy_dir):
+    missing = {r for r in STUB_WHEN_MISSING if importlib.util.find_spec(r) is None}
+    shimmed = sorted(missing)
+    if "einops" in missing:
+        _einops_shim()
+        missing.discard("einops")
+    if "tqdm" in missing:
+        _tqdm_shim()
+        missing.discard("tqdm")
+    sys.meta_path.insert(0, _StubFinder(missing))
+    if not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
+        _sdpa_shim()
+        shimmed.append("F.scaled_dot_product_attention")
+    sys.path.insert(0, comfy_dir)
+    import comfy.options
+    comfy.options.enable_args_parsing()
+    sys.argv = [sys.argv[0], "--cpu"]  # ComfyUI's own switch: every model on the CPU, float32
+    import comfy.model_management  # noqa: F401
+    return shimmed
+
+
+# ---------------------------------------------------------------- files
+
+DT = {"F16": np.float16, "F32": np.float32, "I64": np.int64, "U8": np.uint8}
+NP_TO_DT = {np.dtype(v): k for k, v in DT.items()}
+
+
+def save_safetensors(path, tensors, metadata):
+    header, blobs, off = {"__metadata__": metadata}, [], 0
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name])
+        b = a.astype(a.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": NP_TO_DT[a.dtype], "shape": list(a.shape),
+                        "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def load_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        s, t = e["data_offsets"]
+        a = np.frombuffer(data[8 + n + s:8 + n + t], dtype=DT[e["dtype"]]).reshape(e["shape"])
+        out[name] = torch.from_numpy(a.copy())
+    return out
+
+
+def save_png(path, rgb):
+    """8-bit RGB, no metadata (SaveImage also writes the prompt as text chunks; pixels only here)."""
+    h, w, _ = rgb.shape
+    raw = b"".join(b"\x00" + rgb[y].tobytes() for y in range(h))
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+    png += chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b"")
+    with open(path, "wb") as f:
+        f.write(png)
+
+
+# ---------------------------------------------------------------- the tiny checkpoint
+
+def build_modules(comfy):
+    """ComfyUI's own classes at the tiny configs: the DiT (comfy.model_base.Flux), the two text
+    encoders (comfy/text_encoders/flux.py FluxClipModel) and the autoencoder (comfy.sd.VAE's
+    AutoencodingEngine for a VAE without quant convs, as Flux's ae.safetensors)."""
+    import comfy.supported_models
+    import comfy.text_encoders.flux
+    from comfy.ldm.models.autoencoder import AutoencodingEngine
+    unet_config = {"image_model": "flux", "in_channels": 16, "patch_size": 2, "out_channels": 16,
+                   "theta": 10000, "qkv_bias": True, "guidance_embed": True, **DIT_CONFIG}
+    model_config = comfy.supported_models.Flux(unet_config)
+    model_config.set_inference_dtype(torch.float32, None)
+    dit = model_config.get_model({}, PREFIX_DIT, device="cpu")
+    options = {"clip_l_model_config": dict(CLIP_CONFIG), "t5xxl_model_config": dict(T5_CONFIG)}
+    clip = comfy.text_encoders.flux.flux_clip(dtype_t5=torch.float32)(
+        device="cpu", dtype=torch.float32, model_options=options)
+    vae = AutoencodingEngine(
+        regularizer_config={"target": "comfy.ldm.models.autoencoder.DiagonalGaussianRegularizer"},
+        encoder_config={"target": "comfy.ldm.modules.diffusionmodules.model.Encoder", "params": VAE_CONFIG},
+        decoder_config={"target": "comfy.ldm.modules.diffusionmodules.model.Decoder", "params": VAE_CONFIG})
+    return model_config, dit, clip, vae.eval()
+
+
+def random_value(name, shape, g):
+    """Norm scales near 1, biases small, matrices N(0, 1/fan_in), embeddings N(0, 1)."""
+    if len(shape) == 1:
+        if name.endswith("bias"):
+            return 0.02 * torch.randn(shape, generator=g)
+        return 1.0 + 0.1 * torch.randn(shape, generator=g)
+    if "embedding" in name or name.endswith("shared.weight") or "relative_attention_bias" in name:
+        return torch.randn(shape, generator=g)
+    fan_in = int(np.prod(shape[1:]))
+    return torch.randn(shape, generator=g) / fan_in ** 0.5
+
+
+def tiny_checkpoint(dit, clip, vae):
+    g = torch.Generator().manual_seed(WEIGHT_SEED)
+    parts = [(PREFIX_DIT, dit.diffusion_model.state_dict()),
+             (PREFIX_CLIP_L, clip.clip_l.transformer.state_dict()),
+             (PREFIX_T5, clip.t5xxl.transformer.state_dict()),
+             (PREFIX_VAE, vae.state_dict())]
+    sd = {}
+    for prefix, part in parts:
+        for k in sorted(part):
+            sd[prefix + k] = random_value(k, tuple(part[k].shape), g).half()
+    return sd
+
+
+def load_like_checkpoint_loader(comfy, model_config, dit, clip, vae, sd):
+    """What CheckpointLoaderSimple does with the file's tensors (comfy/sd.py
+    load_checkpoint_guess_config): the DiT's weights through BaseModel.load_model_weights, the
+    text encoders' through process_clip_state_dict + load_state_dict(strict=False), the VAE's
+    through its prefix filter and process_vae_state_dict. Every tensor must land: nothing missing, nothing unused."""
+    dit.load_model_weights(dict(sd), PREFIX_DIT)
+    check_loaded("dit", dit.diffusion_model, {k[len(PREFIX_DIT):] for k in sd if k.startswith(PREFIX_DIT)})
+    clip_sd = model_config.process_clip_state_dict(dict(sd))
+    missing, unexpected = clip.load_state_dict(clip_sd, strict=False)
+    assert not unexpected, unexpected
+    assert set(missing) <= {"clip_l.logit_scale", "t5xxl.logit_scale"}, missing
+    import comfy.utils
+    vae_sd = comfy.utils.state_dict_prefix_replace(
+        dict(sd), {k: "" for k in model_config.vae_key_prefix}, filter_keys=True)
+    vae_sd = model_config.process_vae_state_dict(vae_sd)
+    missing, unexpected = vae.load_state_dict(vae_sd, strict=False)
+    assert not missing and not unexpected, (missing, unexpected)
+
+
+def check_loaded(what, module, keys):
+    own = set(module.state_dict())
+    assert own == keys, (what, sorted(own ^ keys)[:10])
+
+
+# ---------------------------------------------------------------- the workflow's nodes
+
+def tokenize(comfy, text, tokens_from):
+    if tokens_from is not None:
+        pairs = tokens_from[text]
+        return {k: [[tuple(p) for p in seq] for seq in v] for k, v in pairs.items()}
+    import comfy.text_encoders.flux
+    return comfy.text_encoders.flux.FluxTokenizer().tokenize_with_weights(text)
+
+
+def clip_text_encode(clip, tokens):
+    """CLIPTextEncode: CLIP.encode_from_tokens_scheduled without hooks = encode_token_weights,
+    conditioning [[cond, {"pooled_output": pooled}]]."""
+    clip.reset_clip_options()
+    cond, pooled = clip.encode_token_weights(tokens)[:2]
+    return [[cond, {"pooled_output": pooled}]]
+
+
+def model_sampling_flux_node(comfy_dir):
+    """The ModelSamplingFlux node class, taken out of comfy_extras/nodes_model_advanced.py with
+    ast (the module imports ComfyUI's whole node set)."""
+    import comfy.model_sampling
+    path = os.path.join(comfy_dir, "comfy_extras", "nodes_model_advanced.py")
+    tree = ast.parse(open(path).read())
+    picked = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelSamplingFlux"]
+    ns = {"comfy": sys.modules["comfy"], "torch": torch, "nodes": types.SimpleNamespace(MAX_RESOLUTION=16384)}
+    exec(compile(ast.Module(body=picked, type_ignores=[]), path, "exec"), ns)
+    return ns["ModelSamplingFlux"]()
+
+
+def tokens_tensors(prefix, tokens):
+    out = {}
+    for k, seqs in tokens.items():
+        out[f"{prefix}.{k}.ids"] = np.array([[int(p[0]) for p in s] for s in seqs], dtype=np.int64)
+        out[f"{prefix}.{k}.weights"] = np.array([[float(p[1]) for p in s] for s in seqs], dtype=np.float32)
+    return out
+
+
+def f32(t):
+    return t.detach().float().contiguous().numpy()
+
+
+def run(args):
+    shimmed = import_comfy(os.path.abspath(args.comfy))
+    import comfy.model_patcher
+    import comfy.sample
+    import comfy.samplers
+    import node_helpers
+    torch.set_grad_enabled(False)
+    out_dir = args.out or HERE
+    os.makedirs(out_dir, exist_ok=True)
+
+    model_config, dit, clip, vae = build_modules(comfy)
+    sd = tiny_checkpoint(dit, clip, vae)
+    ckpt_path = os.path.join(out_dir, "tiny-flux.safetensors")
+    meta = {"comfyui": "a125cd84", "weight_seed": str(WEIGHT_SEED),
+            "dit_config": json.dumps(DIT_CONFIG), "clip_l_config": json.dumps(CLIP_CONFIG),
+            "t5xxl_config": json.dumps(T5_CONFIG), "vae_config": json.dumps(VAE_CONFIG)}
+    save_safetensors(ckpt_path, {k: v.numpy() for k, v in sd.items()}, meta)
+    size = os.path.getsize(ckpt_path)
+    print(f"{ckpt_path}: {len(sd)} tensors, {size} bytes")
+    assert size < MAX_CHECKPOINT_BYTES, size
+    load_like_checkpoint_loader(comfy, model_config, dit, clip, vae, load_safetensors(ckpt_path))
+
+    tokens_from = json.load(open(args.tokens_from)) if args.tokens_from else None
+    tok_pos = tokenize(comfy, PROMPT, tokens_from)
+    tok_neg = tokenize(comfy, NEGATIVE, tokens_from)
+    positive = clip_text_encode(clip, tok_pos)
+    negative = clip_text_encode(clip, tok_neg)
+    enc_pos = [positive[0][0].clone(), positive[0][1]["pooled_output"].clone()]
+    positive = node_helpers.conditioning_set_values(positive, {"guidance": GUIDANCE})  # FluxGuidance
+
+    latent = torch.zeros([1, 16, HEIGHT // 8, WIDTH // 8])  # EmptySD3LatentImage
+    patcher = comfy.model_patcher.ModelPatcher(dit, load_device=torch.device("cpu"),
+                                               offload_device=torch.device("cpu"))
+    patched = model_sampling_flux_node(args.comfy).patch(patcher, MAX_SHIFT, BASE_SHIFT, WIDTH, HEIGHT)[0]
+    model_sampling = patched.get_model_object("model_sampling")
+    sigmas = comfy.samplers.calculate_sigmas(model_sampling, "simple", STEPS)
+
+    # KSampler (nodes.common_ksampler): euler, simple, denoise 1.
+    latent_image = comfy.sample.fix_empty_latent_channels(patched, latent)
+    noise = comfy.sample.prepare_noise(latent_image, SEED, None)
+    steps_x, steps_denoised = [], []
+
+    def callback(step, x0, x, total):
+        steps_x.append(x.clone())
+        steps_denoised.append(x0.clone())
+    samples = comfy.sample.sample(patched, noise, STEPS, CFG, "euler", "simple", positive, negative,
+                                  latent_image, denoise=1.0, callback=callback, disable_pbar=True,
+                                  seed=SEED)
+
+    # VAEDecode (comfy.sd.VAE.decode: process_output(decode(samples)), channels last), then
+    # SaveImage's conversion: clip(255 * x, 0, 255) as uint8.
+    image = torch.clamp((vae.decode(samples.float()).float() + 1.0) / 2.0, min=0.0, max=1.0)
+    image = image.movedim(1, -1)
+    png = np.clip(255.0 * image[0].numpy(), 0, 255).astype(np.uint8)
+    save_png(os.path.join(out_dir, "flux_e2e_0.png"), png)
+
+    golden = {**tokens_tensors("tokens.positive", tok_pos), **tokens_tensors("tokens.negative", tok_neg),
+              "cond.positive": f32(enc_pos[0]), "pooled.positive": f32(enc_pos[1]),
+              "cond.negative": f32(negative[0][0]), "pooled.negative": f32(negative[0][1]["pooled_output"]),
+              "sigmas": f32(sigmas), "noise": f32(noise),
+              "steps.x": f32(torch.stack(steps_x)), "steps.denoised": f32(torch.stack(steps_denoised)),
+              "latent": f32(samples), "image": f32(image), "png": png[None]}
+    gmeta = {"comfyui": "a125cd84", "torch": torch.__version__, "prompt": PROMPT,
+             "negative": NEGATIVE, "seed": str(SEED), "steps": str(STEPS), "cfg": str(CFG),
+             "guidance": str(GUIDANCE), "width": str(WIDTH), "height": str(HEIGHT),
+             "shift": repr(float(model_sampling.shift)),
+             "tokens": "tokens-from " + os.path.basename(args.tokens_from) if args.tokens_from
+             else "ComfyUI FluxTokenizer", "shimmed": ",".join(shimmed) or "none"}
+    save_safetensors(os.path.join(out_dir, "flux-e2e-golden.safetensors"), golden, gmeta)
+    print("shift", float(model_sampling.shift), "sigmas", sigmas.tolist())
+    print("cond", tuple(enc_pos[0].shape), "pooled", enc_pos[1].flatten().tolist())
+    print("latent mean/std", float(samples.mean()), float(samples.std()),
+          "png mean", float(png.mean()), "shape", png.shape, "shimmed:", gmeta["shimmed"])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--comfy", required=True)
+    p.add_argument("--out")
+    p.add_argument("--tokens-from")
+    run(p.parse_args())
+
+
+if __name__ == "__main__":
+    main()
