@@ -335,6 +335,25 @@ def model_sampling_flux_node(comfy_dir):
     return ns["ModelSamplingFlux"]()
 
 
+def api_workflow():
+    """The same run as a ComfyUI API workflow (what a user queues; the checkpoint name is the file
+    written here)."""
+    return {
+        "1": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "tiny-flux.safetensors"}},
+        "2": {"class_type": "CLIPTextEncode", "inputs": {"text": PROMPT, "clip": ["1", 1]}},
+        "3": {"class_type": "CLIPTextEncode", "inputs": {"text": NEGATIVE, "clip": ["1", 1]}},
+        "4": {"class_type": "FluxGuidance", "inputs": {"conditioning": ["2", 0], "guidance": GUIDANCE}},
+        "5": {"class_type": "EmptySD3LatentImage", "inputs": {"width": WIDTH, "height": HEIGHT, "batch_size": 1}},
+        "6": {"class_type": "ModelSamplingFlux", "inputs": {"model": ["1", 0], "max_shift": MAX_SHIFT,
+              "base_shift": BASE_SHIFT, "width": WIDTH, "height": HEIGHT}},
+        "7": {"class_type": "KSampler", "inputs": {"seed": SEED, "steps": STEPS, "cfg": CFG,
+              "sampler_name": "euler", "scheduler": "simple", "denoise": 1.0, "model": ["6", 0],
+              "positive": ["4", 0], "negative": ["3", 0], "latent_image": ["5", 0]}},
+        "8": {"class_type": "VAEDecode", "inputs": {"samples": ["7", 0], "vae": ["1", 2]}},
+        "9": {"class_type": "SaveImage", "inputs": {"filename_prefix": "flux_e2e", "images": ["8", 0]}},
+    }
+
+
 def tokens_tensors(prefix, tokens):
     out = {}
     for k, seqs in tokens.items():
@@ -354,6 +373,7 @@ def run(args):
     import comfy.samplers
     import node_helpers
     torch.set_grad_enabled(False)
+    torch.set_num_threads(1)  # as the SD e2e goldens: one thread, one summation order
     out_dir = args.out or HERE
     os.makedirs(out_dir, exist_ok=True)
 
@@ -402,6 +422,9 @@ def run(args):
     image = image.movedim(1, -1)
     png = np.clip(255.0 * image[0].numpy(), 0, 255).astype(np.uint8)
     save_png(os.path.join(out_dir, "flux_e2e_0.png"), png)
+    with open(os.path.join(out_dir, "flux-e2e-workflow.json"), "w") as f:
+        json.dump(api_workflow(), f, indent=1)
+        f.write("\n")
 
     golden = {**tokens_tensors("tokens.positive", tok_pos), **tokens_tensors("tokens.negative", tok_neg),
               "cond.positive": f32(enc_pos[0]), "pooled.positive": f32(enc_pos[1]),
@@ -427,7 +450,24 @@ def main():
     p.add_argument("--comfy", required=True)
     p.add_argument("--out")
     p.add_argument("--tokens-from")
-    run(p.parse_args())
+    p.add_argument("--list-comfy-files", help="write the ComfyUI files this run read (for the "
+                   "archive of scripts/device/flux-e2e.sh prepare)")
+    args = p.parse_args()
+    run(args)
+    if args.list_comfy_files:
+        list_comfy_files(os.path.abspath(args.comfy), args.list_comfy_files)
+
+
+def list_comfy_files(comfy_dir, path):
+    """Every ComfyUI source module imported, the node file read with ast, and the tokenizers'
+    data, relative to COMFYUI_DIR."""
+    files = {os.path.relpath(m.__file__, comfy_dir) for m in list(sys.modules.values())
+             if getattr(m, "__file__", None) and os.path.abspath(m.__file__).startswith(comfy_dir + os.sep)}
+    files.add("comfy_extras/nodes_model_advanced.py")
+    for d in ("comfy/sd1_tokenizer", "comfy/text_encoders/t5_tokenizer"):
+        files.update(os.path.join(d, f) for f in os.listdir(os.path.join(comfy_dir, d)))
+    with open(path, "w") as f:
+        f.write("\n".join(sorted(files)) + "\n")
 
 
 if __name__ == "__main__":
