@@ -94,6 +94,7 @@ class _StubModule(types.ModuleType):
 class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def __init__(self, roots):
         self.roots = roots
+        self.used = set()  # the stubbed packages something imported
 
     def find_spec(self, name, path, target=None):
         if name.split(".")[0] in self.roots:
@@ -101,6 +102,7 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
     def create_module(self, spec):
+        self.used.add(spec.name.split(".")[0])
         m = _StubModule(spec.name)
         m.__path__ = []
         return m
@@ -163,24 +165,28 @@ def _sdpa_shim():
 
 
 def import_comfy(comfy_dir):
+    """Returns a function that names what was shimmed or stubbed (for the golden's metadata)."""
     missing = {r for r in STUB_WHEN_MISSING if importlib.util.find_spec(r) is None}
-    shimmed = sorted(missing)
+    shimmed = []
     if "einops" in missing:
         _einops_shim()
+        shimmed.append("einops (shim)")
         missing.discard("einops")
     if "tqdm" in missing:
         _tqdm_shim()
+        shimmed.append("tqdm (shim)")
         missing.discard("tqdm")
-    sys.meta_path.insert(0, _StubFinder(missing))
+    finder = _StubFinder(missing)
+    sys.meta_path.insert(0, finder)
     if not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
         _sdpa_shim()
-        shimmed.append("F.scaled_dot_product_attention")
+        shimmed.append("F.scaled_dot_product_attention (shim)")
     sys.path.insert(0, comfy_dir)
     import comfy.options
     comfy.options.enable_args_parsing()
     sys.argv = [sys.argv[0], "--cpu"]  # ComfyUI's own switch: every model on the CPU, float32
     import comfy.model_management  # noqa: F401
-    return shimmed
+    return lambda: ",".join(shimmed + sorted(u + " (stub)" for u in finder.used)) or "none"
 
 
 # ---------------------------------------------------------------- files
@@ -437,8 +443,9 @@ def run(args):
              "guidance": str(GUIDANCE), "width": str(WIDTH), "height": str(HEIGHT),
              "shift": repr(float(model_sampling.shift)),
              "tokens": "tokens-from " + os.path.basename(args.tokens_from) if args.tokens_from
-             else "ComfyUI FluxTokenizer", "shimmed": ",".join(shimmed) or "none"}
+             else "ComfyUI FluxTokenizer", "shimmed": shimmed()}
     save_safetensors(os.path.join(out_dir, "flux-e2e-golden.safetensors"), golden, gmeta)
+    del patched, patcher  # their __del__ needs ComfyUI's modules, gone at interpreter exit
     print("shift", float(model_sampling.shift), "sigmas", sigmas.tolist())
     print("cond", tuple(enc_pos[0].shape), "pooled", enc_pos[1].flatten().tolist())
     print("latent mean/std", float(samples.mean()), float(samples.std()),
@@ -459,11 +466,13 @@ def main():
 
 
 def list_comfy_files(comfy_dir, path):
-    """Every ComfyUI source module imported, the node file read with ast, and the tokenizers'
-    data, relative to COMFYUI_DIR."""
+    """Every ComfyUI source module imported, the node file read with ast, the text encoders' JSON
+    configs (the tiny ones override their keys) and the tokenizers' data, relative to
+    COMFYUI_DIR."""
     files = {os.path.relpath(m.__file__, comfy_dir) for m in list(sys.modules.values())
              if getattr(m, "__file__", None) and os.path.abspath(m.__file__).startswith(comfy_dir + os.sep)}
-    files.add("comfy_extras/nodes_model_advanced.py")
+    files.update({"comfy_extras/nodes_model_advanced.py", "comfy/sd1_clip_config.json",
+                  "comfy/text_encoders/t5_config_xxl.json"})
     for d in ("comfy/sd1_tokenizer", "comfy/text_encoders/t5_tokenizer"):
         files.update(os.path.join(d, f) for f in os.listdir(os.path.join(comfy_dir, d)))
     with open(path, "w") as f:
