@@ -21,6 +21,7 @@ lines below (numpy, zlib), in both cases.
 
 import argparse
 import ast
+import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -262,20 +263,57 @@ def build_modules(comfy):
     return model_config, dit, clip, vae.eval()
 
 
-def random_value(name, shape, g):
-    """Norm scales near 1, biases small, matrices N(0, 1/fan_in), embeddings N(0, 1)."""
+# Note [reproducible tiny weights]: every weight is m * 2^e (or 1 + m' * 2^-10) for an integer m
+# drawn by splitmix64 from the tensor's full key, so it is exact in f16 and f32 and any language
+# can write the same file again from its header (stored in the golden's metadata) without torch.
+MASK = (1 << 64) - 1
+
+
+def fnv1a64(text):
+    h = 0xCBF29CE484222325
+    for b in text.encode():
+        h = ((h ^ b) * 0x100000001B3) & MASK
+    return h
+
+
+def splitmix_ints(key, n):
+    """m in [-1024, 1023] for elements 0..n-1: state = fnv1a64(key) ^ seed, then per element
+    state += 0x9E3779B97F4A7C15, z = splitmix64's finaliser of state, m = (z >> 53) - 1024."""
+    with np.errstate(over="ignore"):
+        state = np.uint64(fnv1a64(key) ^ WEIGHT_SEED)
+        z = state + np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(53)).astype(np.int64) - 1024
+
+
+def weight_rule(key, shape):
+    """(kind, exponent): norm scales 1 + (m >> 3) * 2^-10 in [0.875, 1.125); biases m * 2^-15
+    (|v| < 1/32); embeddings (token, position, T5 shared, relative position bias) m * 2^-9
+    (uniform on [-2, 2)); other matrices and convolutions m * 2^-(10 + k), k the largest integer
+    with 3 * 4^k <= fan_in (fan_in = product of the dims after the first): uniform with a
+    standard deviation within 2x of 1/sqrt(fan_in)."""
     if len(shape) == 1:
-        if name.endswith("bias"):
-            return 0.02 * torch.randn(shape, generator=g)
-        return 1.0 + 0.1 * torch.randn(shape, generator=g)
-    if "embedding" in name or name.endswith("shared.weight") or "relative_attention_bias" in name:
-        return torch.randn(shape, generator=g)
-    fan_in = int(np.prod(shape[1:]))
-    return torch.randn(shape, generator=g) / fan_in ** 0.5
+        return ("bias", -15) if key.endswith("bias") else ("scale", -10)
+    if "embedding" in key or key.endswith("shared.weight") or "relative_attention_bias" in key:
+        return "matrix", -9
+    fan_in, k = int(np.prod(shape[1:])), 0
+    while 3 * 4 ** (k + 1) <= fan_in:
+        k += 1
+    return "matrix", -(10 + k)
+
+
+def random_value(key, shape):
+    m = splitmix_ints(key, int(np.prod(shape))).reshape(shape)
+    kind, e = weight_rule(key, shape)
+    v = 1.0 + np.right_shift(m, 3) * 2.0 ** e if kind == "scale" else m * 2.0 ** e
+    return torch.from_numpy(v.astype(np.float16))
 
 
 def tiny_checkpoint(dit, clip, vae):
-    g = torch.Generator().manual_seed(WEIGHT_SEED)
+    """The file's tensors: the names and shapes of ComfyUI's modules under the single-file
+    prefixes, values by Note [reproducible tiny weights]."""
     parts = [(PREFIX_DIT, dit.diffusion_model.state_dict()),
              (PREFIX_CLIP_L, clip.clip_l.transformer.state_dict()),
              (PREFIX_T5, clip.t5xxl.transformer.state_dict()),
@@ -283,7 +321,7 @@ def tiny_checkpoint(dit, clip, vae):
     sd = {}
     for prefix, part in parts:
         for k in sorted(part):
-            sd[prefix + k] = random_value(k, tuple(part[k].shape), g).half()
+            sd[prefix + k] = random_value(prefix + k, tuple(part[k].shape))
     return sd
 
 
@@ -391,6 +429,10 @@ def run(args):
             "t5xxl_config": json.dumps(T5_CONFIG), "vae_config": json.dumps(VAE_CONFIG)}
     save_safetensors(ckpt_path, {k: v.numpy() for k, v in sd.items()}, meta)
     size = os.path.getsize(ckpt_path)
+    with open(ckpt_path, "rb") as f:
+        raw = f.read()
+    ckpt_header = raw[8:8 + struct.unpack("<Q", raw[:8])[0]].decode()
+    ckpt_sha256 = hashlib.sha256(raw).hexdigest()
     print(f"{ckpt_path}: {len(sd)} tensors, {size} bytes")
     assert size < MAX_CHECKPOINT_BYTES, size
     load_like_checkpoint_loader(comfy, model_config, dit, clip, vae, load_safetensors(ckpt_path))
@@ -443,7 +485,8 @@ def run(args):
              "guidance": str(GUIDANCE), "width": str(WIDTH), "height": str(HEIGHT),
              "shift": repr(float(model_sampling.shift)),
              "tokens": "tokens-from " + os.path.basename(args.tokens_from) if args.tokens_from
-             else "ComfyUI FluxTokenizer", "shimmed": shimmed()}
+             else "ComfyUI FluxTokenizer", "shimmed": shimmed(),
+             "checkpoint_header": ckpt_header, "checkpoint_sha256": ckpt_sha256}
     save_safetensors(os.path.join(out_dir, "flux-e2e-golden.safetensors"), golden, gmeta)
     del patched, patcher  # their __del__ needs ComfyUI's modules, gone at interpreter exit
     print("shift", float(model_sampling.shift), "sigmas", sigmas.tolist())
