@@ -36,6 +36,8 @@ timeout 300 python3 tests/data/flux/e2e/make_flux_e2e_golden.py --comfy /tmp/com
   --out "$OUT/flux-e2e" > "$OUT/flux-e2e.log" 2>&1
 rc=$?
 tail -6 "$OUT/flux-e2e.log"
+[ $rc = 0 ] && python3 tests/data/flux/e2e/make_flux_e2e_golden.py --checkpoint-from-golden \
+  "$OUT/flux-e2e/flux-e2e-golden.safetensors" /tmp/tiny-flux-again.safetensors || rc=1
 for f in tiny-flux.safetensors flux-e2e-golden.safetensors flux_e2e_0.png flux-e2e-workflow.json; do
   if [ -f "tests/data/flux/e2e/$f" ]; then  # the committed copy: the same bytes?
     cmp -s "tests/data/flux/e2e/$f" "$OUT/flux-e2e/$f" && echo "$f: same as committed" ||

@@ -4,6 +4,7 @@ weights, and ComfyUI's own code (commit a125cd84) running the workflow of
 flux-e2e-workflow.json on it, stage by stage, on the CPU in float32.
 
 Usage: make_flux_e2e_golden.py --comfy COMFYUI_DIR [--out DIR] [--tokens-from FILE]
+       make_flux_e2e_golden.py --checkpoint-from-golden GOLDEN OUT
   COMFYUI_DIR: ComfyUI a125cd84's files (comfy/, comfy_extras/, node_helpers.py, the CLIP vocab
   in comfy/sd1_tokenizer and T5's tokenizer in comfy/text_encoders/t5_tokenizer).
   --out: where tiny-flux.safetensors, flux-e2e-golden.safetensors and flux_e2e_0.png go
@@ -11,6 +12,9 @@ Usage: make_flux_e2e_golden.py --comfy COMFYUI_DIR [--out DIR] [--tokens-from FI
   --tokens-from: a JSON file of token-weight pairs used INSTEAD of ComfyUI's tokenizers. Only for
   a dry run on a machine without transformers/tokenizers; the golden comes from the real
   tokenizers (the script records which in the golden's metadata, "tokens").
+  --checkpoint-from-golden: writes the checkpoint again from flux-e2e-golden.safetensors's
+  metadata (its header and Note [reproducible tiny weights]) and checks the sha256, without
+  ComfyUI.
 
 Packages absent here (safetensors, transformers, einops, torchsde, ... on an old torch) are
 stubbed or shimmed so that ComfyUI's modules import; on the GPU machine (torch 2.x, transformers,
@@ -311,6 +315,25 @@ def random_value(key, shape):
     return torch.from_numpy(v.astype(np.float16))
 
 
+def checkpoint_from_golden(golden_path, out_path):
+    """Writes tiny-flux.safetensors from the golden's metadata alone (header text + the rule; no
+    ComfyUI, no torch generator) and checks its sha256: what a test in any language can do."""
+    with open(golden_path, "rb") as f:
+        raw = f.read()
+    meta = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"]
+    header = meta["checkpoint_header"].encode()
+    blobs = []
+    for key, e in json.loads(header).items():
+        if key != "__metadata__":
+            blobs.append((e["data_offsets"][0], random_value(key, tuple(e["shape"])).numpy().tobytes()))
+    data = struct.pack("<Q", len(header)) + header + b"".join(b for _, b in sorted(blobs))
+    with open(out_path, "wb") as f:
+        f.write(data)
+    ok = hashlib.sha256(data).hexdigest() == meta["checkpoint_sha256"]
+    print(f"{out_path}: {len(data)} bytes, sha256 {'matches' if ok else 'DIFFERS from'} the golden's")
+    return ok
+
+
 def tiny_checkpoint(dit, clip, vae):
     """The file's tensors: the names and shapes of ComfyUI's modules under the single-file
     prefixes, values by Note [reproducible tiny weights]."""
@@ -497,12 +520,18 @@ def run(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--comfy", required=True)
+    p.add_argument("--comfy")
+    p.add_argument("--checkpoint-from-golden", nargs=2, metavar=("GOLDEN", "OUT"),
+                   help="only write tiny-flux.safetensors from the golden's metadata and check it")
     p.add_argument("--out")
     p.add_argument("--tokens-from")
     p.add_argument("--list-comfy-files", help="write the ComfyUI files this run read (for the "
                    "archive of scripts/device/flux-e2e.sh prepare)")
     args = p.parse_args()
+    if args.checkpoint_from_golden:
+        sys.exit(0 if checkpoint_from_golden(*args.checkpoint_from_golden) else 1)
+    if not args.comfy:
+        p.error("--comfy is required")
     run(args)
     if args.list_comfy_files:
         list_comfy_files(os.path.abspath(args.comfy), args.list_comfy_files)
