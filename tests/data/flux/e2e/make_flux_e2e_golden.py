@@ -433,49 +433,46 @@ def f32(t):
     return t.detach().float().contiguous().numpy()
 
 
-def run(args):
-    shimmed = import_comfy(os.path.abspath(args.comfy))
-    import comfy.model_patcher
-    import comfy.sample
-    import comfy.samplers
-    import node_helpers
-    torch.set_grad_enabled(False)
-    torch.set_num_threads(1)  # as the SD e2e goldens: one thread, one summation order
-    out_dir = args.out or HERE
-    os.makedirs(out_dir, exist_ok=True)
-
-    model_config, dit, clip, vae = build_modules(comfy)
-    sd = tiny_checkpoint(dit, clip, vae)
-    ckpt_path = os.path.join(out_dir, "tiny-flux.safetensors")
+def write_checkpoint(out_dir, sd):
+    """tiny-flux.safetensors with the configs in its metadata; returns (header text, sha256)."""
+    path = os.path.join(out_dir, "tiny-flux.safetensors")
     meta = {"comfyui": "a125cd84", "weight_seed": str(WEIGHT_SEED),
             "dit_config": json.dumps(DIT_CONFIG), "clip_l_config": json.dumps(CLIP_CONFIG),
             "t5xxl_config": json.dumps(T5_CONFIG), "vae_config": json.dumps(VAE_CONFIG)}
-    save_safetensors(ckpt_path, {k: v.numpy() for k, v in sd.items()}, meta)
-    size = os.path.getsize(ckpt_path)
-    with open(ckpt_path, "rb") as f:
+    save_safetensors(path, {k: v.numpy() for k, v in sd.items()}, meta)
+    with open(path, "rb") as f:
         raw = f.read()
-    ckpt_header = raw[8:8 + struct.unpack("<Q", raw[:8])[0]].decode()
-    ckpt_sha256 = hashlib.sha256(raw).hexdigest()
-    print(f"{ckpt_path}: {len(sd)} tensors, {size} bytes")
-    assert size < MAX_CHECKPOINT_BYTES, size
-    load_like_checkpoint_loader(comfy, model_config, dit, clip, vae, load_safetensors(ckpt_path))
+    print(f"{path}: {len(sd)} tensors, {len(raw)} bytes")
+    assert len(raw) < MAX_CHECKPOINT_BYTES, len(raw)
+    return raw[8:8 + struct.unpack("<Q", raw[:8])[0]].decode(), hashlib.sha256(raw).hexdigest()
 
-    tokens_from = json.load(open(args.tokens_from)) if args.tokens_from else None
+
+def encode_prompts(comfy, clip, tokens_from, g):
+    """CLIPTextEncode for both prompts, FluxGuidance on the positive; fills the golden g."""
+    import node_helpers
     tok_pos = tokenize(comfy, PROMPT, tokens_from)
     tok_neg = tokenize(comfy, NEGATIVE, tokens_from)
     positive = clip_text_encode(clip, tok_pos)
     negative = clip_text_encode(clip, tok_neg)
-    enc_pos = [positive[0][0].clone(), positive[0][1]["pooled_output"].clone()]
-    positive = node_helpers.conditioning_set_values(positive, {"guidance": GUIDANCE})  # FluxGuidance
+    g.update({**tokens_tensors("tokens.positive", tok_pos), **tokens_tensors("tokens.negative", tok_neg),
+              "cond.positive": f32(positive[0][0]), "pooled.positive": f32(positive[0][1]["pooled_output"]),
+              "cond.negative": f32(negative[0][0]), "pooled.negative": f32(negative[0][1]["pooled_output"])})
+    return node_helpers.conditioning_set_values(positive, {"guidance": GUIDANCE}), negative
 
-    latent = torch.zeros([1, 16, HEIGHT // 8, WIDTH // 8])  # EmptySD3LatentImage
+
+def sample(comfy_dir, dit, positive, negative, g):
+    """EmptySD3LatentImage, ModelSamplingFlux, then KSampler (nodes.common_ksampler: noise from
+    the seed, comfy.sample.sample with euler / simple / denoise 1); fills g, returns the latent
+    VAEDecode receives and the model sampling's shift."""
+    import comfy.model_patcher
+    import comfy.sample
+    import comfy.samplers
+    latent = torch.zeros([1, 16, HEIGHT // 8, WIDTH // 8])
     patcher = comfy.model_patcher.ModelPatcher(dit, load_device=torch.device("cpu"),
                                                offload_device=torch.device("cpu"))
-    patched = model_sampling_flux_node(args.comfy).patch(patcher, MAX_SHIFT, BASE_SHIFT, WIDTH, HEIGHT)[0]
-    model_sampling = patched.get_model_object("model_sampling")
-    sigmas = comfy.samplers.calculate_sigmas(model_sampling, "simple", STEPS)
-
-    # KSampler (nodes.common_ksampler): euler, simple, denoise 1.
+    patched = model_sampling_flux_node(comfy_dir).patch(patcher, MAX_SHIFT, BASE_SHIFT, WIDTH, HEIGHT)[0]
+    shift = float(patched.get_model_object("model_sampling").shift)
+    sigmas = comfy.samplers.calculate_sigmas(patched.get_model_object("model_sampling"), "simple", STEPS)
     latent_image = comfy.sample.fix_empty_latent_channels(patched, latent)
     noise = comfy.sample.prepare_noise(latent_image, SEED, None)
     steps_x, steps_denoised = [], []
@@ -486,36 +483,54 @@ def run(args):
     samples = comfy.sample.sample(patched, noise, STEPS, CFG, "euler", "simple", positive, negative,
                                   latent_image, denoise=1.0, callback=callback, disable_pbar=True,
                                   seed=SEED)
+    del patched, patcher  # their __del__ needs ComfyUI's modules, gone at interpreter exit
+    g.update({"sigmas": f32(sigmas), "noise": f32(noise), "steps.x": f32(torch.stack(steps_x)),
+              "steps.denoised": f32(torch.stack(steps_denoised)), "latent": f32(samples)})
+    print("shift", shift, "sigmas", sigmas.tolist())
+    return samples, shift
 
-    # VAEDecode (comfy.sd.VAE.decode: process_output(decode(samples)), channels last), then
-    # SaveImage's conversion: clip(255 * x, 0, 255) as uint8.
+
+def decode_and_save_image(vae, samples, out_dir, g):
+    """VAEDecode (comfy.sd.VAE.decode: clamp((decode + 1) / 2, 0, 1), channels last), then
+    SaveImage's conversion, clip(255 * x, 0, 255) as uint8, as flux_e2e_0.png."""
     image = torch.clamp((vae.decode(samples.float()).float() + 1.0) / 2.0, min=0.0, max=1.0)
     image = image.movedim(1, -1)
     png = np.clip(255.0 * image[0].numpy(), 0, 255).astype(np.uint8)
     save_png(os.path.join(out_dir, "flux_e2e_0.png"), png)
+    g.update({"image": f32(image), "png": png[None]})
+    print("latent mean/std", float(samples.mean()), float(samples.std()),
+          "png mean", float(png.mean()), "shape", png.shape)
+
+
+def run(args):
+    shimmed = import_comfy(os.path.abspath(args.comfy))
+    import comfy
+    torch.set_grad_enabled(False)
+    torch.set_num_threads(1)  # as the SD e2e goldens: one thread, one summation order
+    out_dir = args.out or HERE
+    os.makedirs(out_dir, exist_ok=True)
+    model_config, dit, clip, vae = build_modules(comfy)
+    ckpt_header, ckpt_sha256 = write_checkpoint(out_dir, tiny_checkpoint(dit, clip, vae))
+    sd = load_safetensors(os.path.join(out_dir, "tiny-flux.safetensors"))
+    load_like_checkpoint_loader(comfy, model_config, dit, clip, vae, sd)
     with open(os.path.join(out_dir, "flux-e2e-workflow.json"), "w") as f:
         json.dump(api_workflow(), f, indent=1)
         f.write("\n")
 
-    golden = {**tokens_tensors("tokens.positive", tok_pos), **tokens_tensors("tokens.negative", tok_neg),
-              "cond.positive": f32(enc_pos[0]), "pooled.positive": f32(enc_pos[1]),
-              "cond.negative": f32(negative[0][0]), "pooled.negative": f32(negative[0][1]["pooled_output"]),
-              "sigmas": f32(sigmas), "noise": f32(noise),
-              "steps.x": f32(torch.stack(steps_x)), "steps.denoised": f32(torch.stack(steps_denoised)),
-              "latent": f32(samples), "image": f32(image), "png": png[None]}
-    gmeta = {"comfyui": "a125cd84", "torch": torch.__version__, "prompt": PROMPT,
-             "negative": NEGATIVE, "seed": str(SEED), "steps": str(STEPS), "cfg": str(CFG),
-             "guidance": str(GUIDANCE), "width": str(WIDTH), "height": str(HEIGHT),
-             "shift": repr(float(model_sampling.shift)),
-             "tokens": "tokens-from " + os.path.basename(args.tokens_from) if args.tokens_from
-             else "ComfyUI FluxTokenizer", "shimmed": shimmed(),
-             "checkpoint_header": ckpt_header, "checkpoint_sha256": ckpt_sha256}
-    save_safetensors(os.path.join(out_dir, "flux-e2e-golden.safetensors"), golden, gmeta)
-    del patched, patcher  # their __del__ needs ComfyUI's modules, gone at interpreter exit
-    print("shift", float(model_sampling.shift), "sigmas", sigmas.tolist())
-    print("cond", tuple(enc_pos[0].shape), "pooled", enc_pos[1].flatten().tolist())
-    print("latent mean/std", float(samples.mean()), float(samples.std()),
-          "png mean", float(png.mean()), "shape", png.shape, "shimmed:", gmeta["shimmed"])
+    g = {}
+    tokens_from = json.load(open(args.tokens_from)) if args.tokens_from else None
+    positive, negative = encode_prompts(comfy, clip, tokens_from, g)
+    samples, shift = sample(args.comfy, dit, positive, negative, g)
+    decode_and_save_image(vae, samples, out_dir, g)
+    meta = {"comfyui": "a125cd84", "torch": torch.__version__, "prompt": PROMPT,
+            "negative": NEGATIVE, "seed": str(SEED), "steps": str(STEPS), "cfg": str(CFG),
+            "guidance": str(GUIDANCE), "width": str(WIDTH), "height": str(HEIGHT),
+            "shift": repr(shift), "shimmed": shimmed(),
+            "tokens": ("tokens-from " + os.path.basename(args.tokens_from)) if args.tokens_from
+            else "ComfyUI FluxTokenizer",
+            "checkpoint_header": ckpt_header, "checkpoint_sha256": ckpt_sha256}
+    save_safetensors(os.path.join(out_dir, "flux-e2e-golden.safetensors"), g, meta)
+    print("pooled", g["pooled.positive"].flatten().tolist(), "shimmed:", meta["shimmed"])
 
 
 def main():
