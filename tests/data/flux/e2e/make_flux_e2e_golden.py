@@ -7,9 +7,10 @@ Usage: make_flux_e2e_golden.py --comfy COMFYUI_DIR [--out DIR] [--tokens-from FI
        make_flux_e2e_golden.py --checkpoint-from-golden GOLDEN OUT
   COMFYUI_DIR: ComfyUI a125cd84's files (comfy/, comfy_extras/, node_helpers.py, the CLIP vocab
   in comfy/sd1_tokenizer and T5's tokenizer in comfy/text_encoders/t5_tokenizer).
-  --out: where tiny-flux.safetensors, flux-e2e-golden.safetensors and flux_e2e_0.png go
-  (default: beside this script).
-  --tokens-from: a JSON file of token-weight pairs used INSTEAD of ComfyUI's tokenizers. Only for
+  --out: where tiny-flux.safetensors, flux-e2e-golden.safetensors, flux_e2e_0.png and
+  flux-e2e-workflow.json go (default: beside this script).
+  --tokens-from: a JSON file, {prompt text: {"l": [[[id, weight], ...]], "t5xxl": [[...]]}},
+  used INSTEAD of ComfyUI's tokenizers for both prompts. Only for
   a dry run on a machine without transformers/tokenizers; the golden comes from the real
   tokenizers (the script records which in the golden's metadata, "tokens").
   --checkpoint-from-golden: writes the checkpoint again from flux-e2e-golden.safetensors's
@@ -18,8 +19,8 @@ Usage: make_flux_e2e_golden.py --comfy COMFYUI_DIR [--out DIR] [--tokens-from FI
 
 Packages absent here (safetensors, transformers, einops, torchsde, ... on an old torch) are
 stubbed or shimmed so that ComfyUI's modules import; on the GPU machine (torch 2.x, transformers,
-tokenizers, einops present) nothing is shimmed but the packages ComfyUI imports and never calls
-in this workflow (torchsde, av, ...). Safetensors and the PNG are read and written by the few
+tokenizers, einops present) nothing is shimmed and only torchsde, which ComfyUI imports and this
+workflow never calls, is stubbed (the golden's metadata lists what was). Safetensors and the PNG are read and written by the few
 lines below (numpy, zlib), in both cases.
 """
 
