@@ -81,11 +81,7 @@ TEST_F(FamilyRegistry, BuiltInFamiliesInDetectionOrder) {
   for (const ModelFamily* f : fams) {
     EXPECT_EQ(f->latent.rgb_factors.size(), size_t(f->latent.channels)) << f->name;
     EXPECT_TRUE(f->detect && f->diffusion_create && f->autoencoder_create) << f->name;
-    // INTEGRATOR: Flux's text encoders arrive with flux_text_encoder_create (flux-te); then
-    // every built-in family has all three factories and this exemption goes.
-    if (f->name.rfind("flux", 0) != 0) {
-      EXPECT_TRUE(f->text_encoder_create) << f->name;
-    }
+    EXPECT_TRUE(f->text_encoder_create) << f->name;
     EXPECT_EQ(model_family_find(f->name), f);
   }
   EXPECT_EQ(model_family_find("no-such-family"), nullptr);

@@ -20,6 +20,7 @@
 #include "models/checkpoint.h"
 #include "models/flux/flux_make_model.h"
 #include "models/flux/flux_model.h"
+#include "models/flux/flux_text_encoder.h"
 #include "models/flux/flux_tokens.h"
 #include "models/make_model.h"
 #include "models/safetensors.h"

@@ -9,6 +9,8 @@
 
 #include "models/checkpoint.h"
 #include "models/flux/flux_model.h"
+#include "models/flux/flux_text_encoder.h"
+#include "models/flux/flux_vae_make.h"
 #include "models/latent_formats.h"
 #include "models/sd/sd_vae.h"
 
@@ -20,15 +22,12 @@ constexpr const char* kDiTKey = "double_blocks.0.img_attn.norm.key_norm.scale";
 constexpr const char* kDiTInKey = "img_in.weight";
 constexpr const char* kGuidanceKey = "guidance_in.in_layer.weight";
 constexpr const char* kChromaKey = "distilled_guidance_layer.";
-// The single-file prefixes: BASE's unet prefix, Flux's vae_key_prefix and
+// The single-file prefixes: BASE's unet prefix, Flux's vae_key_prefix (kFluxVAEPrefix) and
 // text_encoder_key_prefix, under which flux_clip keeps clip_l.transformer. and
-// t5xxl.transformer. (comfy/text_encoders/flux.py).
+// t5xxl.transformer. (comfy/text_encoders/flux.py; kFluxClipLPrefix, kFluxT5XXLPrefix).
 constexpr const char* kDiTPrefix = "model.diffusion_model.";
-constexpr const char* kVAEPrefix = "vae.";
 constexpr const char* kVAEKey = "decoder.conv_in.weight";
-constexpr const char* kClipLPrefix = "text_encoders.clip_l.transformer.";
 constexpr const char* kClipLKey = "text_model.embeddings.token_embedding.weight";
-constexpr const char* kT5Prefix = "text_encoders.t5xxl.transformer.";
 constexpr const char* kT5Key = "encoder.final_layer_norm.weight";
 
 enum class FluxVariant : uint8_t { DEV, SCHNELL };
@@ -64,11 +63,11 @@ std::optional<FamilyMatch> flux_detect(const SafetensorsFile& f, FluxVariant wan
   if (v != want) return std::nullopt;
   FamilyMatch m;
   m.diffusion_prefix = *prefix;
-  if (f.contains(std::string(kVAEPrefix) + kVAEKey)) m.vae_prefix = kVAEPrefix;
-  if (f.contains(std::string(kClipLPrefix) + kClipLKey))
-    m.text_encoders.push_back({kFluxClipL, kClipLPrefix});
-  if (f.contains(std::string(kT5Prefix) + kT5Key))
-    m.text_encoders.push_back({kFluxT5XXL, kT5Prefix});
+  if (f.contains(std::string(kFluxVAEPrefix) + kVAEKey)) m.vae_prefix = kFluxVAEPrefix;
+  if (f.contains(std::string(kFluxClipLPrefix) + kClipLKey))
+    m.text_encoders.push_back({kFluxClipL, kFluxClipLPrefix});
+  if (f.contains(std::string(kFluxT5XXLPrefix) + kT5Key))
+    m.text_encoders.push_back({kFluxT5XXL, kFluxT5XXLPrefix});
   return m;
 }
 
@@ -76,7 +75,7 @@ std::string flux_expected_keys() {
   return fmt::format(
       "a Flux diffusion model ('{}' and '{}', bare or under '{}'), with a VAE under '{}' and "
       "text encoders under '{}' / '{}' in a single file",
-      kDiTKey, kDiTInKey, kDiTPrefix, kVAEPrefix, kClipLPrefix, kT5Prefix);
+      kDiTKey, kDiTInKey, kDiTPrefix, kFluxVAEPrefix, kFluxClipLPrefix, kFluxT5XXLPrefix);
 }
 
 std::string flux_unsupported_hint(const SafetensorsFile& f) {
@@ -116,8 +115,7 @@ ModelFamily flux_family_make(const char* name, FluxVariant variant, ModelSamplin
   // The Flux autoencoder is the LDM AutoencoderKL with 16 latent channels and no quant convs:
   // the SD VAE's factory reads its configuration from the tensors.
   f.autoencoder_create = sd_vae_create;
-  // INTEGRATOR: flux_text_encoder_create (models/flux/flux_text_encoder.h, the flux-te work).
-  f.text_encoder_create = nullptr;
+  f.text_encoder_create = flux_text_encoder_create;
   f.lora_keys = nullptr;  // no Flux LoRA key map yet: LoRA loaders refuse Flux by name
   return f;
 }
