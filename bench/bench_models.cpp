@@ -1,4 +1,4 @@
-// Model-level benchmark: full-size UNet steps and VAE decodes with random weights on the CPU or
+// Model-level benchmark: full-size UNet and Flux DiT steps and VAE decodes with random weights on the CPU or
 // CUDA backend, in one or more dtypes. Prints, per workload and dtype, the median ms of the timed
 // runs (captured replays where the backend captures), the median ms of uncaptured runs, how far
 // a captured replay's output is from an uncaptured run's (Note [replay check]), and allocator-
@@ -7,7 +7,7 @@
 // run): scripts/device.sh compare measures them in the same run and joins them with --json's rows.
 //
 //   bench_models [--device cpu|cuda] [--dtype f16|bf16|f32|f16,bf16] [--steps N]
-//                [--only sd15|sdxl|unet|vae] [--json PATH]
+//                [--only sd15|sdxl|unet|vae|flux] [--json PATH]   (flux: only when asked)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -256,6 +256,7 @@ int main(int argc, char** argv) {
   for (DType dt : dtypes) {
     if (only.empty() || only == "unet" || only == "sd15") add(bench::workload_sd15(dt), dt, steps);
     if (only.empty() || only == "unet" || only == "sdxl") add(bench::workload_sdxl(dt), dt, steps);
+    if (only == "flux") add(bench::workload_flux(dt), dt, steps);
     if (only.empty() || only == "vae") {
       std::shared_ptr<WeightSet> vw;
       for (int px : {512, 1024, 2048}) {

@@ -1,6 +1,7 @@
 // make-model: configurations per (arch, size) and the random initialisation.
 #include "models/make_model.h"
 
+#include <cmath>
 #include <map>
 #include <random>
 
@@ -136,22 +137,32 @@ bool is_norm_scale(const std::string& name, const Shape& s) {
 }
 
 void random_fill(const std::string& name, HostTensor& t, std::mt19937_64& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
   const Shape& shape = t.shape();
   float* p = t.f32();
-  int64_t n = t.numel();
+  const int64_t n = t.numel();
+  float mean = 0.0f, sd = 0.1f;  // biases and other vectors
   if (is_norm_scale(name, shape)) {
-    for (int64_t i = 0; i < n; ++i) p[i] = 1.0f + 0.1f * normal(rng);
-  } else if (shape.rank <= 1) {
-    for (int64_t i = 0; i < n; ++i) p[i] = 0.1f * normal(rng);
-  } else {
-    float sd = 1.0f / std::sqrt(float(n / shape[0]));
+    mean = 1.0f;
+  } else if (shape.rank > 1) {
+    sd = 1.0f / std::sqrt(float(n / shape[0]));
     if (name.find("text_projection") != std::string::npos) sd = 1.0f / std::sqrt(float(shape[0]));
-    for (int64_t i = 0; i < n; ++i) p[i] = sd * normal(rng);
   }
+  const uint64_t seed = rng();
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) p[i] = mean + sd * make_model_normal_at(seed, uint64_t(i));
 }
 
 }  // namespace
+
+float make_model_normal_at(uint64_t seed, uint64_t i) {
+  uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;  // splitmix64 of the counter
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  float sum = 0;  // Irwin-Hall of four 16-bit uniforms, scaled to unit variance
+  for (int k = 0; k < 4; ++k) sum += float((z >> (16 * k)) & 0xFFFF) * (1.0f / 65536.0f);
+  return (sum - 2.0f) * 1.7320508f;
+}
 
 void make_model_random_fill(const std::string& name, HostTensor& t, std::mt19937_64& rng) {
   random_fill(name, t, rng);

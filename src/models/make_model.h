@@ -39,8 +39,12 @@ Result<MakeModelConfig> make_model_config(const MakeModelSpec& spec);
 // does not hold yet, in the dtype the graph declares (benchmarks use this without a file).
 void make_model_random_weights(const Graph& g, uint64_t seed, WeightSet& out);
 
-// One tensor's random values by its name and shape (Note [random init]), drawn from `rng`;
-// `t` is f32. For writers of other layouts (models/flux/flux_vae_make.h).
+// Draw i of the standard-normal-like stream `seed` (Note [flux random init] in
+// models/flux/flux_make_model.cpp): counter-based, so a tensor's chunks are drawn in parallel.
+float make_model_normal_at(uint64_t seed, uint64_t i);
+
+// One tensor's random values by its name and shape (Note [random init]), from one seed drawn
+// from `rng` (the values in parallel, make_model_normal_at); `t` is f32. For writers of other layouts (models/flux/flux_vae_make.h).
 void make_model_random_fill(const std::string& name, HostTensor& t, std::mt19937_64& rng);
 
 // Writes the checkpoint; returns the number of parameters written.

@@ -130,24 +130,12 @@ Result<std::vector<Component>> components_plan(const FluxMakeConfig& c) {
 
 // Note [flux random init]
 // Full-size files hold 17 B values, so the generator is cheap and parallel: splitmix64 on a
-// counter, seeded by the seed and a hash of (component, name), each draw the sum of four 16-bit
+// counter (make_model_normal_at, also make-model's and the benchmarks' draw), seeded by the seed and a hash of (component, name), each draw the sum of four 16-bit
 // uniforms (Irwin-Hall, scaled to unit variance), close enough to normal for random weights. The
 // scales are make-model's (Note [random init]): matrices and embeddings N(0, 1/fan_in), norm scales
 // 1 + 0.1 N, biases 0.1 N, so activations stay O(1) through the blocks and outputs finite in
 // bf16/f16. A tensor's values depend only on its seed, so the checkpoint's copy equals the
 // component file's.
-// Draw i of a tensor whose generator is seeded with `seed`: counter-based (splitmix64 of
-// seed + (i + 1) * golden ratio), so chunks of a tensor are drawn in parallel.
-float normal_at(uint64_t seed, uint64_t i) {
-  uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  float sum = 0;
-  for (int k = 0; k < 4; ++k) sum += float((z >> (16 * k)) & 0xFFFF) * (1.0f / 65536.0f);
-  return (sum - 2.0f) * 1.7320508f;  // variance 4/12 -> 1
-}
-
 uint64_t name_seed(uint64_t seed, const Planned& p) {
   uint64_t h = 1469598103934665603ull ^ seed;
   for (char ch : p.component + "/" + p.name) h = (h ^ uint8_t(ch)) * 1099511628211ull;
@@ -172,7 +160,7 @@ Status tensor_fill(const Planned& p, uint64_t seed, const SafetensorsSink& write
     HostTensor chunk(DType::F32, Shape{m});
     float* out = chunk.f32();
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < m; ++i) out[i] = mean + sd * normal_at(tensor_seed, uint64_t(at + i));
+    for (int64_t i = 0; i < m; ++i) out[i] = mean + sd * make_model_normal_at(tensor_seed, uint64_t(at + i));
     if (p.file.dtype == DType::F32) {
       HR_TRY(write(chunk.data(), chunk.bytes()));
     } else {
