@@ -19,7 +19,7 @@ fi
   --json "$OUT/flux_headroom.json" > "$OUT/flux_headroom.log" 2>&1
 tail -6 "$OUT/flux_headroom.log"
 stamp "headroom flux done"
-PYTHONPATH=bench/peers/diffusers/src:bench timeout 420 python3 bench/torch_peer_flux.py \
+PYTHONPATH=bench/peers/diffusers/src:bench timeout "${PEER_TIMEOUT:-360}" python3 bench/torch_peer_flux.py \
   > "$OUT/flux_peer.log" 2>&1
 tail -5 "$OUT/flux_peer.log"
 stamp "peer done"
