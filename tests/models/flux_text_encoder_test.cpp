@@ -71,24 +71,11 @@ Status write(const fs::path& path, const std::vector<std::pair<std::string, Host
 class FluxTextEncoderTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    // The Flux family is registered by its own folder (flux_family.cpp); a stand-in with its
-    // text-encoder kinds alone where this build has none (the encoder only hands it back from
-    // family()).
-    if (!flux_text_encoder_family()) {
-      ModelFamily f;
-      f.name = "flux";
-      f.display_name = "Flux.1 (test stand-in)";
-      f.detect = [](const SafetensorsFile&) { return std::optional<FamilyMatch>(); };
-      f.text_encoder_kinds = {"clip_l", "t5xxl"};
-      ASSERT_TRUE(model_family_register(std::move(f)).ok());
-      registered_ = true;
-    }
     dir_ = fs::temp_directory_path() / fmt::format("hr_flux_te_{}", ::getpid());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
   static void TearDownTestSuite() {
-    if (registered_) model_family_unregister("flux");
     fs::remove_all(dir_);
   }
 
@@ -157,7 +144,6 @@ class FluxTextEncoderTest : public ::testing::Test {
     std::printf("%-10s cond rel %.2e  pooled rel %.2e\n", name.c_str(), ec, ep);
   }
 
-  static inline bool registered_ = false;
   static inline fs::path dir_;
   std::shared_ptr<const SafetensorsFile> clip_file_, t5_file_, golden_;
   nlohmann::json cases_;

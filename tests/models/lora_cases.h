@@ -13,10 +13,14 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "graph/executor.h"
 #include "memory/eviction.h"
+#include "memory/executor_policies.h"
 #include "memory/patched_weights.h"
 #include "models/checkpoint.h"
 #include "models/lora_file.h"
+#include "models/sd/sd_unet.h"
+#include "models/sd/unet.h"
 #include "test_paths.h"
 
 namespace hr::test {
@@ -100,6 +104,47 @@ inline void apply(const json& c, DType dtype, Applied& a) {
                      std::move(diffusion), a);
   for (size_t i = 0; i < encoders.size(); ++i)
     a.encoders.push_back(view(a.text->stores()[i], std::move(encoders[i]), a));
+}
+
+// Several UNet steps of case `a`'s patched model (its backend, dtype as applied): resident, then
+// under a budget of the arena, half the weights and the most patching needs, which makes the
+// weights stream; each step's output bit for bit the resident one's.
+inline void check_streamed_patched_steps(Applied& a, int steps) {
+  auto g = SafetensorsFile::open(test::golden_path("golden-unet-vae.safetensors"));
+  ASSERT_TRUE(g.ok());
+  auto ld = [&](const char* n) { return std::move((*g)->load(n, DType::F32)).value(); };
+  const HostTensor x = ld("unet.sd1.x"), t = ld("unet.sd1.timesteps"), c = ld("unet.sd1.context");
+  SDUNet& unet = *sd_unet(*a.model);
+  std::vector<HostTensor> want;
+  {
+    Executor ex(*a.backend, *a.alloc, executor_policies_default(*a.backend));
+    for (int i = 0; i < steps; ++i) {
+      auto out = unet_run(ex, unet.config, *a.diffusion, unet.dtype, x, t, c);
+      ASSERT_TRUE(out.ok()) << out.status().str();
+      want.push_back(std::move(*out));
+    }
+    a.diffusion->bind(nullptr, nullptr);
+  }
+  auto graph = unet_graph(unet.config, x.shape()[0], x.shape()[2], x.shape()[3], c.shape()[1],
+                          unet.dtype);
+  ASSERT_TRUE(graph.ok());
+  Executor probe(*a.backend, *a.alloc, executor_policies_default(*a.backend));
+  a.diffusion->bind(a.backend.get(), a.alloc.get());  // patch_room asks the bound backend
+  auto compiled = probe.compile(*graph);
+  ASSERT_TRUE(compiled.ok());
+  const uint64_t budget = (*compiled)->plan->arena_bytes + (*compiled)->weight_bytes / 2 +
+                          Executor::patch_room(**compiled, *a.diffusion, nullptr);
+  Allocator tight(*a.backend, budget, eviction_policy());
+  Executor ex(*a.backend, tight, executor_policies_default(*a.backend));
+  a.diffusion->bind(a.backend.get(), &tight);
+  for (int i = 0; i < steps; ++i) {
+    auto out = unet_run(ex, unet.config, *a.diffusion, unet.dtype, x, t, c);
+    ASSERT_TRUE(out.ok()) << out.status().str();
+    ASSERT_TRUE(ex.last_residency().streams()) << "the budget should make it stream";
+    EXPECT_EQ(std::memcmp(out->data(), want[size_t(i)].data(), out->bytes()), 0) << "step " << i;
+  }
+  EXPECT_GT(a.diffusion->streamed_patches(), 0u);
+  a.diffusion->bind(nullptr, nullptr);
 }
 
 // The view and weight name that serve checkpoint tensor `key`.

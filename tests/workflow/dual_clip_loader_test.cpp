@@ -15,57 +15,31 @@
 #include "node_harness.h"
 #include "test_compare.h"
 #include "test_paths.h"
+#include "test_safetensors.h"
 
 namespace hr {
 namespace {
 
 namespace fs = std::filesystem;
 
-// The tensors of `path` under `prefix`, written without it to `out` with `meta`.
-Status bare_write(const std::string& path, const std::string& prefix, const fs::path& out,
-                  const std::map<std::string, std::string>& meta) {
-  HR_ASSIGN_OR_RETURN(auto f, SafetensorsFile::open(path));
-  std::vector<std::pair<std::string, HostTensor>> ts;
-  for (const SafetensorsEntry& e : f->entries()) {
-    if (e.name.compare(0, prefix.size(), prefix) != 0) continue;
-    HR_ASSIGN_OR_RETURN(HostTensor t, f->load(e.name));
-    ts.emplace_back(e.name.substr(prefix.size()), std::move(t));
-  }
-  std::vector<std::pair<std::string, const HostTensor*>> named;
-  for (const auto& [n, t] : ts) named.emplace_back(n, &t);
-  return safetensors_write(out.string(), named, meta);
-}
-
 class DualCLIPLoaderTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!flux_text_encoder_family()) {  // the Flux family's own folder registers the real one
-      ModelFamily f;
-      f.name = "flux";
-      f.display_name = "Flux.1 (test stand-in)";
-      f.detect = [](const SafetensorsFile&) { return std::optional<FamilyMatch>(); };
-      f.text_encoder_kinds = {"clip_l", "t5xxl"};
-      ASSERT_TRUE(model_family_register(std::move(f)).ok());
-      registered_ = true;
-    }
     dir_ = fs::temp_directory_path() / fmt::format("hr_dual_clip_{}", ::getpid());
     fs::remove_all(dir_);
     const fs::path te = dir_ / "models/text_encoders";
     fs::create_directories(te);
     // tiny-sd1's CLIP-L has 4 heads, which its shapes cannot show: the metadata says so.
     Status s =
-        bare_write(test::golden_path("tiny-sd1.safetensors"), "cond_stage_model.transformer.",
-                   te / "clip_l.safetensors", {{"headroom.clip.heads", "4"}});
+        test::safetensors_write_part(test::golden_path("tiny-sd1.safetensors"), "cond_stage_model.transformer.", (te / "clip_l.safetensors").string(), {{"headroom.clip.heads", "4"}});
     ASSERT_TRUE(s.ok()) << s.str();
-    s = bare_write(test::data_path("t5/tiny_t5_encoder.safetensors"),
-                   "text_encoders.t5xxl.transformer.", te / "t5xxl_tiny.safetensors", {});
+    s = test::safetensors_write_part(test::data_path("t5/tiny_t5_encoder.safetensors"), "text_encoders.t5xxl.transformer.", (te / "t5xxl_tiny.safetensors").string(), {});
     ASSERT_TRUE(s.ok()) << s.str();
     fs::copy_file(te / "clip_l.safetensors", te / "clip_l_copy.safetensors");
     fs::create_symlink(test::data_path("flux/flux_te_golden.safetensors"),
                        te / "not_an_encoder.safetensors");
   }
   static void TearDownTestSuite() {
-    if (registered_) model_family_unregister("flux");
     fs::remove_all(dir_);
   }
 
@@ -131,7 +105,6 @@ class DualCLIPLoaderTest : public ::testing::Test {
     EXPECT_LT(test::rel_err(*e.pooled(), *gp), 1e-5) << name;
   }
 
-  static inline bool registered_ = false;
   static inline fs::path dir_;
   test::CpuRuntime rt_;
   ExecOptions opts_;

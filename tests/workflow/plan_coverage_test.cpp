@@ -27,6 +27,7 @@
 #include "nodes/nodes.h"
 #include "core/png_io.h"
 #include "test_paths.h"
+#include "test_safetensors.h"
 #include "workflow/execute.h"
 #include "workflow/prompt.h"
 #include "workflow/workflow_plan.h"
@@ -244,33 +245,9 @@ Json flux_text_encoders_on_sd1() {
       {"9", node("SaveImage", {{"filename_prefix", "flux_te"}, {"images", link("8")}})}};
 }
 
-// The tensors of `path` under `prefix`, written without it to `out` (a bare text-encoder file).
-Status bare_encoder_write(const std::string& path, const std::string& prefix, const fs::path& out,
-                          const std::map<std::string, std::string>& meta) {
-  HR_ASSIGN_OR_RETURN(auto f, SafetensorsFile::open(path));
-  std::vector<std::pair<std::string, HostTensor>> ts;
-  for (const SafetensorsEntry& e : f->entries()) {
-    if (e.name.compare(0, prefix.size(), prefix) != 0) continue;
-    HR_ASSIGN_OR_RETURN(HostTensor t, f->load(e.name));
-    ts.emplace_back(e.name.substr(prefix.size()), std::move(t));
-  }
-  std::vector<std::pair<std::string, const HostTensor*>> named;
-  for (const auto& [n, t] : ts) named.emplace_back(n, &t);
-  return safetensors_write(out.string(), named, meta);
-}
-
 class PlanCoverageTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!flux_text_encoder_family()) {  // DualCLIPLoader's encoder names the Flux family
-      ModelFamily f;
-      f.name = "flux";
-      f.display_name = "Flux.1 (test stand-in)";
-      f.detect = [](const SafetensorsFile&) { return std::optional<FamilyMatch>(); };
-      f.text_encoder_kinds = {"clip_l", "t5xxl"};
-      ASSERT_TRUE(model_family_register(std::move(f)).ok());
-      flux_registered_ = true;
-    }
     dir_ = fs::temp_directory_path() / fmt::format("hr_plan_coverage_{}", ::getpid());
     fs::remove_all(dir_);
     for (const char* f : {"checkpoints", "diffusion_models", "vae", "text_encoders"})
@@ -298,14 +275,9 @@ class PlanCoverageTest : public ::testing::Test {
     fs::create_directories(dir_ / "models/loras");
     for (const char* f : {"sd1_stack_a.safetensors", "sd1_stack_b.safetensors"})
       fs::create_symlink(test::data_path(std::string("lora/") + f), dir_ / "models/loras" / f);
-    Status st = bare_encoder_write(test::golden_path("tiny-sd1.safetensors"),
-                                   "cond_stage_model.transformer.",
-                                   dir_ / "models/text_encoders/clip_l_tiny.safetensors",
-                                   {{"headroom.clip.heads", "4"}});
+    Status st = test::safetensors_write_part(test::golden_path("tiny-sd1.safetensors"), "cond_stage_model.transformer.", (dir_ / "models/text_encoders/clip_l_tiny.safetensors").string(), {{"headroom.clip.heads", "4"}});
     ASSERT_TRUE(st.ok()) << st.str();
-    st = bare_encoder_write(test::data_path("t5/tiny_t5_encoder.safetensors"),
-                            "text_encoders.t5xxl.transformer.",
-                            dir_ / "models/text_encoders/t5xxl_tiny.safetensors", {});
+    st = test::safetensors_write_part(test::data_path("t5/tiny_t5_encoder.safetensors"), "text_encoders.t5xxl.transformer.", (dir_ / "models/text_encoders/t5xxl_tiny.safetensors").string(), {});
     ASSERT_TRUE(st.ok()) << st.str();
     Image8 img;
     img.width = 96;
@@ -316,7 +288,6 @@ class PlanCoverageTest : public ::testing::Test {
     ASSERT_TRUE(png_write((dir_ / "input/picture.png").string(), img).ok());
   }
   static void TearDownTestSuite() {
-    if (flux_registered_) model_family_unregister("flux");
     fs::remove_all(dir_);
   }
 
@@ -405,7 +376,6 @@ class PlanCoverageTest : public ::testing::Test {
   }
 
   static fs::path dir_;
-  static inline bool flux_registered_ = false;
   std::unique_ptr<Backend> backend_;
   NodeRegistry registry_;
 };
