@@ -6,9 +6,8 @@
 #include <fmt/format.h>
 
 #include <cstring>
-#include <map>
-#include <mutex>
 
+#include "graph/graph_cache.h"
 #include "models/checkpoint.h"
 #include "models/flux/flux_tokens.h"
 #include "models/weight_load.h"
@@ -19,25 +18,15 @@ namespace {
 // The conditioning key ComfyUI's ReferenceLatent node sets for Flux Kontext.
 constexpr const char* kCondReferenceLatents = "reference_latents";
 
-// Note [graph reuse] (models/sd/unet.cpp): built graphs kept per configuration and shape.
+// Note [graph reuse] in graph/graph_cache.cpp.
 Result<std::shared_ptr<const Graph>> flux_graph_shared(const FluxConfig& cfg, int64_t batch,
                                                        int64_t h_tokens, int64_t w_tokens,
                                                        int64_t txt_tokens, DType dtype) {
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<const Graph>> cache;
+  static GraphCache cache;
   const std::string key = fmt::format("{}|{}|{}x{}x{}|{}|{}", cfg.str(), cfg.storage_key, batch,
                                       h_tokens, w_tokens, txt_tokens, dtype_name(dtype));
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-  }
-  HR_ASSIGN_OR_RETURN(Graph g, flux_dit_graph(cfg, batch, h_tokens, w_tokens, txt_tokens, dtype));
-  auto shared = std::make_shared<const Graph>(std::move(g));
-  std::lock_guard<std::mutex> lock(mu);
-  if (cache.size() >= 8) cache.clear();
-  cache.emplace(key, shared);
-  return shared;
+  return cache.get(key,
+                   [&] { return flux_dit_graph(cfg, batch, h_tokens, w_tokens, txt_tokens, dtype); });
 }
 
 // ComfyUI's pad_to_patch_size (comfy/ldm/common_dit.py): an odd height or width gets one more

@@ -26,7 +26,7 @@ struct FluxInputs {
 };
 
 // Runs the DiT for the inputs' shapes (graphs kept per configuration and shape as the UNet's,
-// Note [graph reuse] in models/sd/unet.cpp); returns the model output [B, C, H, W] f32.
+// Note [graph reuse] in graph/graph_cache.cpp); returns the model output [B, C, H, W] f32.
 Result<HostTensor> flux_dit_run(Executor& ex, const FluxConfig& cfg, WeightSource& weights,
                                 DType dtype, const FluxInputs& in);
 

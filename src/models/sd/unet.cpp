@@ -2,13 +2,12 @@
 #include "models/sd/unet.h"
 
 #include <algorithm>
-#include <map>
 #include <memory>
-#include <mutex>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "graph/graph_cache.h"
 #include "memory/weight_set.h"
 #include "models/safetensors.h"
 
@@ -419,30 +418,14 @@ Result<Graph> unet_graph(const UNetConfig& cfg, int64_t batch, int64_t height, i
 
 namespace {
 
-// Note [graph reuse]
-// Samplers call the UNet with the same shapes at every step. Building its graph (hundreds of
-// nodes with their names, shape inference and the structure key) costs host time during which
-// the device would sit idle between two replayed steps, so built graphs are kept per
-// configuration and shape (a handful; the cache starts over when full). The executor then finds
-// its compiled plan by the graph's structure key.
+// Note [graph reuse] in graph/graph_cache.cpp.
 Result<std::shared_ptr<const Graph>> unet_graph_shared(const UNetConfig& cfg, int64_t batch,
                                                        int64_t height, int64_t width,
                                                        int64_t tokens, DType dtype) {
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<const Graph>> cache;
+  static GraphCache cache;
   const std::string key = fmt::format("{}|{}|{}x{}x{}|{}|{}", cfg.str(), cfg.storage_key, batch,
                                       height, width, tokens, dtype_name(dtype));
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-  }
-  HR_ASSIGN_OR_RETURN(Graph g, unet_graph(cfg, batch, height, width, tokens, dtype));
-  auto shared = std::make_shared<const Graph>(std::move(g));
-  std::lock_guard<std::mutex> lock(mu);
-  if (cache.size() >= 8) cache.clear();
-  cache.emplace(key, shared);
-  return shared;
+  return cache.get(key, [&] { return unet_graph(cfg, batch, height, width, tokens, dtype); });
 }
 
 }  // namespace

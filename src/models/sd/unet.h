@@ -79,7 +79,7 @@ Result<uint64_t> unet_min_device_bytes(Executor& ex, const UNetConfig& cfg, int6
                                        int64_t height, int64_t width, int64_t tokens, DType dtype);
 
 // Runs unet_graph for the inputs' shapes (built graphs are kept per configuration and shape,
-// Note [graph reuse] in unet.cpp; their plans live in the executor's cache). Inputs of another float dtype are
+// Note [graph reuse] in graph/graph_cache.cpp; their plans live in the executor's cache). Inputs of another float dtype are
 // converted to `dtype`; the output is f32. `y` is required exactly when adm_in_channels > 0.
 Result<HostTensor> unet_run(Executor& ex, const UNetConfig& cfg, WeightSource& weights, DType dtype,
                             const HostTensor& x, const HostTensor& timesteps,
