@@ -2,7 +2,7 @@
 // device's ceilings measured in the same run: a large f16 GEMM (TFLOP/s) and a large
 // device-to-device copy (GB/s, bytes read + written).
 //
-//   bench_profile [--device cuda|cpu] [--dtype f16|bf16|f32] [--only sd15|sdxl|vae512|vae1024]
+//   bench_profile [--device cuda|cpu] [--dtype f16|bf16|f32] [--only sd15|sdxl|vae512|vae1024|flux]
 //                 [--steps N] [--top K]
 //
 // For each workload: the step time as it runs (captured replay where the backend can), the
@@ -281,5 +281,6 @@ int main(int argc, char** argv) {
   if (want("sdxl")) run(bench::workload_sdxl(dt));
   if (want("vae512")) run(bench::workload_vae(dt, 512, nullptr));
   if (want("vae1024")) run(bench::workload_vae(dt, 1024, nullptr));
+  if (only.find("flux") != std::string::npos) run(bench::workload_flux(dt));  // only when asked
   return 0;
 }
