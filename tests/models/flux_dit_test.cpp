@@ -130,6 +130,46 @@ TEST_F(FluxDitTest, MatchesComfyFlux) {
   }
 }
 
+// Sample `i` of a batched f32 tensor, as a batch of one.
+HostTensor sample_of(const HostTensor& t, int64_t i) {
+  Shape s = t.shape();
+  const int64_t n = t.numel() / s[0];
+  s[0] = 1;
+  HostTensor out(DType::F32, s);
+  std::memcpy(out.f32(), t.f32() + i * n, size_t(n) * sizeof(float));
+  return out;
+}
+
+// One sample at a time: the modulation folds into the LayerNorm's affine (Note [one-sample
+// modulation] in flux_dit.cpp), and each output is its row of ComfyUI's batched call.
+TEST_F(FluxDitTest, EachSampleAloneMatchesItsRow) {
+  Result<FluxConfig> c = flux_config_detect(*file_, "");
+  ASSERT_TRUE(c.ok()) << c.status().str();
+  c->axes_dim = kAxes;
+  WeightSet w;
+  ASSERT_TRUE(weights_load_prefix(w, *file_, "", DType::F32).ok());
+  Result<HostTensor> pe = flux_pe_table(kTxt, kHTok, kWTok, c->axes_dim, c->theta);
+  ASSERT_TRUE(pe.ok()) << pe.status().str();
+  Result<Graph> g = flux_dit_graph(*c, 1, kHTok, kWTok, kTxt, DType::F32);
+  ASSERT_TRUE(g.ok()) << g.status().str();
+  std::unique_ptr<Backend> cpu = cpu_backend_create(1);
+  Allocator alloc(*cpu);
+  Executor ex(*cpu, alloc, executor_policies_default(*cpu));
+  w.bind(cpu.get(), &alloc);
+  for (int64_t i = 0; i < 2; ++i) {
+    HostTensor img = sample_of(get("golden.img"), i), txt = sample_of(get("golden.txt"), i);
+    HostTensor t = sample_of(get("golden.timesteps"), i), y = sample_of(get("golden.y"), i);
+    HostTensor guidance = sample_of(get("golden.guidance"), i);
+    HostInputs in = {{"img", &img}, {"txt", &txt}, {"timesteps", &t},
+                     {"y", &y},     {"guidance", &guidance}, {"pe", &*pe}};
+    Result<std::vector<HostTensor>> out = ex.run(*g, in, w);
+    ASSERT_TRUE(out.ok()) << out.status().str();
+    double err = test::rel_err((*out)[0], sample_of(get("golden.out"), i));
+    std::printf("flux dit sample %lld alone rel error %.3g\n", (long long)i, err);
+    EXPECT_LT(err, kRelTol);
+  }
+}
+
 // Writes the golden's tensors except `drop` (and the golden.* data) under `prefix` to a
 // temporary file and detects its configuration.
 Result<FluxConfig> detect_without(const SafetensorsFile& file, const std::string& drop,
