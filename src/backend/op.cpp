@@ -37,6 +37,7 @@ const char* op_name(OpKind kind) {
     case OpKind::COPY: return "copy";
     case OpKind::RMS_NORM: return "rms_norm";
     case OpKind::ROPE: return "rope";
+    case OpKind::QKV_ROPE: return "qkv_rope";
     case OpKind::COUNT_: break;
   }
   return "?";
@@ -73,6 +74,9 @@ std::string OpParams::str(OpKind kind) const {
     case OpKind::LAYER_NORM:
     case OpKind::RMS_NORM: return fmt::format("eps {}", eps);
     case OpKind::ROPE: return rope_half_split ? "half-split" : "interleaved";
+    case OpKind::QKV_ROPE:
+      return fmt::format("heads {} d {} eps {} {}", heads, dim, eps,
+                         rope_half_split ? "half-split" : "interleaved");
     case OpKind::SOFTMAX: return alpha != 0 ? fmt::format("scale {}", alpha) : "";
     case OpKind::ATTENTION:
       return fmt::format("heads {}{}{}{}", heads, causal ? " causal" : "",
@@ -126,6 +130,36 @@ Result<Shape> broadcast(OpKind kind, const Shape& a, const Shape& b) {
     out.dims[i] = da == 1 ? db : da;
   }
   return out;
+}
+
+// QKV_ROPE's inputs (op.h): groups of (x [B, L, W >= 3C], gq [D], gk [D]) and the table.
+Result<TensorDesc> qkv_rope_infer(const OpParams& p, std::span<const TensorDesc> in) {
+  const OpKind kind = OpKind::QKV_ROPE;
+  if (in.size() < 4 || (in.size() - 1) % 3 != 0)
+    return bad(kind, fmt::format("expects groups of (x, gq, gk) and a table, got {} inputs ({})",
+                                 in.size(), descs_str(in)));
+  const int64_t d = p.dim, c = int64_t(p.heads) * d;
+  if (d < 2 || d % 2 != 0 || p.heads < 1)
+    return bad(kind, fmt::format("heads {} of width {}: the width must be even", p.heads, d));
+  const DType t = in[0].dtype;
+  if (!is_compute_float(t)) return bad(kind, "x must be f32/f16/bf16, got " + in[0].str());
+  int64_t len = 0;
+  for (size_t i = 0; i + 1 < in.size(); i += 3) {
+    const Shape& x = in[i].shape;
+    if (in[i].dtype != t || x.rank != 3 || x[0] != in[0].shape[0] || x[2] < 3 * c)
+      return bad(kind, fmt::format("x {} must be [B, L, >= {}] in {} like x 1 {}", in[i].str(),
+                                   3 * c, dtype_name(t), in[0].str()));
+    for (size_t j = i + 1; j < i + 3; ++j)
+      if (in[j].dtype != t || in[j].shape.rank != 1 || in[j].shape[0] != d)
+        return bad(kind, fmt::format("norm weight {} must be [{}] in {}", in[j].str(), d,
+                                     dtype_name(t)));
+    len += x[1];
+  }
+  const TensorDesc& cs = in.back();
+  if (cs.dtype != DType::F32 || cs.shape.rank != 3 || cs.shape[0] != len ||
+      cs.shape[1] != d / 2 || cs.shape[2] != 2)
+    return bad(kind, fmt::format("table {} must be f32 [{}, {}, 2]", cs.str(), len, d / 2));
+  return TensorDesc{t, Shape{in[0].shape[0], len, 3 * c}};
 }
 
 }  // namespace
@@ -448,6 +482,7 @@ Result<TensorDesc> op_infer(OpKind kind, const OpParams& p, std::span<const Tens
                                      "[B, L, D/2, 2])", cs.str(), x.str()));
       return in[0];
     }
+    case OpKind::QKV_ROPE: return qkv_rope_infer(p, in);
     case OpKind::COUNT_: break;
   }
   return bad(kind, "unknown op");

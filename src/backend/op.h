@@ -84,6 +84,17 @@ namespace hr {
 //             it rounds. x is token-major, [B, L, H, D], because ATTENTION's q and k
 //             [B, L, H*D] are a free reshape of it (ComfyUI rotates [B, H, L, D]; the
 //             arithmetic per element is the same).
+// QKV_ROPE    x_1, gq_1, gk_1, ..., x_n, gq_n, gk_n, cs -> [B, L_1 + ... + L_n, 3C] in x's dtype
+//             (n >= 1 groups of three; C = params.heads * D, D = params.dim, even): each
+//             x_i [B, L_i, W_i >= 3C] holds a stream's q, k, v as its first 3C columns (a fused
+//             QKV projection, or the front of a wider one); gq_i, gk_i [D] are its QK RMSNorm
+//             weights; cs [L_1 + ... + L_n, D/2, 2] F32 the rotation table of the joint sequence.
+//             The streams' tokens are concatenated in order; per head, q = ROPE(RMS_NORM(q, gq_i))
+//             and k likewise with gk_i (params.eps, params.rope_half_split), v copied. Each step
+//             rounds as RMS_NORM and then ROPE do, so the op equals the chain of SLICEs,
+//             RMS_NORMs, ROPEs and CONCATs it replaces; ATTENTION reads the three windows in place
+//             (params.kv_window, q_width). Note [fused qk norm and rope] in
+//             backend/cpu/cpu_qkv_rope.cpp.
 enum class OpKind : uint8_t {
   LINEAR = 0,
   MATMUL,
@@ -114,6 +125,7 @@ enum class OpKind : uint8_t {
   LINEAR_FP8,
   RMS_NORM,
   ROPE,
+  QKV_ROPE,
   COUNT_,  // number of ops; not an op
 };
 

@@ -339,6 +339,31 @@ ValueId Graph::rms_norm(ValueId x, ValueId w, float eps, const std::string& name
   return op(OpKind::RMS_NORM, p, std::move(in), name);
 }
 
+ValueId Graph::qkv_rope(std::span<const QkvStream> streams, ValueId cs, int heads, int head_dim,
+                        float eps, bool half_split, const std::string& name) {
+  OpParams p;
+  p.heads = heads;
+  p.dim = head_dim;
+  p.eps = eps;
+  p.rope_half_split = half_split;
+  std::vector<ValueId> in;
+  for (const QkvStream& s : streams) in.insert(in.end(), {s.x, s.gq, s.gk});
+  in.push_back(cs);
+  return op(OpKind::QKV_ROPE, p, std::move(in), name);
+}
+
+ValueId Graph::attention_packed(ValueId qkv, int heads, const std::string& name) {
+  const int64_t c = shape(qkv)[-1] / 3;
+  OpParams p;
+  p.heads = heads;
+  p.kv_window = true;
+  p.start = c;
+  p.end = 2 * c;
+  p.q_start = 0;
+  p.q_width = c;
+  return op(OpKind::ATTENTION, p, {qkv, qkv, qkv}, name);
+}
+
 ValueId Graph::rope(ValueId x, ValueId cs, bool half_split, const std::string& name) {
   OpParams p;
   p.rope_half_split = half_split;

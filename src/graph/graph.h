@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -140,6 +141,16 @@ class Graph {
   // (models/rope_table.h builds it); half_split: pairs (p, p + D/2) (Llama/Qwen's rotate_half)
   // instead of Flux's (2p, 2p+1). ATTENTION's q and k [B, L, H*D] reshape to x and back as views.
   ValueId rope(ValueId x, ValueId cs, bool half_split, const std::string& name = "");
+  // QKV_ROPE (backend/op.h): one stream per entry, each {x [B, L, >= 3C], gq [D], gk [D]}, their
+  // tokens joined in order; cs [sum of L, D/2, 2] f32 -> [B, sum of L, 3C] holding q | k | v
+  // with q and k RMS-normalised and rotated (eps, half_split as rms_norm's and rope's).
+  struct QkvStream {
+    ValueId x, gq, gk;
+  };
+  ValueId qkv_rope(std::span<const QkvStream> streams, ValueId cs, int heads, int head_dim,
+                   float eps, bool half_split, const std::string& name = "");
+  // ATTENTION over a packed [B, L, 3C] q | k | v (QKV_ROPE's output), read in place as windows.
+  ValueId attention_packed(ValueId qkv, int heads, const std::string& name = "");
   ValueId unary(OpKind kind, ValueId x, const std::string& name = "");
   ValueId binary(OpKind kind, ValueId a, ValueId b, const std::string& name = "");
   ValueId add(ValueId a, ValueId b, const std::string& name = "") {

@@ -1,4 +1,4 @@
-// Op-harness cases of the transformer ops RMS_NORM and ROPE at Flux / T5 / Qwen-like widths, and
+// Op-harness cases of the transformer ops RMS_NORM, ROPE and QKV_ROPE at Flux / T5 / Qwen-like widths, and
 // their op_infer refusals.
 #include <gtest/gtest.h>
 
@@ -18,6 +18,14 @@ OpParams rms(float eps) {
 OpParams rope(bool half_split) {
   OpParams p;
   p.rope_half_split = half_split;
+  return p;
+}
+
+OpParams qkv(int heads, int dim, bool half_split) {
+  OpParams p = rope(half_split);
+  p.heads = heads;
+  p.dim = dim;
+  p.eps = 1e-6f;
   return p;
 }
 
@@ -55,6 +63,29 @@ void add_transformer_cases(std::vector<OpCase>& v) {
   rot("rope_half_split_per_batch", {2, 5, 3, 24}, {2, 5, 12, 2}, true);
   rot("rope_interleaved_d6", {1, 7, 5, 6}, {7, 3, 2}, false);
   rot("rope_half_split_d6", {1, 7, 5, 6}, {7, 3, 2}, true);
+
+  // QKV_ROPE: one stream (a single-stream block: x wider than 3C, the MLP's columns after q, k,
+  // v) and two (a double-stream block: text then image tokens, each with its own norm weights),
+  // interleaved and half-split pairs, a batch of two; the table last and f32.
+  auto fused = [&](std::string name, std::vector<Shape> xs, int heads, int d, bool split) {
+    std::vector<TensorDesc> in;
+    int64_t len = 0;
+    for (const Shape& x : xs) {
+      in.insert(in.end(), {f32(x), f32({d}), f32({d})});
+      len += x[1];
+    }
+    in.push_back(f32({len, d / 2, 2}));
+    OpCase c = make_case(std::move(name), OpKind::QKV_ROPE, std::move(in), qkv(heads, d, split));
+    for (size_t g = 0; g < xs.size(); ++g)
+      c.with_range(3 * g, -1.0, 3.0).with_range(3 * g + 1, 0.5, 1.5).with_range(3 * g + 2, 0.5,
+                                                                                  1.5);
+    c.with_fixed(3 * xs.size());
+    v.push_back(std::move(c));
+  };
+  fused("qkv_rope_single_d128", {{1, 21, 3 * 256 + 64}}, 2, 128, false);
+  fused("qkv_rope_double_d64", {{2, 7, 3 * 192}, {2, 13, 3 * 192}}, 3, 64, false);
+  fused("qkv_rope_double_half_split", {{1, 5, 3 * 96}, {1, 9, 3 * 96 + 32}}, 2, 48, true);
+  fused("qkv_rope_d6", {{1, 4, 3 * 18}}, 3, 6, false);
 }
 
 namespace {
@@ -93,6 +124,29 @@ TEST(TransformerOpInfer, RopeChecksLayoutAndTable) {
   expect_refused(OpKind::ROPE, rope(false), {f32({1, 8, 2, 16}), f32({8, 8, 4})});   // (cos, sin)
   expect_refused(OpKind::ROPE, rope(true), {f32({2, 8, 2, 16}), f32({3, 8, 8, 2})});  // batch
   expect_refused(OpKind::ROPE, rope(true), {f32({2, 8, 2, 16})});                     // no table
+}
+
+TEST(TransformerOpInfer, QkvRopeChecksGroupsAndTable) {
+  const OpParams p = qkv(2, 16, false);  // C = 32
+  Result<TensorDesc> ok = op_infer(
+      OpKind::QKV_ROPE, p,
+      std::vector<TensorDesc>{f32({1, 3, 96}), f32({16}), f32({16}), f32({1, 5, 128}), f32({16}),
+                              f32({16}), f32({8, 8, 2})});
+  ASSERT_TRUE(ok.ok()) << ok.status().str();
+  EXPECT_EQ(ok->shape, (Shape{1, 8, 96}));
+  expect_refused(OpKind::QKV_ROPE, p, {f32({1, 3, 95}), f32({16}), f32({16}), f32({3, 8, 2})});
+  expect_refused(OpKind::QKV_ROPE, p, {f32({1, 3, 96}), f32({16}), f32({3, 8, 2})});  // no gk
+  expect_refused(OpKind::QKV_ROPE, p, {f32({1, 3, 96}), f32({8}), f32({16}), f32({3, 8, 2})});
+  expect_refused(OpKind::QKV_ROPE, p, {f32({1, 3, 96}), f32({16}), f32({16}), f32({4, 8, 2})});
+  expect_refused(OpKind::QKV_ROPE, p,
+                 {f32({1, 3, 96}), f32({16}), f32({16}), f32({2, 3, 96}), f32({16}), f32({16}),
+                  f32({6, 8, 2})});  // batches differ
+  expect_refused(OpKind::QKV_ROPE, qkv(2, 15, false),
+                 {f32({1, 3, 90}), f32({15}), f32({15}), f32({3, 7, 2})});  // odd D
+  const TensorDesc half_x{DType::F16, Shape{1, 3, 96}}, half_w{DType::F16, Shape{16}};
+  expect_refused(OpKind::QKV_ROPE, p, {half_x, f32({16}), half_w, f32({3, 8, 2})});
+  expect_refused(OpKind::QKV_ROPE, p,
+                 {half_x, half_w, half_w, TensorDesc{DType::F16, Shape{3, 8, 2}}});
 }
 
 }  // namespace

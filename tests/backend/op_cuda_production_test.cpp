@@ -301,6 +301,17 @@ std::vector<OpCase> production_cases() {
                          {f32({1, 1024, 32, 128}), f32({1024, 64, 2})}, hs);
     h.with_range(0, -2.0, 2.0).with_fixed(1);
     v.push_back(std::move(h));
+    // The fused form of Flux's double-stream attention input: 512 text + 4096 image tokens.
+    OpParams fq = r;
+    fq.heads = 24;
+    fq.dim = 128;
+    OpCase j = make_case("qkv_rope_flux_512_4096x24x128", OpKind::QKV_ROPE,
+                         {f32({1, 512, 9216}), f32({128}), f32({128}), f32({1, 4096, 9216}),
+                          f32({128}), f32({128}), f32({4608, 64, 2})},
+                         fq);
+    j.with_range(0, -1.0, 3.0).with_range(3, -1.0, 3.0).with_fixed(6);
+    for (size_t w : {1, 2, 4, 5}) j.with_range(w, 0.5, 1.5);
+    v.push_back(std::move(j));
   }
   return v;
 }

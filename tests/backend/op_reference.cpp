@@ -513,6 +513,49 @@ Result<RefTensor> ref_rope(const OpParams& p, std::span<const RefTensor> in) {
   return out;
 }
 
+
+// The op as the chain it replaces (op.h): per group, the q and k heads RMS-normalised with the
+// group's weights, rounded to the dtype as RMS_NORM's output is, then rotated by the joint row.
+Result<RefTensor> ref_qkv_rope(const OpParams& p, std::span<const RefTensor> in) {
+  const int64_t d = p.dim, width = int64_t(p.heads) * d, half = d / 2, nb = in[0].desc.shape[0];
+  const DType t = in[0].desc.dtype;
+  int64_t len = 0;
+  for (size_t g = 0; g + 1 < in.size(); g += 3) len += in[g].desc.shape[1];
+  RefTensor out = ref_make(t, Shape{nb, len, 3 * width});
+  const RefTensor& cs = in.back();
+  auto head = [&](const double* x, const RefTensor& w, int64_t row, double* y) {
+    double ms = 0.0;
+    for (int64_t i = 0; i < d; ++i) ms += x[i] * x[i];
+    const double inv = 1.0 / std::sqrt(ms / double(d) + double(p.eps));
+    std::vector<double> n(static_cast<size_t>(d));
+    for (int64_t i = 0; i < d; ++i) n[size_t(i)] = dtype_round(x[i] * inv * w.data[size_t(i)], t);
+    for (int64_t q = 0; q < half; ++q) {
+      const double c = cs.data[size_t(2 * (row * half + q))];
+      const double s = cs.data[size_t(2 * (row * half + q) + 1)];
+      const int64_t e0 = p.rope_half_split ? q : 2 * q;
+      const int64_t e1 = p.rope_half_split ? q + half : 2 * q + 1;
+      y[e0] = c * n[size_t(e0)] - s * n[size_t(e1)];
+      y[e1] = s * n[size_t(e0)] + c * n[size_t(e1)];
+    }
+  };
+  int64_t first = 0;
+  for (size_t g = 0; g + 1 < in.size(); g += 3) {
+    const int64_t nl = in[g].desc.shape[1], pitch = in[g].desc.shape[2];
+    for (int64_t b = 0; b < nb; ++b)
+      for (int64_t l = 0; l < nl; ++l) {
+        const double* src = in[g].data.data() + (b * nl + l) * pitch;
+        double* dst = out.data.data() + (b * len + first + l) * 3 * width;
+        for (int64_t h = 0; h < p.heads; ++h) {
+          head(src + h * d, in[g + 1], first + l, dst + h * d);
+          head(src + width + h * d, in[g + 2], first + l, dst + width + h * d);
+        }
+        std::copy(src + 2 * width, src + 3 * width, dst + 2 * width);
+      }
+    first += nl;
+  }
+  return out;
+}
+
 }  // namespace
 
 double dtype_round(double x, DType t) {
@@ -636,7 +679,7 @@ Result<RefTensor> ref_channels_last(OpKind kind, const OpParams& p, std::span<co
 
 Result<RefTensor> op_reference(OpKind kind, const OpParams& p, std::span<const RefTensor> in) {
   static constexpr size_t kMinInputs[] = {2, 2, 2, 3, 2, 1, 3, 1, 1, 1, 1, 1, 2, 2,
-                                          2, 2, 1, 2, 1, 1, 1, 1, 2, 1, 1, 1, 2, 1, 2};
+                                          2, 2, 1, 2, 1, 1, 1, 1, 2, 1, 1, 1, 2, 1, 2, 4};
   static_assert(std::size(kMinInputs) == size_t(OpKind::COUNT_));
   if (kind >= OpKind::COUNT_ || in.size() < kMinInputs[size_t(kind)])
     return ref_error(kind, fmt::format("{} inputs", in.size()));
@@ -718,6 +761,8 @@ Result<RefTensor> op_reference(OpKind kind, const OpParams& p, std::span<const R
       return ref_rms_norm(p, in);
     case OpKind::ROPE:
       return ref_rope(p, in);
+    case OpKind::QKV_ROPE:
+      return ref_qkv_rope(p, in);
     case OpKind::COUNT_:
       break;
   }

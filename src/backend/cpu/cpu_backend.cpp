@@ -106,7 +106,7 @@ class CpuBackend final : public Backend {
       case OpKind::LINEAR_FP8:  // the reference: fp8 operands, any float output
         return dtype == DType::F8_E4M3 || dtype == DType::F32 || dtype == DType::F16 ||
                dtype == DType::BF16;
-      // ROPE's table is f32 whatever x's dtype: the default case.
+      // ROPE's and QKV_ROPE's tables are f32 whatever x's dtype: the default case.
       default:
         return dtype == DType::F32;
     }
@@ -153,6 +153,7 @@ class CpuBackend final : public Backend {
       case OpKind::COPY: return cpu::cast(c);
       case OpKind::RMS_NORM: return cpu::rms_norm(c);
       case OpKind::ROPE: return cpu::rope(c);
+      case OpKind::QKV_ROPE: return cpu::qkv_rope(c);
       case OpKind::COUNT_: break;
     }
     return make_error(ErrorCode::UNSUPPORTED, "cpu backend: op {} not implemented", op_name(c.kind));

@@ -29,6 +29,7 @@ Status timestep_embedding(const OpCall& c);  // cpu_embedding.cpp
 Status cast(const OpCall& c);                // cpu_layout.cpp (also RESHAPE/COPY as memcpy)
 Status rms_norm(const OpCall& c);            // cpu_rms_norm.cpp
 Status rope(const OpCall& c);                // cpu_rope.cpp
+Status qkv_rope(const OpCall& c);            // cpu_qkv_rope.cpp
 
 // cpu_variants.cpp: channels-last and add_input forms, built from the kernels above.
 Status conv2d_variant(const OpCall& c);

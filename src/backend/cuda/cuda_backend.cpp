@@ -567,6 +567,22 @@ Status CudaBackend::run_compute(const OpCall& c, const OpParams& p, cudaStream_t
                                     p.rope_half_split, s));
       return Status();
     }
+    case OpKind::QKV_ROPE: {
+      const int n = int(c.inputs.size() / 3);
+      if (n > cuda::kQkvRopeMaxGroups)
+        return make_error(ErrorCode::UNSUPPORTED, "qkv_rope: {} streams (at most {})", n,
+                          cuda::kQkvRopeMaxGroups);
+      cuda::QkvRopeGroup groups[cuda::kQkvRopeMaxGroups];
+      for (int i = 0; i < n; ++i) {
+        const TensorRef& xi = c.inputs[size_t(3 * i)];
+        groups[i] = {xi.data, c.inputs[size_t(3 * i + 1)].data, c.inputs[size_t(3 * i + 2)].data,
+                     xi.desc.shape[1], xi.desc.shape[2], 0};
+      }
+      HR_CUDA_CHECK(opn, cuda::qkv_rope(t, groups, n, c.inputs.back().as<const float>(), y.data,
+                                        x.desc.shape[0], p.heads, p.dim, p.eps, p.rope_half_split,
+                                        s));
+      return Status();
+    }
     case OpKind::SOFTMAX: {
       const int64_t n = x.desc.shape[-1];
       const int64_t rows = n ? x.desc.numel() / n : 0;

@@ -74,6 +74,21 @@ cudaError_t rms_norm(DType t, const void* x, const void* w, void* y, int64_t row
 cudaError_t rope(DType t, const void* x, const float* cs, void* y, int64_t batch, int64_t len,
                  int64_t heads, int64_t d, bool per_batch, bool half_split, cudaStream_t s);
 
+// --- cuda_qkv_rope.cu -------------------------------------------------------------------------
+// QKV_ROPE (op.h): group i's x [batch, len, pitch] of dtype t holds q, k, v in its first
+// 3 * heads * d columns; gq, gk [d]; cs f32 [sum of len, d/2, 2]; out [batch, sum of len,
+// 3 * heads * d]. `first` is filled in by the launcher.
+constexpr int kQkvRopeMaxGroups = 4;
+struct QkvRopeGroup {
+  const void* x = nullptr;
+  const void* gq = nullptr;
+  const void* gk = nullptr;
+  int64_t len = 0, pitch = 0, first = 0;
+};
+cudaError_t qkv_rope(DType t, const QkvRopeGroup* groups, int n, const float* cs, void* out,
+                     int64_t batch, int64_t heads, int64_t d, float eps, bool half_split,
+                     cudaStream_t s);
+
 // --- cuda_attention.cu ------------------------------------------------------------------------
 struct AttentionArgs {
   DType dtype = DType::F32;

@@ -96,26 +96,18 @@ class FluxBuilder {
   ValueId gated_add(ValueId x, ValueId gate, ValueId y, const std::string& name) {
     return g.add(x, g.mul(y, gate, name + ".gate"), name);
   }
-  // One of q, k, v (index i) of a [B, L, >= 3 hidden] projection, as [B, L, H, D]; q and k
-  // (i < 2) get the QK RMSNorm `norm_name`.{query,key}_norm.scale.
-  ValueId head_split(ValueId qkv, int i, const std::string& norm_name, const std::string& name) {
-    const int64_t h = c_.hidden_size, d = c_.head_dim();
-    const int64_t len = g.shape(qkv)[1];
-    static const char* kPart[] = {"q", "k", "v"};
-    std::string part = name + "." + kPart[i];
-    ValueId x = g.slice(qkv, 2, i * h, (i + 1) * h, 1, part);
-    x = g.reshape(x, Shape{batch_, len, c_.num_heads, d}, part);
-    if (i == 2) return x;
-    std::string norm = norm_name + (i == 0 ? ".query_norm" : ".key_norm");
-    return g.rms_norm(x, w(norm + ".scale", {d}), kNormEps, norm);
+  // One stream of a fused projection [B, L, >= 3 hidden] (q, k, v first) with its QK RMSNorm
+  // `norm`.{query,key}_norm.scale, for QKV_ROPE (Note [fused qk norm and rope]).
+  Graph::QkvStream qkv_stream(ValueId x, const std::string& norm) {
+    const int64_t d = c_.head_dim();
+    return {x, w(norm + ".query_norm.scale", {d}), w(norm + ".key_norm.scale", {d})};
   }
-  // RoPE on q and k [B, L, H, D] (the table covers L), then attention -> [B, L, hidden].
-  ValueId rope_attention(ValueId q, ValueId k, ValueId v, const std::string& name) {
-    const int64_t len = g.shape(q)[1], h = c_.hidden_size;
-    q = g.reshape(g.rope(q, pe_, false, name + ".rope_q"), Shape{batch_, len, h}, name + ".q");
-    k = g.reshape(g.rope(k, pe_, false, name + ".rope_k"), Shape{batch_, len, h}, name + ".k");
-    v = g.reshape(v, Shape{batch_, len, h}, name + ".v");
-    return g.attention(q, k, v, c_.num_heads, false, name);
+  // The streams' q and k normalised and rotated over the joint sequence (the table covers it),
+  // then attention -> [B, L, hidden].
+  ValueId joint_attention(std::span<const Graph::QkvStream> streams, const std::string& name) {
+    ValueId qkv = g.qkv_rope(streams, pe_, c_.num_heads, int(c_.head_dim()), kNormEps, false,
+                             name + ".qkv_rope");
+    return g.attention_packed(qkv, c_.num_heads, name);
   }
   ValueId mlp(ValueId x, const std::string& name) {
     const int64_t h = c_.hidden_size, m = c_.mlp_hidden();
@@ -147,13 +139,9 @@ void FluxBuilder::double_block(int i) {
   ValueId tn = norm_modulate(txt_, tm[0], tm[1], b + ".txt_norm1");
   ValueId iqkv = linear(in, b + ".img_attn.qkv", h, 3 * h, c_.qkv_bias);
   ValueId tqkv = linear(tn, b + ".txt_attn.qkv", h, 3 * h, c_.qkv_bias);
-  ValueId qkv[3];
-  for (int p = 0; p < 3; ++p) {
-    ValueId ip = head_split(iqkv, p, b + ".img_attn.norm", b + ".img_attn");
-    ValueId tp = head_split(tqkv, p, b + ".txt_attn.norm", b + ".txt_attn");
-    qkv[p] = g.concat({tp, ip}, 1, fmt::format("{}.joint{}", b, p));
-  }
-  ValueId a = rope_attention(qkv[0], qkv[1], qkv[2], b + ".attn");
+  const Graph::QkvStream streams[] = {qkv_stream(tqkv, b + ".txt_attn.norm"),
+                                      qkv_stream(iqkv, b + ".img_attn.norm")};
+  ValueId a = joint_attention(streams, b + ".attn");
   const int64_t len = g.shape(a)[1];
   ValueId ta = g.slice(a, 1, 0, txt_len_, 1, b + ".txt_attn.out");
   ValueId ia = g.slice(a, 1, txt_len_, len, 1, b + ".img_attn.out");
@@ -174,10 +162,8 @@ void FluxBuilder::single_block(int i) {
   std::vector<ValueId> mod = modulation(b + ".modulation.lin", 3);
   ValueId n = norm_modulate(x_, mod[0], mod[1], b + ".pre_norm");
   ValueId l1 = linear(n, b + ".linear1", h, 3 * h + m);
-  ValueId q = head_split(l1, 0, b + ".norm", b);
-  ValueId k = head_split(l1, 1, b + ".norm", b);
-  ValueId v = head_split(l1, 2, b + ".norm", b);
-  ValueId a = rope_attention(q, k, v, b + ".attn");
+  const Graph::QkvStream stream[] = {qkv_stream(l1, b + ".norm")};
+  ValueId a = joint_attention(stream, b + ".attn");
   ValueId mh = g.slice(l1, 2, 3 * h, 3 * h + m, 1, b + ".mlp");
   mh = g.unary(OpKind::GELU_TANH, mh, b + ".mlp_act");
   ValueId cat = g.concat({a, mh}, 2, b + ".cat");
