@@ -91,7 +91,7 @@ std::string flux_unsupported_hint(const SafetensorsFile& f) {
 // What the tensors cannot show: the model sampling the family implies and the RoPE axes
 // (Note [flux rope axes] in flux_model.cpp).
 std::vector<std::pair<std::string, std::string>> flux_settings_describe(
-    const SafetensorsFile&, const CheckpointInfo& info) {
+    const SafetensorsFile& file, const CheckpointInfo& info) {
   std::vector<std::pair<std::string, std::string>> lines;
   const ModelSamplingSpec& s = info.family->sampling;
   if (s.kind == ModelSamplingSpec::Kind::FLUX)
@@ -102,10 +102,17 @@ std::vector<std::pair<std::string, std::string>> flux_settings_describe(
                                                    "FluxSchnell: no guidance_in)",
                                                    s.shift, s.multiplier)});
   const ModelSetting<std::vector<int>>& axes = info.settings.flux_axes_dim;
-  if (info.has_diffusion)
-    lines.push_back({"RoPE axes", axes.value ? fmt::format("[{}] ({})", fmt::join(*axes.value, ", "),
-                                                           axes.source)
-                                             : "[16, 56, 56] (Flux's)"});
+  if (info.has_diffusion && axes.value) {
+    lines.push_back({"RoPE axes",
+                     fmt::format("[{}] ({})", fmt::join(*axes.value, ", "), axes.source)});
+  } else if (info.has_diffusion) {
+    Result<FluxConfig> c = flux_config_detect(file, info.diffusion_prefix);
+    lines.push_back({"RoPE axes", !c.ok() || !c->axes_dim.empty()
+                                      ? std::string("[16, 56, 56] (Flux's)")
+                                      : fmt::format("none: the heads are {} wide and Flux's 16/56/56 "
+                                                    "fit 128 (state headroom.flux.axes_dim)",
+                                                    c->head_dim())});
+  }
   for (size_t i = 0; i < info.text_encoders.size(); ++i)
     if (int h = info.settings.text_encoder_heads_at(i); h > 0)
       lines.push_back({fmt::format("{} heads", info.text_encoders[i].kind),
