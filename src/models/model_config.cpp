@@ -32,6 +32,7 @@ namespace hr {
 // these files):
 //   headroom.text_encoder_heads                        [int, ...] one per text encoder, file order
 //   headroom.parameterization                          "eps" | "v" (overrides model.params)
+//   headroom.flux.axes_dim                             [int, int, int] a Flux DiT's RoPE axes
 
 const char* prediction_name(Prediction p) { return p == Prediction::V ? "v" : "eps"; }
 
@@ -121,7 +122,29 @@ Status unet_heads_from(const YAML::Node& root, const std::string& file, const ch
   return Status();
 }
 
-Result<std::vector<int>> parse_heads_list(const std::string& text, const std::string& where) {
+// A list of positive integers at a dotted path into `out` (left unset when the key is absent);
+// INVALID_ARGUMENT naming the file and the key otherwise.
+Status yaml_int_list(const YAML::Node& root, const std::string& file,
+                     std::initializer_list<const char*> path, const char* what,
+                     ModelSetting<std::vector<int>>& out) {
+  YAML::Node n = yaml_at(root, path);
+  if (!n.IsDefined() || n.IsNull()) return Status();
+  std::vector<int> values;
+  bool ok = n.IsSequence();
+  for (size_t i = 0; ok && i < n.size(); ++i) {
+    int v = 0;
+    ok = n[i].IsScalar() && YAML::convert<int>::decode(n[i], v) && v > 0;
+    values.push_back(v);
+  }
+  if (!ok || values.empty())
+    return make_error(ErrorCode::INVALID_ARGUMENT,
+                      "{}: '{}' must be a list of positive integers, {}", file, key_name(path),
+                      what);
+  out.set(values, fmt::format("config {} ({})", file, key_name(path)));
+  return Status();
+}
+
+Result<std::vector<int>> parse_int_list(const std::string& text, const std::string& where) {
   std::vector<int> out;
   size_t pos = 0;
   while (pos <= text.size()) {
@@ -133,7 +156,8 @@ Result<std::vector<int>> parse_heads_list(const std::string& text, const std::st
     auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
     if (ec != std::errc() || p != item.data() + item.size() || v < 0)
       return make_error(ErrorCode::INVALID_ARGUMENT,
-                        "{}: '{}' is not a list of head counts (e.g. \"12,20\")", where, text);
+                        "{}: '{}' is not a comma-separated list of counts (e.g. \"12,20\")",
+                        where, text);
     out.push_back(v);
     pos = comma + 1;
   }
@@ -176,22 +200,10 @@ Result<ModelSettings> model_config_read(const std::string& path) {
   if (!s.unet_num_heads.value && !s.unet_num_head_channels.value)
     HR_TRY(unet_heads_from(root, path, "network_config", s));
 
-  YAML::Node te = yaml_at(root, {"headroom", "text_encoder_heads"});
-  if (te.IsDefined() && !te.IsNull()) {
-    std::vector<int> heads;
-    bool ok = te.IsSequence();
-    for (size_t i = 0; ok && i < te.size(); ++i) {
-      int v = 0;
-      ok = te[i].IsScalar() && YAML::convert<int>::decode(te[i], v) && v > 0;
-      heads.push_back(v);
-    }
-    if (!ok || heads.empty())
-      return make_error(ErrorCode::INVALID_ARGUMENT,
-                        "{}: 'headroom.text_encoder_heads' must be a list of positive integers, "
-                        "one per text encoder (e.g. [12, 20])",
-                        path);
-    s.text_encoder_heads.set(heads, fmt::format("config {} (headroom.text_encoder_heads)", path));
-  }
+  HR_TRY(yaml_int_list(root, path, {"headroom", "text_encoder_heads"},
+                       "one per text encoder (e.g. [12, 20])", s.text_encoder_heads));
+  HR_TRY(yaml_int_list(root, path, {"headroom", "flux", "axes_dim"},
+                       "the RoPE axes (e.g. [16, 56, 56])", s.flux_axes_dim));
   return s;
 }
 
@@ -200,7 +212,7 @@ Result<ModelSettings> model_settings_from_metadata(const std::map<std::string, s
   auto int_key = [&](const char* key, ModelSetting<int>& out) -> Status {
     auto it = meta.find(key);
     if (it == meta.end()) return Status();
-    HR_ASSIGN_OR_RETURN(std::vector<int> v, parse_heads_list(it->second, key));
+    HR_ASSIGN_OR_RETURN(std::vector<int> v, parse_int_list(it->second, key));
     if (v.size() != 1 || v[0] <= 0)
       return make_error(ErrorCode::INVALID_ARGUMENT, "metadata '{}' = '{}' is not a positive integer",
                         key, it->second);
@@ -210,8 +222,12 @@ Result<ModelSettings> model_settings_from_metadata(const std::map<std::string, s
   HR_TRY(int_key("headroom.unet.num_heads", s.unet_num_heads));
   if (!s.unet_num_heads.value) HR_TRY(int_key("headroom.unet.num_head_channels", s.unet_num_head_channels));
   if (auto it = meta.find("headroom.clip.heads"); it != meta.end()) {
-    HR_ASSIGN_OR_RETURN(std::vector<int> v, parse_heads_list(it->second, "headroom.clip.heads"));
+    HR_ASSIGN_OR_RETURN(std::vector<int> v, parse_int_list(it->second, "headroom.clip.heads"));
     s.text_encoder_heads.set(v, "metadata headroom.clip.heads");
+  }
+  if (auto it = meta.find("headroom.flux.axes_dim"); it != meta.end()) {
+    HR_ASSIGN_OR_RETURN(std::vector<int> v, parse_int_list(it->second, "headroom.flux.axes_dim"));
+    s.flux_axes_dim.set(v, "metadata headroom.flux.axes_dim");
   }
   for (const char* key : {"modelspec.prediction_type", "prediction_type"}) {
     auto it = meta.find(key);
@@ -236,6 +252,7 @@ Result<ModelSettings> model_settings_read(const std::string& path,
     s.unet_num_head_channels = m.unet_num_head_channels;
   }
   s.text_encoder_heads.fill(m.text_encoder_heads);
+  s.flux_axes_dim.fill(m.flux_axes_dim);
   return s;
 }
 

@@ -1,5 +1,5 @@
 // Settings a checkpoint's tensors cannot show (prediction type, UNet and text-encoder head
-// counts), each with the place it came from: a config file beside the checkpoint, then the
+// counts, a DiT's RoPE axes), each with the place it came from: a config file beside the checkpoint, then the
 // file's metadata, then detection (Note [model settings order]).
 #pragma once
 
@@ -41,6 +41,9 @@ struct ModelSettings {
   ModelSetting<int> unet_num_head_channels;
   // Heads of each text encoder, in the order the file holds them (0: not given).
   ModelSetting<std::vector<int>> text_encoder_heads;
+  // A Flux DiT's RoPE axes (index, row, column), summing to its head width; the family's own
+  // (16/56/56) when not given (Note [flux rope axes] in models/flux/flux_model.cpp).
+  ModelSetting<std::vector<int>> flux_axes_dim;
   std::string config_path;  // the config file that was read, or empty
 
   int text_encoder_heads_at(size_t i) const {
@@ -60,7 +63,9 @@ Result<ModelSettings> model_config_read(const std::string& yaml_path);
 
 // Reads headroom's keys from a safetensors "__metadata__" map (written by make-model):
 // "headroom.unet.num_heads", "headroom.unet.num_head_channels", "headroom.clip.heads"
-// (comma-separated, one per text encoder), and "modelspec.prediction_type" / "prediction_type".
+// (comma-separated, one per text encoder), "headroom.flux.axes_dim" (comma-separated, e.g.
+// "16,56,56"), and "modelspec.prediction_type" / "prediction_type". INVALID_ARGUMENT naming the
+// key when a value does not parse.
 Result<ModelSettings> model_settings_from_metadata(const std::map<std::string, std::string>& meta);
 
 // The settings of the checkpoint at `path` with this metadata, config file first, then metadata

@@ -181,6 +181,31 @@ TEST_F(ModelConfigTest, BadFilesNameTheProblem) {
   EXPECT_FALSE(meta.ok());
 }
 
+// A Flux DiT's RoPE axes (Note [flux rope axes]): from the YAML's headroom.flux.axes_dim, else
+// the metadata's; a malformed value names its key.
+TEST_F(ModelConfigTest, FluxAxesFromConfigThenMetadata) {
+  std::map<std::string, std::string> meta = {{"headroom.flux.axes_dim", " 4, 6,6"}};
+  auto m = model_settings_from_metadata(meta);
+  ASSERT_TRUE(m.ok()) << m.status().str();
+  EXPECT_EQ(*m->flux_axes_dim.value, (std::vector<int>{4, 6, 6}));
+  EXPECT_EQ(m->flux_axes_dim.source, "metadata headroom.flux.axes_dim");
+
+  std::string with_yaml = checkpoint("f.safetensors", meta);
+  write("f.yaml", "headroom:\n  flux:\n    axes_dim: [2, 2, 4]\n");
+  auto s = model_settings_read(with_yaml, meta);
+  ASSERT_TRUE(s.ok()) << s.status().str();
+  EXPECT_EQ(*s->flux_axes_dim.value, (std::vector<int>{2, 2, 4}));
+  EXPECT_NE(s->flux_axes_dim.source.find("f.yaml (headroom.flux.axes_dim)"), std::string::npos);
+
+  auto bad_meta = model_settings_from_metadata({{"headroom.flux.axes_dim", "16;56;56"}});
+  ASSERT_FALSE(bad_meta.ok());
+  EXPECT_NE(bad_meta.status().message().find("headroom.flux.axes_dim"), std::string::npos);
+  auto bad_yaml = model_config_read(write("g.yaml", "headroom:\n  flux:\n    axes_dim: 16\n"));
+  ASSERT_FALSE(bad_yaml.ok());
+  EXPECT_NE(bad_yaml.status().message().find("g.yaml"), std::string::npos);
+  EXPECT_NE(bad_yaml.status().message().find("headroom.flux.axes_dim"), std::string::npos);
+}
+
 // The tiny checkpoints load with the heads their configs state (the weights cannot show them).
 TEST_F(ModelConfigTest, TinyCheckpointsLoadWithConfigHeads) {
   auto m = model_load(test::golden_path("tiny-sd1.safetensors"));

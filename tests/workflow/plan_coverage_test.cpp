@@ -1,7 +1,8 @@
 // Every registered node plans, and every plan is the run: workflows that together use each
 // registered class (SD1 text-to-image, SDXL with CLIPTextEncodeSDXL, img2img with LoadImage +
-// VAEEncode at denoise 0.6, VAEDecodeTiled, a two-pass latent upscale, separate loaders, LoRAs) on
-// tiny random-weight checkpoints, f32 on the CPU, each planned and then run without a budget and
+// VAEEncode at denoise 0.6, VAEDecodeTiled, a two-pass latent upscale, separate loaders, LoRAs,
+// Flux.1 from a single file and from separate files) on tiny random-weight checkpoints, f32 on
+// the CPU, each planned and then run without a budget and
 // under budgets between the smallest that fits and the unbudgeted peak, so that weights stream,
 // the VAE tiles and the sampler splits cond and uncond. The predicted allocator-level peak must be
 // within 2 % of Allocator::total().peak, and the plan must say it fits exactly when the run ends
@@ -245,6 +246,77 @@ Json flux_text_encoders_on_sd1() {
       {"9", node("SaveImage", {{"filename_prefix", "flux_te"}, {"images", link("8")}})}};
 }
 
+// The real Flux family: ComfyUI's end-to-end workflow (tests/data/flux/e2e) on the tiny
+// single-file checkpoint (CheckpointLoaderSimple, CLIPTextEncode x2, FluxGuidance,
+// EmptySD3LatentImage, ModelSamplingFlux, KSampler at cfg 1, VAEDecode), so that both text
+// encoders run and give their memory back before the DiT, the DiT runs resident or streamed and
+// the 16-channel VAE decodes or tiles.
+Json flux_single_file() {
+  return Json{
+      {"1", node("CheckpointLoaderSimple", {{"ckpt_name", "tiny-flux.safetensors"}})},
+      {"2", node("CLIPTextEncode", {{"text", "a photo of a (red:1.2) fox in the snow"},
+                                    {"clip", link("1", 1)}})},
+      {"3", node("CLIPTextEncode", {{"text", ""}, {"clip", link("1", 1)}})},
+      {"4", node("FluxGuidance", {{"guidance", 3.5}, {"conditioning", link("2")}})},
+      {"5", node("EmptySD3LatentImage", {{"width", 64}, {"height", 64}, {"batch_size", 1}})},
+      {"6", node("ModelSamplingFlux", {{"max_shift", 1.15}, {"base_shift", 0.5}, {"width", 64},
+                                       {"height", 64}, {"model", link("1")}})},
+      {"7", node("KSampler", {{"seed", 42}, {"steps", 4}, {"cfg", 1.0}, {"sampler_name", "euler"},
+                              {"scheduler", "simple"}, {"denoise", 1.0}, {"model", link("6")},
+                              {"positive", link("4")}, {"negative", link("3")},
+                              {"latent_image", link("5")}})},
+      {"8", node("VAEDecode", {{"samples", link("7")}, {"vae", link("1", 2)}})},
+      {"9", node("SaveImage", {{"filename_prefix", "flux"}, {"images", link("8")}})}};
+}
+
+// The same tensors as ComfyUI's separate Flux files: the DiT from UNETLoader, T5-XXL and CLIP-L
+// from DualCLIPLoader, the autoencoder from VAELoader; cfg 2, so that the positive and negative
+// share the DiT's calls, at a larger latent.
+Json flux_separate_files() {
+  return Json{
+      {"20", node("UNETLoader", {{"unet_name", "tiny-flux-dit.safetensors"},
+                                 {"weight_dtype", "default"}})},
+      {"21", node("DualCLIPLoader", {{"clip_name1", "tiny-flux-clip-l.safetensors"},
+                                     {"clip_name2", "tiny-flux-t5xxl.safetensors"},
+                                     {"type", "flux"}})},
+      {"22", node("VAELoader", {{"vae_name", "tiny-flux-ae.safetensors"}})},
+      {"6", node("CLIPTextEncodeFlux", {{"clip", link("21")}, {"clip_l", "a fox"},
+                                        {"t5xxl", "a red fox in the snow"}, {"guidance", 3.5}})},
+      {"7", node("CLIPTextEncode", {{"text", "blurry"}, {"clip", link("21")}})},
+      {"5", node("EmptySD3LatentImage", {{"width", 96}, {"height", 80}, {"batch_size", 1}})},
+      {"3", node("KSampler", {{"seed", 3}, {"steps", 2}, {"cfg", 2.0}, {"sampler_name", "euler"},
+                              {"scheduler", "simple"}, {"denoise", 1.0}, {"model", link("20")},
+                              {"positive", link("6")}, {"negative", link("7")},
+                              {"latent_image", link("5")}})},
+      {"8", node("VAEDecode", {{"samples", link("3")}, {"vae", link("22")}})},
+      {"9", node("SaveImage", {{"filename_prefix", "flux_parts"}, {"images", link("8")}})}};
+}
+
+// The tiny Flux checkpoint with the settings its tensors cannot show (Note [flux rope axes]), and
+// its parts as ComfyUI's separate files, each with the settings it needs.
+void flux_files_write(const fs::path& models) {
+  const std::string ckpt = test::data_path("flux/e2e/tiny-flux.safetensors");
+  const std::map<std::string, std::string> axes = {{"headroom.flux.axes_dim", "2,2,4"}};
+  const std::map<std::string, std::string> clip = {{"headroom.clip.heads", "2"}};
+  std::map<std::string, std::string> both = axes;
+  both.insert(clip.begin(), clip.end());
+  const struct {
+    const char* prefix;
+    fs::path out;
+    std::map<std::string, std::string> meta;
+  } parts[] = {
+      {"", models / "checkpoints/tiny-flux.safetensors", both},
+      {"model.diffusion_model.", models / "diffusion_models/tiny-flux-dit.safetensors", axes},
+      {"text_encoders.clip_l.transformer.", models / "text_encoders/tiny-flux-clip-l.safetensors",
+       clip},
+      {"text_encoders.t5xxl.transformer.", models / "text_encoders/tiny-flux-t5xxl.safetensors", {}},
+      {"vae.", models / "vae/tiny-flux-ae.safetensors", {}}};
+  for (const auto& p : parts) {
+    Status st = test::safetensors_write_part(ckpt, p.prefix, p.out.string(), p.meta);
+    ASSERT_TRUE(st.ok()) << p.out << ": " << st.str();
+  }
+}
+
 class PlanCoverageTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -279,6 +351,7 @@ class PlanCoverageTest : public ::testing::Test {
     ASSERT_TRUE(st.ok()) << st.str();
     st = test::safetensors_write_part(test::data_path("t5/tiny_t5_encoder.safetensors"), "text_encoders.t5xxl.transformer.", (dir_ / "models/text_encoders/t5xxl_tiny.safetensors").string(), {});
     ASSERT_TRUE(st.ok()) << st.str();
+    flux_files_write(dir_ / "models");
     Image8 img;
     img.width = 96;
     img.height = 80;
@@ -399,7 +472,9 @@ const std::vector<Case>& cases() {
                                       {"cond/uncond split", cfg_split(), false},
                                       {"flux sampling nodes on sd1", sd1_flux_nodes(), false},
                                       {"flux text encoders on sd1", flux_text_encoders_on_sd1(),
-                                       false}};
+                                       false},
+                                      {"flux single file", flux_single_file()},
+                                      {"flux separate files", flux_separate_files()}};
   return c;
 }
 
@@ -424,6 +499,54 @@ TEST_F(PlanCoverageTest, PlansAreRunsUnderEveryBudget) {
   EXPECT_TRUE(seen("streams: ")) << "no case streamed weights";
   EXPECT_TRUE(seen("tiled")) << "no case tiled the VAE";
   EXPECT_TRUE(seen("one after the other")) << "no case split cond and uncond";
+}
+
+// Note [flux plan budgets]: on the tiny Flux checkpoint the smallest budget that fits is set by
+// T5's 256 tokens or the VAE's smallest tile, both above what the tiny DiT's step needs, so the
+// budgets of PlansAreRunsUnderEveryBudget never make the DiT stream. Here the sampler works on a
+// 64 x 64 latent (cond and uncond batched: the largest graph of the workflow; the image is decoded
+// from an eighth of it) and the budget is the largest, in 16 KiB steps below the step's arena
+// plus its weights, at which the plan streams part of the DiT, after the text encoders have run
+// and given their memory back. The plan must be the run.
+TEST_F(PlanCoverageTest, FluxDiTStreamsWithinItsStep) {
+  Json wf = flux_separate_files();
+  wf["5"]["inputs"]["width"] = 512;
+  wf["5"]["inputs"]["height"] = 512;
+  wf["10"] = node("LatentUpscaleBy", {{"samples", link("3")}, {"upscale_method", "bilinear"},
+                                      {"scale_by", 0.125}});
+  wf["8"]["inputs"]["samples"] = link("10");
+  const Prompt p = validated(wf);
+  auto sampler_of = [](const WorkflowPlan& pl) -> const NodePlan* {
+    for (const NodePlan& n : pl.nodes)
+      if (n.class_type == "KSampler") return &n;
+    return nullptr;
+  };
+  Result<WorkflowPlan> free_plan = plan(p, UINT64_MAX);
+  ASSERT_TRUE(free_plan.ok()) << free_plan.status().str();
+  const NodePlan* step = sampler_of(*free_plan);
+  ASSERT_NE(step, nullptr);
+  ASSERT_GT(step->weight_bytes, 0u);
+  uint64_t budget = 0;
+  for (uint64_t b = align_up(step->arena_bytes + step->weight_bytes); b > step->arena_bytes;
+       b -= 16 << 10) {
+    Result<WorkflowPlan> pl = plan(p, b);
+    ASSERT_TRUE(pl.ok()) << pl.status().str();
+    if (!pl->fits) break;
+    if (!sampler_of(*pl)->residency.empty()) {
+      budget = b;
+      break;
+    }
+  }
+  ASSERT_GT(budget, 0u) << "no budget below the step's arena + weights streams the DiT";
+  std::vector<std::string> decisions;
+  expect_plan_is_run("flux, DiT streamed", wf, budget, decisions);
+  bool streamed = false;
+  for (const std::string& d : decisions)
+    if (d.rfind("streams: ", 0) == 0) {
+      std::printf("  %s\n", d.c_str());
+      streamed = true;
+    }
+  EXPECT_TRUE(streamed);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "models/flux/flux_family.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <string>
 
@@ -87,16 +88,36 @@ std::string flux_unsupported_hint(const SafetensorsFile& f) {
   return "";
 }
 
-// What the tensors cannot show: the model sampling the family implies.
+// What the tensors cannot show: the model sampling the family implies and the RoPE axes
+// (Note [flux rope axes] in flux_model.cpp).
 std::vector<std::pair<std::string, std::string>> flux_settings_describe(
-    const SafetensorsFile&, const CheckpointInfo& info) {
+    const SafetensorsFile& file, const CheckpointInfo& info) {
+  std::vector<std::pair<std::string, std::string>> lines;
   const ModelSamplingSpec& s = info.family->sampling;
   if (s.kind == ModelSamplingSpec::Kind::FLUX)
-    return {{"model sampling",
-             fmt::format("flux, shift {} (ComfyUI's Flux: guidance_in present)", s.shift)}};
-  return {{"model sampling", fmt::format("flow, shift {}, multiplier {} (ComfyUI's FluxSchnell: "
-                                         "no guidance_in)",
-                                         s.shift, s.multiplier)}};
+    lines.push_back({"model sampling",
+                     fmt::format("flux, shift {} (ComfyUI's Flux: guidance_in present)", s.shift)});
+  else
+    lines.push_back({"model sampling", fmt::format("flow, shift {}, multiplier {} (ComfyUI's "
+                                                   "FluxSchnell: no guidance_in)",
+                                                   s.shift, s.multiplier)});
+  const ModelSetting<std::vector<int>>& axes = info.settings.flux_axes_dim;
+  if (info.has_diffusion && axes.value) {
+    lines.push_back({"RoPE axes",
+                     fmt::format("[{}] ({})", fmt::join(*axes.value, ", "), axes.source)});
+  } else if (info.has_diffusion) {
+    Result<FluxConfig> c = flux_config_detect(file, info.diffusion_prefix);
+    lines.push_back({"RoPE axes", !c.ok() || !c->axes_dim.empty()
+                                      ? std::string("[16, 56, 56] (Flux's)")
+                                      : fmt::format("none: the heads are {} wide and Flux's 16/56/56 "
+                                                    "fit 128 (state headroom.flux.axes_dim)",
+                                                    c->head_dim())});
+  }
+  for (size_t i = 0; i < info.text_encoders.size(); ++i)
+    if (int h = info.settings.text_encoder_heads_at(i); h > 0)
+      lines.push_back({fmt::format("{} heads", info.text_encoders[i].kind),
+                       fmt::format("{} ({})", h, info.settings.text_encoder_heads.source)});
+  return lines;
 }
 
 ModelFamily flux_family_make(const char* name, FluxVariant variant, ModelSamplingSpec sampling) {

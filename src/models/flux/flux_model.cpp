@@ -4,6 +4,7 @@
 #include "models/flux/flux_model.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstring>
 
@@ -207,6 +208,12 @@ HostTensor rows_of(const HostTensor& t, int64_t from, int64_t n) {
 Result<HostTensor> FluxModel::run(Executor& ex, WeightSource& weights, const HostTensor& x,
                                   const HostTensor& timesteps,
                                   std::span<const CondEntry* const> entries) {
+  if (config.axes_dim.empty())  // Note [flux rope axes]
+    return make_error(ErrorCode::INVALID_ARGUMENT,
+                      "{}: the Flux DiT's heads are {} wide, and Flux's RoPE axes [16, 56, 56] fit "
+                      "128 only: state three even widths summing to {} as 'headroom.flux.axes_dim' "
+                      "in the file's metadata (\"a,b,c\") or in the YAML file beside it",
+                      path.empty() ? "Flux" : path, config.head_dim(), config.head_dim());
   if (entries.empty() || x.shape().rank != 4 || x.shape()[0] % int64_t(entries.size()))
     return make_error(ErrorCode::INVALID_ARGUMENT,
                       "Flux: latent {} does not split over {} conditioning entries", x.desc().str(),
@@ -239,6 +246,34 @@ Result<HostTensor> FluxModel::run(Executor& ex, WeightSource& weights, const Hos
   return result;
 }
 
+// Note [flux rope axes]
+// The RoPE axes (EmbedND's axes_dim: how the head width splits over the token index, row and
+// column) shape no tensor, so no file shows them. ComfyUI fixes [16, 56, 56] (model_detection.py),
+// which fits Flux's 128-wide heads only (flux_config_detect leaves the axes empty for any other
+// width). A DiT with other heads (the tiny test checkpoints) states them as
+// headroom.flux.axes_dim, in its metadata or the YAML beside it (Note [model settings order]);
+// a stated value must be three even widths (each axis rotates pairs) summing to the head width.
+// A model without axes loads (tests set them on the config) and refuses to run, naming the key.
+Status flux_axes_apply(FluxConfig& cfg, const ModelSettings& settings, const std::string& path) {
+  const ModelSetting<std::vector<int>>& axes = settings.flux_axes_dim;
+  if (!axes.value) return Status();
+  const std::vector<int>& a = *axes.value;
+  bool ok = a.size() == 3;
+  int sum = 0;
+  for (int v : a) {
+    ok = ok && v > 0 && v % 2 == 0;
+    sum += v;
+  }
+  if (!ok || sum != cfg.head_dim())
+    return make_error(ErrorCode::INVALID_ARGUMENT,
+                      "{}: {} gives RoPE axes [{}]; this Flux DiT needs three even widths summing "
+                      "to its head width {} (hidden {} / {} heads)",
+                      path, axes.source, fmt::join(a, ", "), cfg.head_dim(), cfg.hidden_size,
+                      cfg.num_heads);
+  cfg.axes_dim = a;
+  return Status();
+}
+
 Result<std::unique_ptr<DiffusionModel>> flux_model_create(const ComponentLoad& load) {
   const CheckpointInfo& ci = load.info;
   const LoadOptions& options = load.options;
@@ -259,7 +294,9 @@ Result<std::unique_ptr<DiffusionModel>> flux_model_create(const ComponentLoad& l
     cfg.storage = formats.storage;
     cfg.storage_key = weight_storage_key(formats.storage.get());
   }
+  HR_TRY(flux_axes_apply(cfg, ci.settings, load.file->path()));
   auto model = std::make_unique<FluxModel>(*ci.family, std::move(cfg), options.diffusion_dtype);
+  model->path = load.file->path();
   HR_TRY(weights_load_prefix(model->store, load.file, ci.diffusion_prefix, options.diffusion_dtype,
                              &formats)
              .with_context("loading the Flux diffusion model"));

@@ -5,9 +5,11 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "models/diffusion_model.h"
 #include "models/flux/flux_dit.h"
+#include "models/model_config.h"
 
 namespace hr {
 
@@ -55,11 +57,16 @@ class FluxModel final : public DiffusionModel {
   FluxConfig config;
   DType dtype = DType::F32;  // compute dtype
   WeightSet store;
+  std::string path;  // the file it was loaded from (messages)
 };
 
 // The factory of the flux families: the configuration from the tensors (Fill and other input
 // widths refused by name), the weights converted to options.diffusion_dtype (or kept in fp8).
 Result<std::unique_ptr<DiffusionModel>> flux_model_create(const ComponentLoad& load);
+
+// Sets cfg.axes_dim from settings.flux_axes_dim when given (Note [flux rope axes]);
+// INVALID_ARGUMENT naming `path` and the setting's source when they do not fit the heads.
+Status flux_axes_apply(FluxConfig& cfg, const ModelSettings& settings, const std::string& path);
 
 // The DiT of a loaded Flux model, or null.
 FluxModel* flux_model(LoadedModel& model);
