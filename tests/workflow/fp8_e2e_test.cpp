@@ -222,6 +222,20 @@ TEST_F(Fp8E2ENegative, TextEncoderNotStoredInFp8MissesTheGolden) {
   EXPECT_GT(e, 100 * kCondTol);
 }
 
+// The committed golden is ComfyUI's with real float8 and its own tokenizer, not a dry run's
+// (make_fp8_e2e_golden.py records a float8 stand-in and --tokens-from in the metadata).
+TEST(Fp8E2EGolden, IsNotADryRun) {
+  auto gold = SafetensorsFile::open(fp8_e2e_path("fp8-e2e-golden.safetensors"));
+  ASSERT_TRUE(gold.ok()) << gold.status().str() << "; " << kMakeGolden;
+  const auto& meta = (*gold)->metadata();
+  ASSERT_TRUE(meta.count("tokens") && meta.count("shimmed") && meta.count("torch"));
+  std::printf("  torch %s, tokens: %s, shimmed: %s\n", meta.at("torch").c_str(),
+              meta.at("tokens").c_str(), meta.at("shimmed").c_str());
+  EXPECT_EQ(meta.at("tokens"), "ComfyUI SD1Tokenizer");
+  EXPECT_EQ(meta.at("shimmed").find("float8_e4m3fn"), std::string::npos);
+  EXPECT_EQ(meta.at("shimmed").find("baddbmm"), std::string::npos);
+}
+
 // unet: UNETLoader weight_dtype fp8_e4m3fn; flags: --fp8_e4m3fn-unet --fp8_e4m3fn-text-enc.
 INSTANTIATE_TEST_SUITE_P(Cpu, Fp8E2ETest, ::testing::Values("unet", "flags"),
                          [](const auto& info) { return info.param; });
