@@ -30,3 +30,21 @@ device_build() {
     { grep -E "error|FAILED" "$OUT/$log" | head -40; exit 1; }
   echo "build ok"
 }
+
+# Unpacks ComfyUI a125cd84's files from .devdata/comfyui.tar.xz (scripts/device.sh
+# flux-e2e:prepare; carry .devdata) into /tmp/comfy-src/comfyui and copies in the CLIP vocabulary
+# the archive leaves out (data/clip_tokenizer/'s, checked to be ComfyUI's git blobs). $1 names the
+# task in messages. Returns 1, with a message, when something is missing or differs.
+comfyui_unpack() {
+  if [ ! -f .devdata/comfyui.tar.xz ]; then
+    echo "$1: .devdata/comfyui.tar.xz is missing (scripts/device.sh flux-e2e:prepare, carry .devdata)"
+    return 1
+  fi
+  rm -rf /tmp/comfy-src && mkdir -p /tmp/comfy-src && tar -C /tmp/comfy-src -xJf .devdata/comfyui.tar.xz || return 1
+  local f
+  for f in vocab.json:469be27c5c010538f845f518c4f5e8574c78f7c8 merges.txt:76e821f1b6f0a9709293c3b6b51ed90980b3166b; do
+    [ "$(python3 -c 'import hashlib, sys; d = open(sys.argv[1], "rb").read(); print(hashlib.sha1(b"blob %d\0" % len(d) + d).hexdigest())' "data/clip_tokenizer/${f%%:*}")" = "${f#*:}" ] ||
+      { echo "$1: data/clip_tokenizer/${f%%:*} is not ComfyUI a125cd84's"; return 1; }
+    cp "data/clip_tokenizer/${f%%:*}" /tmp/comfy-src/comfyui/comfy/sd1_tokenizer/ || return 1
+  done
+}

@@ -20,17 +20,7 @@ if [ "${1:-}" = prepare ]; then
     "$(tar -tJf .devdata/comfyui.tar.xz | grep -vc '/$') files"
   exit 0
 fi
-if [ ! -f .devdata/comfyui.tar.xz ]; then
-  echo "flux-e2e: .devdata/comfyui.tar.xz is missing (scripts/device.sh flux-e2e:prepare, carry .devdata)"
-  exit 1
-fi
-rm -rf /tmp/comfy-src && mkdir -p /tmp/comfy-src && tar -C /tmp/comfy-src -xJf .devdata/comfyui.tar.xz || exit 1
-# ComfyUI's CLIP vocabulary is the repository's (comfyui-files.txt leaves it out): check the blobs.
-for f in vocab.json:469be27c5c010538f845f518c4f5e8574c78f7c8 merges.txt:76e821f1b6f0a9709293c3b6b51ed90980b3166b; do
-  [ "$(python3 -c 'import hashlib, sys; d = open(sys.argv[1], "rb").read(); print(hashlib.sha1(b"blob %d\0" % len(d) + d).hexdigest())' "data/clip_tokenizer/${f%%:*}")" = "${f#*:}" ] ||
-    { echo "flux-e2e: data/clip_tokenizer/${f%%:*} is not ComfyUI a125cd84's"; exit 1; }
-  cp "data/clip_tokenizer/${f%%:*}" /tmp/comfy-src/comfyui/comfy/sd1_tokenizer/
-done
+comfyui_unpack flux-e2e || exit 1  # scripts/device/env.sh
 mkdir -p "$OUT/flux-e2e"
 timeout 300 python3 tests/data/flux/e2e/make_flux_e2e_golden.py --comfy /tmp/comfy-src/comfyui \
   --out "$OUT/flux-e2e" > "$OUT/flux-e2e.log" 2>&1

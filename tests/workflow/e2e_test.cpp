@@ -15,13 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "async_sim_backend.h"
-#include "backend/allocator.h"
 #include "backend/backend.h"
-#include "graph/executor.h"
-#include "memory/eviction.h"
-#include "memory/executor_policies.h"
-#include "nodes/nodes.h"
 #include "core/png_io.h"
+#include "e2e_run.h"
+#include "nodes/nodes.h"
 #include "nodes/values.h"
 #include "png_compare.h"
 #include "sampling/schedulers.h"
@@ -71,58 +68,9 @@ const nlohmann::json& e2e_cases() {
   return cases;
 }
 
-// The id of the (only) node of a class in a workflow.
-std::string node_of(const nlohmann::json& wf, const std::string& class_type) {
-  for (auto it = wf.begin(); it != wf.end(); ++it)
-    if (it.value()["class_type"] == class_type) return it.key();
-  ADD_FAILURE() << "no " << class_type << " node";
-  return "";
-}
-
-template <class T>
-std::shared_ptr<const T> output_of(const PromptExecutor& pe, const std::string& id, size_t slot) {
-  const std::vector<std::any>* outs = pe.node_outputs(id);
-  if (!outs || outs->size() <= slot) return nullptr;
-  return std::any_cast<std::shared_ptr<const T>>((*outs)[slot]);
-}
-
-// One execution of a case's workflow on a backend: what its nodes produced (in `pe`) and the
-// UI outputs naming the PNGs SaveImage wrote under `output_dir`.
-struct CaseRun {
-  CaseRun(Backend& b, fs::path out)
-      : backend(b),
-        alloc(b, Allocator::kUnlimited, eviction_policy()),
-        ex(b, alloc, executor_policies_default(b)),
-        output_dir(std::move(out)) {}
-
-  Status execute(const Prompt& prompt, const fs::path& models, DType dtype) {
-    ExecOptions o;
-    o.models_dir = models.string();
-    o.output_dir = output_dir.string();
-    o.backend = &backend;
-    o.allocator = &alloc;
-    o.executor = &ex;
-    o.compute_dtype = dtype;
-    Result<ExecResult> r = pe.execute(prompt, o);
-    if (!r.ok()) return r.status();
-    ui = r->ui_outputs;
-    return Status();
-  }
-  // The i-th PNG the SaveImage node `id` wrote, or an empty image.
-  Image8 png(const std::string& id, size_t i) const {
-    auto it = ui.find(id);
-    if (it == ui.end() || it->second["images"].size() <= i) return Image8{};
-    auto img = png_read((output_dir / it->second["images"][i]["filename"].get<std::string>()).string());
-    return img.ok() ? std::move(img).value() : Image8{};
-  }
-
-  Backend& backend;
-  Allocator alloc;
-  Executor ex;
-  PromptExecutor pe;
-  fs::path output_dir;
-  std::map<std::string, Json> ui;
-};
+using test::CaseRun;
+using test::node_of;
+using test::output_of;
 
 // Note [device noise reference]: ancestral samplers draw their step noise on the latent's device
 // (ComfyUI's default_noise_sampler): on a GPU that is torch's Philox stream, which headroom
@@ -172,7 +120,8 @@ class E2EFixture {
     return t.ok() ? std::move(t).value() : HostTensor();
   }
 
-  void expect_close(const HostTensor& got, const HostTensor& want, double tol, const std::string& what) {
+  void expect_close(const HostTensor& got, const HostTensor& want, double tol,
+                    const std::string& what) {
     double e = test::rel_err(got, want);
     std::printf("  %-12s rel err %.3g\n", what.c_str(), e);
     EXPECT_LT(e, tol) << what;
@@ -259,7 +208,8 @@ TEST_P(E2ETest, EveryStageMatchesComfyUI) {
   // The noise and sigmas KSampler used (the same functions it calls, on its inputs).
   const nlohmann::json& kin = wf[ks]["inputs"];
   HostTensor ref_noise = golden(n, "noise");
-  HostTensor noise = prepare_noise(ref_noise.shape(), std::stoull(c["case"]["seed"].get<std::string>()));
+  HostTensor noise =
+      prepare_noise(ref_noise.shape(), std::stoull(c["case"]["seed"].get<std::string>()));
   expect_close(noise, ref_noise, 1e-7, "noise");
   ModelSamplingDiscrete ms;
   auto sigmas = ksampler_sigmas(ms, kin["scheduler"].get<std::string>(),

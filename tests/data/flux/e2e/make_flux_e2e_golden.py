@@ -20,27 +20,26 @@ Usage: make_flux_e2e_golden.py --comfy COMFYUI_DIR [--out DIR] [--tokens-from FI
 Packages absent here (safetensors, transformers, einops, torchsde, ... on an old torch) are
 stubbed or shimmed so that ComfyUI's modules import; on the GPU machine (torch 2.x, transformers,
 tokenizers, einops present) nothing is shimmed and only torchsde, which ComfyUI imports and this
-workflow never calls, is stubbed (the golden's metadata lists what was). Safetensors and the PNG are read and written by the few
-lines below (numpy, zlib), in both cases.
+workflow never calls, is stubbed (the golden's metadata lists what was); the stubs and shims are
+in ../../comfy_harness.py. Safetensors and the PNG are read and written by the few lines there
+(numpy, zlib), in both cases.
 """
 
 import argparse
 import ast
 import hashlib
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import json
 import os
 import struct
 import sys
 import types
-import zlib
 
 import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tests/data: comfy_harness
+from comfy_harness import import_comfy, load_safetensors, save_png, save_safetensors  # noqa: E402
 
 PROMPT = "a photo of a (red:1.2) fox in the snow"
 NEGATIVE = ""
@@ -68,180 +67,6 @@ PREFIX_VAE = "vae."
 PREFIX_CLIP_L = "text_encoders.clip_l.transformer."
 PREFIX_T5 = "text_encoders.t5xxl.transformer."
 MAX_CHECKPOINT_BYTES = 1200 * 1000
-
-STUB_WHEN_MISSING = {"safetensors", "transformers", "tokenizers", "sentencepiece", "torchsde",
-                     "tqdm", "av", "torchvision", "torchaudio", "spandrel", "kornia", "psutil",
-                     "PIL", "scipy", "trampoline", "comfy_aimdo", "aiohttp", "einops"}
-
-
-# ---------------------------------------------------------------- shims for an old or bare python
-
-class _Anything:
-    def __init__(self, *a, **k):
-        pass
-
-    def __call__(self, *a, **k):
-        return _Anything()
-
-    def __getattr__(self, n):
-        return _Anything()
-
-    def __mro_entries__(self, bases):
-        return (object,)
-
-
-class _StubModule(types.ModuleType):
-    def __getattr__(self, n):
-        if n.startswith("__"):
-            raise AttributeError(n)
-        return _Anything()
-
-
-class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def __init__(self, roots):
-        self.roots = roots
-        self.used = set()  # the stubbed packages something imported
-
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in self.roots:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        self.used.add(spec.name.split(".")[0])
-        m = _StubModule(spec.name)
-        m.__path__ = []
-        return m
-
-    def exec_module(self, m):
-        pass
-
-
-def _einops_shim():
-    """The four einops patterns comfy/ldm/flux uses, written out (only when einops is absent)."""
-    def rearrange(t, pattern, **s):
-        if pattern == "b n d (i j) -> b n d i j":
-            return t.reshape(*t.shape[:-1], s["i"], s["j"])
-        if pattern == "b c (h ph) (w pw) -> b (h w) (c ph pw)":
-            b, c, H, W = t.shape
-            ph, pw = s["ph"], s["pw"]
-            t = t.reshape(b, c, H // ph, ph, W // pw, pw).permute(0, 2, 4, 1, 3, 5)
-            return t.reshape(b, (H // ph) * (W // pw), c * ph * pw)
-        if pattern == "b (h w) (c ph pw) -> b c (h ph) (w pw)":
-            b, n, d = t.shape
-            h, w, ph, pw = s["h"], s["w"], s["ph"], s["pw"]
-            c = d // (ph * pw)
-            t = t.reshape(b, h, w, c, ph, pw).permute(0, 3, 1, 4, 2, 5)
-            return t.reshape(b, c, h * ph, w * pw)
-        raise NotImplementedError("einops shim: " + pattern)
-
-    def repeat(t, pattern, **s):
-        if pattern == "h w c -> b (h w) c":
-            h, w, c = t.shape
-            return t.reshape(1, h * w, c).expand(s["b"], h * w, c)
-        raise NotImplementedError("einops shim: " + pattern)
-
-    m = _StubModule("einops")  # other attributes (einops.layers, ...): stubs, never called
-    m.rearrange, m.repeat = rearrange, repeat
-    m.__path__ = []
-    sys.modules["einops"] = m
-    for sub in ("einops.layers", "einops.layers.torch"):
-        sys.modules[sub] = _StubModule(sub)
-        sys.modules[sub].__path__ = []
-
-
-def _tqdm_shim():
-    """The samplers loop over tqdm.auto.trange(n, disable=...): a plain range (tqdm absent)."""
-    for name in ("tqdm", "tqdm.auto"):
-        m = _StubModule(name)
-        m.__path__ = []
-        m.trange = lambda n, *a, **k: range(n)
-        m.tqdm = lambda it=None, *a, **k: it
-        sys.modules[name] = m
-
-
-def _sdpa_shim():
-    """torch < 2 has no scaled_dot_product_attention: the same math, softmax(q k^T/sqrt(d)+m) v."""
-    def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, **kw):
-        s = q @ k.transpose(-2, -1) / (q.shape[-1] ** 0.5)
-        if attn_mask is not None:
-            s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask
-        return torch.softmax(s, dim=-1) @ v
-    torch.nn.functional.scaled_dot_product_attention = sdpa
-
-
-def import_comfy(comfy_dir):
-    """Returns a function that names what was shimmed or stubbed (for the golden's metadata)."""
-    missing = {r for r in STUB_WHEN_MISSING if importlib.util.find_spec(r) is None}
-    shimmed = []
-    if "einops" in missing:
-        _einops_shim()
-        shimmed.append("einops (shim)")
-        missing.discard("einops")
-    if "tqdm" in missing:
-        _tqdm_shim()
-        shimmed.append("tqdm (shim)")
-        missing.discard("tqdm")
-    finder = _StubFinder(missing)
-    sys.meta_path.insert(0, finder)
-    if not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
-        _sdpa_shim()
-        shimmed.append("F.scaled_dot_product_attention (shim)")
-    sys.path.insert(0, comfy_dir)
-    import comfy.options
-    comfy.options.enable_args_parsing()
-    sys.argv = [sys.argv[0], "--cpu"]  # ComfyUI's own switch: every model on the CPU, float32
-    import comfy.model_management  # noqa: F401
-    return lambda: ",".join(shimmed + sorted(u + " (stub)" for u in finder.used)) or "none"
-
-
-# ---------------------------------------------------------------- files
-
-DT = {"F16": np.float16, "F32": np.float32, "I64": np.int64, "U8": np.uint8}
-NP_TO_DT = {np.dtype(v): k for k, v in DT.items()}
-
-
-def save_safetensors(path, tensors, metadata):
-    header, blobs, off = {"__metadata__": metadata}, [], 0
-    for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name])
-        b = a.astype(a.dtype.newbyteorder("<")).tobytes()
-        header[name] = {"dtype": NP_TO_DT[a.dtype], "shape": list(a.shape),
-                        "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
-
-def load_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        s, t = e["data_offsets"]
-        a = np.frombuffer(data[8 + n + s:8 + n + t], dtype=DT[e["dtype"]]).reshape(e["shape"])
-        out[name] = torch.from_numpy(a.copy())
-    return out
-
-
-def save_png(path, rgb):
-    """8-bit RGB, no metadata (SaveImage also writes the prompt as text chunks; pixels only here)."""
-    h, w, _ = rgb.shape
-    raw = b"".join(b"\x00" + rgb[y].tobytes() for y in range(h))
-
-    def chunk(kind, body):
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-    png += chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b"")
-    with open(path, "wb") as f:
-        f.write(png)
 
 
 # ---------------------------------------------------------------- the tiny checkpoint
