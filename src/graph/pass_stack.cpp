@@ -61,6 +61,34 @@ using pass_util::value_uses;
 // f16 copy stays within the graph's largest dequantized copy, so the arena's largest dequantize
 // scratch does not grow. LoRA on stacked fp8 parts: PatchedWeights patches each patched part on
 // the host as for a single fp8 weight and stacks the parts' bytes (Note [fp8 patches]).
+//
+// Note [dequantize cost]
+// What the SDXL fp8 step (bench workload_sdxl_fp8: every float weight stored as unscaled e4m3,
+// as UNETLoader's weight_dtype fp8_e4m3fn stores it) paid over the f16 step on the H200, 7.6 ms
+// of 38.69 (bench/PERF_NOTES.md "fp8 weights", run 2), and what this branch expects back
+// (predicted, not measured; scripts/device/fp8.sh's profile run splits it):
+// - Traffic. Dequantizing per use reads 2.57 G fp8 bytes and writes 5.14 GB of f16 that the
+//   GEMMs then read as the f16 step does: ~7.7 GB more a step, ~2.3 ms at the ~3.3 TB/s the
+//   H200's device copies reach. This is the floor of per-use dequantization, as ComfyUI's
+//   manual_cast does it (comfy/ops.py cast_bias_weight, every forward). Keeping f16 copies
+//   resident would remove it but costs the f16 bytes the memory rule forbids.
+// - The kernel. Run 2's eight-elements-a-thread dequantize served scaled weights only; the
+//   unscaled CAST (this workload) read one byte and wrote one f16 a thread. It now takes the
+//   eight-element kernel too (backend/cuda/cuda_layout.cu). Expected: the dequantize CASTs move
+//   from well under the copy ceiling to near it, 1-2 ms.
+// - Stacking (this Note's pass): the fp8 step again runs the f16 step's stacked GEMMs, whose
+//   f16 gain was ~1.4 ms for the 140 context projections alone (Note above), and ~280 fewer
+//   CASTs. Expected: 1.5-2 ms.
+// - What stays: every bias and norm weight is fp8 too (ComfyUI's fp8 models store them so) and
+//   each has its own tiny CAST: of SDXL's ~1,680 stored tensors ~880 are such vectors, at ~1-2 us
+//   a kernel under capture ~1-2 ms a step. The next
+//   cut would be one multi-tensor dequantize of a step's small weights into one arena buffer
+//   (a few MB), not built: the profile's "fp8 dequantize" row (node count and mean) says
+//   whether it is worth it.
+// So the dequantize step is expected at ~34-35 ms, 1.10-1.13x f16 (goal 1.1x). `_fast`: its
+// projections stack into one fp8 GEMM each with one activation cast, and the activation cast
+// reads eight elements a thread; the convolutions still dequantize (ComfyUI's fp8 ops have no
+// fp8 convolution), so 0.8x f16 stays out of reach; expected ~31-32 ms (~1.0x).
 namespace {
 
 // A projection a stack may take in: LINEAR(x, w) of a stored weight; LINEAR(x, CAST(w8)), the
