@@ -2,8 +2,13 @@
 // device's ceilings measured in the same run: a large f16 GEMM (TFLOP/s) and a large
 // device-to-device copy (GB/s, bytes read + written).
 //
-//   bench_profile [--device cuda|cpu] [--dtype f16|bf16|f32] [--only sd15|sdxl|vae512|vae1024|flux]
-//                 [--steps N] [--top K]
+//   bench_profile [--device cuda|cpu] [--dtype f16|bf16|f32]
+//                 [--only sd15|sdxl|sdxl_fp8|sdxl_fp8_fast|vae512|vae1024|flux] [--steps N]
+//                 [--top K]
+//
+// (--only matches by substring: sdxl_fp8 profiles the f16 SDXL step and its fp8 weights
+// dequantized, sdxl_fp8_fast those and the fp8 _fast step too, in one run; flux runs only when
+// asked.)
 //
 // For each workload: the step time as it runs (captured replay where the backend can), the
 // time without capture, and one run with a timing event after every node (Note [node timing] in
@@ -86,8 +91,15 @@ Result<Ceilings> measure_ceilings(Backend& b, Allocator& alloc, DType dt, bool s
   return c;
 }
 
-const char* op_class(OpKind k) {
-  switch (k) {
+// The class of node n of g: by op, with fp8 weights' casts apart (Note [fp8 weights] in
+// graph/graph.h): a dequantizing CAST (its input a stored weight), the `_fast` path's activation
+// CAST to e4m3, and its fp8 GEMMs (Note [fp8 linear] in graph/pass_fp8.cpp).
+const char* op_class(const Graph& g, const Node& n) {
+  if (n.kind == OpKind::CAST && g.value(n.inputs[0]).kind == ValueKind::WEIGHT)
+    return "fp8 dequantize";
+  if (n.kind == OpKind::CAST && n.params.dtype == DType::F8_E4M3) return "fp8 activation cast";
+  switch (n.kind) {
+    case OpKind::LINEAR_FP8: return "fp8 GEMM";
     case OpKind::CONV2D: return "convolution";
     case OpKind::LINEAR:
     case OpKind::MATMUL: return "GEMM";
@@ -198,7 +210,7 @@ void profile(Backend& b, Allocator& alloc, const bench::Workload& w, const Ceili
       bytes += double(g.desc(x).bytes());
     }
     const double flops = op_flops(n.kind, n.params, descs, g.desc(n.output));
-    for (Agg* a : {&by_class[op_class(n.kind)], &by_kind[op_name(n.kind)]}) {
+    for (Agg* a : {&by_class[op_class(g, n)], &by_kind[op_name(n.kind)]}) {
       a->ms += node_ms[i];
       a->flops += flops;
       a->bytes += bytes;
@@ -279,6 +291,16 @@ int main(int argc, char** argv) {
   };
   if (want("sd15")) run(bench::workload_sd15(dt));
   if (want("sdxl")) run(bench::workload_sdxl(dt));
+  if (want("sdxl_fp8")) {  // "sdxl_fp8_fast": f16, fp8 (dequantize) and fp8 _fast, one run
+    Result<bench::Workload> fp8 = bench::workload_sdxl_fp8(dt);
+    if (!fp8.ok()) {
+      std::printf("%s\n", fp8.status().str().c_str());
+    } else {
+      profile(*backend, alloc, *fp8, *ceil, steps, top);
+      fp8->weights->release_device();
+      if (want("sdxl_fp8_fast")) run(bench::workload_sdxl_fp8_fast(*fp8, dt));
+    }
+  }
   if (want("vae512")) run(bench::workload_vae(dt, 512, nullptr));
   if (want("vae1024")) run(bench::workload_vae(dt, 1024, nullptr));
   if (only.find("flux") != std::string::npos) run(bench::workload_flux(dt));  // only when asked

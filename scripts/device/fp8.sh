@@ -2,20 +2,32 @@
 # rounding goldens against torch 2.x, and the SDXL step with fp8 weights (bench_streaming
 # --only fp8: f16 and fp8 resident, fp8 at 75/50/25/0 % resident against its floor, both
 # within a 2 GiB budget).
+# Then a per-node profile (bench_profile --only sdxl_fp8_fast: the f16, fp8 dequantize and fp8
+# _fast SDXL steps in one run; per class with "fp8 dequantize", "fp8 activation cast" and "fp8
+# GEMM" apart, by role, slowest nodes; Note [dequantize cost] in graph/pass_stack.cpp).
 # Settings: FP8_STEPS (timed steps, default 10), FP8_BENCH=0 (no bench), FP8_GOLDEN=0 (no ComfyUI
-# golden remade). The torch checks need the ComfyUI files they
+# golden remade), FP8_PROFILE=0 (no profile), FP8_PROFILE_ONLY=1 (the CAST cases and the profile
+# only: ~3 minutes after the build). The torch checks need the ComfyUI files they
 # import, as .devdata/comfyui.tar.xz (comfyui/comfy/...; carry .devdata; skipped without): the
 # working tree's 64 MiB leave no room for them unpacked.
 # Logs to $OUT; carry .debs (scripts/device/env.sh).
 t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 device_configure
-device_build build.log hr_tests_backend hr_tests_models bench_streaming
+device_build build.log hr_tests_backend hr_tests_models bench_streaming bench_profile
 stamp "build done"
 ./build-dev/tests/hr_tests_backend --gtest_filter='Cases/OpCudaTest.*cast*:Cases/OpCudaTest.*dequant*:Cases/OpCudaTest.*linear_fp8*:CudaBackend.SupportsEvery*' \
   > "$OUT/cast_gpu.log" 2>&1
 grep -E "FAILED|PASSED|SKIPPED" "$OUT/cast_gpu.log" | head -12
 stamp "CAST, dequant and LINEAR_FP8 cases done"
+fp8_profile() {
+  timeout 240 ./build-dev/bench/bench_profile --device cuda --steps 6 --top 12 --only sdxl_fp8_fast \
+    > "$OUT/profile_fp8.log" 2>&1
+  grep -E "^## |^step |^\| (class|GEMM|fp8|convolution|attention|elementwise|normal|copies)|^by op" \
+    "$OUT/profile_fp8.log" | head -60
+  stamp "fp8 profile done (full: profile_fp8.log)"
+}
+if [ "${FP8_PROFILE_ONLY:-0}" = 1 ]; then fp8_profile; exit 0; fi
 comfy=""
 if [ -f .devdata/comfyui.tar.xz ]; then
   mkdir -p /tmp/comfy-src && tar -C /tmp/comfy-src -xJf .devdata/comfyui.tar.xz && comfy=/tmp/comfy-src/comfyui
@@ -47,3 +59,4 @@ timeout 400 ./build-dev/bench/bench_streaming --device cuda --steps "${FP8_STEPS
   > "$OUT/bench_fp8.log" 2>&1
 grep -E "^\||fp8 / f16" "$OUT/bench_fp8.log" | head -30
 stamp "bench done"
+[ "${FP8_PROFILE:-1}" = 1 ] && fp8_profile

@@ -1,6 +1,7 @@
 // The stacked-projection pass (Note [stacked context projections]).
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,13 +41,73 @@ using pass_util::value_uses;
 // SDXL's 2048 x 1280 x 1280 projections) and reads Q as a window too (params.q_width). These
 // stacks are not capped: three C x C weights stay far below a UNet's largest weight (SDXL: 9.8 of
 // 59 MB), and a tiny graph may stack above its own largest weight.
+//
+// Note [stacked fp8 projections]
+// A model stored in fp8 declares each weight as its fp8 bytes and a dequantizing CAST (Note [fp8
+// weights] in graph.h), so its projections read no WEIGHT and, before this Note, none stacked:
+// SDXL's fp8 step ran about 280 more GEMMs than its f16 step (its 140 context projections, and
+// two of each self-attention's three), each after a CAST of its own. A projection whose
+// weight is an unscaled fp8 weight's CAST that it alone reads now stacks like a plain one: the
+// fp8 parts form one fp8 STACK weight (half the bytes of the f16 stack), one CAST dequantizes
+// it, and the one LINEAR reads that. This is exact: an unscaled CAST converts each element on its
+// own, so the stacked copy is the parts' copies side by side. The `_fast` form stacks too: fp8
+// GEMMs LINEAR_FP8(CAST(x -> e4m3), w8) without scale or bias become one activation CAST and one
+// fp8 GEMM of the stacked weight (each output column is one row of w times the same quantized x,
+// so the columns are the parts' outputs; and x is quantized once instead of once per layer).
+// Not stacked: scaled parts (ComfyUI's scaled fp8 files, one scale per part: the one CAST would
+// need a scale per row range; equal scales are not known when the graph is built), and weights
+// read by more than one node. A stack's parts are of one form (plain, dequantized or fp8 GEMM),
+// one stored dtype and one compute dtype. Beside the weight cap, a dequantized context stack's
+// f16 copy stays within the graph's largest dequantized copy, so the arena's largest dequantize
+// scratch does not grow. LoRA on stacked fp8 parts: PatchedWeights patches each patched part on
+// the host as for a single fp8 weight and stacks the parts' bytes (Note [fp8 patches]).
+//
+// Note [dequantize cost]
+// What the SDXL fp8 step (bench workload_sdxl_fp8: every float weight stored as unscaled e4m3,
+// as UNETLoader's weight_dtype fp8_e4m3fn stores it) paid over the f16 step on the H200, 7.6 ms
+// of 38.69 (bench/PERF_NOTES.md "fp8 weights", run 2), and what this branch expects back
+// (predicted, not measured; scripts/device/fp8.sh's profile run splits it):
+// - Traffic. Dequantizing per use reads 2.57 G fp8 bytes and writes 5.14 GB of f16 that the
+//   GEMMs then read as the f16 step does: ~7.7 GB more a step, ~2.3 ms at the ~3.3 TB/s the
+//   H200's device copies reach. This is the floor of per-use dequantization, as ComfyUI's
+//   manual_cast does it (comfy/ops.py cast_bias_weight, every forward). Keeping f16 copies
+//   resident would remove it but costs the f16 bytes the memory rule forbids.
+// - The kernel. Run 2's eight-elements-a-thread dequantize served scaled weights only; the
+//   unscaled CAST (this workload) read one byte and wrote one f16 a thread. It now takes the
+//   eight-element kernel too (backend/cuda/cuda_layout.cu). Expected: the dequantize CASTs move
+//   from well under the copy ceiling to near it, 1-2 ms.
+// - Stacking (this Note's pass): the fp8 step again runs the f16 step's stacked GEMMs, whose
+//   f16 gain was ~1.4 ms for the 140 context projections alone (Note above), and ~280 fewer
+//   CASTs. Expected: 1.5-2 ms.
+// - What stays: every bias and norm weight is fp8 too (ComfyUI's fp8 models store them so) and
+//   each has its own tiny CAST: of SDXL's ~1,680 stored tensors ~880 are such vectors, at ~1-2 us
+//   a kernel under capture ~1-2 ms a step. The next
+//   cut would be one multi-tensor dequantize of a step's small weights into one arena buffer
+//   (a few MB), not built: the profile's "fp8 dequantize" row (node count and mean) says
+//   whether it is worth it.
+// So the dequantize step is expected at ~34-35 ms, 1.10-1.13x f16 (goal 1.1x). `_fast`: its
+// projections stack into one fp8 GEMM each with one activation cast, and the activation cast
+// reads eight elements a thread; the convolutions still dequantize (ComfyUI's fp8 ops have no
+// fp8 convolution), so 0.8x f16 stays out of reach; expected ~31-32 ms (~1.0x).
 namespace {
 
+// A projection a stack may take in: LINEAR(x, w) of a stored weight; LINEAR(x, CAST(w8)), the
+// unscaled dequantized fp8 weight (Note [stacked fp8 projections]); or LINEAR_FP8(CAST(x ->
+// e4m3), w8), an unscaled bias-free fp8 GEMM (Note [fp8 linear] in pass_fp8.cpp).
+struct Projection {
+  int node = -1;            // the LINEAR or LINEAR_FP8
+  int cast = -1;            // its weight's dequantizing CAST, or the fp8 GEMM's activation CAST
+  ValueId x = kNoValue;     // the input it projects
+  ValueId w = kNoValue;     // the stored weight
+  bool dequant = false;     // cast dequantizes w
+  DType compute = DType::F32;  // the weight's dtype as the GEMM reads it, or the fp8 GEMM's output
+};
+
 struct Candidate {
-  int attention = -1;             // the ATTENTION node
-  int q_node = -1;                // its Q LINEAR when stacked too (self-attention mode)
-  int k_node = -1, v_node = -1;   // its K and V LINEARs
-  uint64_t bytes = 0;             // of the stacked weights
+  Projection q, k, v;       // q.node < 0 unless Q is stacked too (self-attention mode)
+  int attention = -1;       // the ATTENTION node
+  uint64_t bytes = 0;       // of the stacked stored weights
+  uint64_t dequant_bytes = 0;  // of their dequantized copy (0 when not dequantized)
 };
 
 struct Stack {
@@ -54,19 +115,54 @@ struct Stack {
   int anchor = -1;           // the node where the stacked GEMM is emitted
 };
 
-// The LINEAR producing v, when it is a bias-free projection with a stored 2-d weight that only
-// `reader` reads; else -1.
-int projection_of(const Graph& g, const std::vector<std::vector<int>>& uses, ValueId v, int reader) {
-  const Value& x = g.value(v);
-  if (x.kind != ValueKind::INTERMEDIATE || x.producer < 0 || x.is_output) return -1;
-  if (uses[size_t(v)].size() != 1 || uses[size_t(v)][0] != reader) return -1;
-  const Node& n = g.nodes()[size_t(x.producer)];
-  if (n.kind != OpKind::LINEAR || n.inputs.size() != 2 || n.params.add_input) return -1;
-  const Value& w = g.value(n.inputs[1]);
+bool only_reader(const Graph& g, const std::vector<std::vector<int>>& uses, ValueId v, int reader) {
+  return !g.value(v).is_output && uses[size_t(v)].size() == 1 && uses[size_t(v)][0] == reader;
+}
+
+// Whether two projections stack into one GEMM: one input, one op form, one weight dtype and K.
+bool same_form(const Graph& g, const Projection& a, const Projection& b) {
+  const TensorDesc &wa = g.desc(a.w), &wb = g.desc(b.w);
+  const OpKind ka = g.nodes()[size_t(a.node)].kind, kb = g.nodes()[size_t(b.node)].kind;
+  return a.x == b.x && ka == kb && a.dequant == b.dequant && a.compute == b.compute &&
+         wa.dtype == wb.dtype && wa.shape[1] == wb.shape[1];
+}
+
+// The bias-free projection producing v that only `reader` reads, with a stored 2-d weight.
+std::optional<Projection> projection_of(const Graph& g, const std::vector<std::vector<int>>& uses,
+                                        ValueId v, int reader) {
+  const Value& y = g.value(v);
+  if (y.kind != ValueKind::INTERMEDIATE || y.producer < 0 || !only_reader(g, uses, v, reader))
+    return std::nullopt;
+  const Node& n = g.nodes()[size_t(y.producer)];
+  if (n.inputs.size() != 2 || n.params.add_input) return std::nullopt;
+  Projection p{y.producer, -1, n.inputs[0], n.inputs[1]};
+  if (n.kind == OpKind::LINEAR) {
+    p.compute = g.desc(n.inputs[1]).dtype;
+    if (const int dq = pass_util::dequant_node(g, n.inputs[1]); dq >= 0) {
+      const Node& c = g.nodes()[size_t(dq)];
+      // A scaled weight's CAST takes its own scale: its parts would need one scale each.
+      if (c.inputs.size() != 1 || !only_reader(g, uses, n.inputs[1], y.producer))
+        return std::nullopt;
+      p = Projection{y.producer, dq, n.inputs[0], c.inputs[0], true, p.compute};
+    }
+  } else if (n.kind == OpKind::LINEAR_FP8 && !n.params.weight_scale) {
+    const int q = g.value(n.inputs[0]).producer;
+    if (q < 0 || !only_reader(g, uses, n.inputs[0], y.producer)) return std::nullopt;
+    const Node& c = g.nodes()[size_t(q)];
+    if (c.kind != OpKind::CAST || c.inputs.size() != 1) return std::nullopt;
+    p = Projection{y.producer, q, c.inputs[0], n.inputs[1], false, n.params.dtype};
+  } else {
+    return std::nullopt;
+  }
+  const Value& w = g.value(p.w);
   if (w.kind != ValueKind::WEIGHT || w.layout != WeightLayout::STORED || w.desc.shape.rank != 2)
-    return -1;
-  if (w.name.find('+') != std::string::npos) return -1;  // '+' separates a stack's parts
-  return x.producer;
+    return std::nullopt;
+  if (w.name.find('+') != std::string::npos) return std::nullopt;  // '+' separates a stack's parts
+  return p;
+}
+
+uint64_t dequant_bytes_of(const Graph& g, const Projection& p) {
+  return p.dequant ? uint64_t(g.desc(p.w).shape.numel()) * dtype_size(p.compute) : 0;
 }
 
 std::vector<Candidate> candidates(const Graph& g, const std::vector<std::vector<int>>& uses) {
@@ -76,15 +172,12 @@ std::vector<Candidate> candidates(const Graph& g, const std::vector<std::vector<
     const Node& n = nodes[i];
     if (n.kind != OpKind::ATTENTION || n.params.kv_window || n.inputs.size() != 3) continue;
     if (n.inputs[1] == n.inputs[2]) continue;
-    const int k = projection_of(g, uses, n.inputs[1], int(i));
-    const int v = projection_of(g, uses, n.inputs[2], int(i));
-    if (k < 0 || v < 0) continue;
-    const Node &kn = nodes[size_t(k)], &vn = nodes[size_t(v)];
-    if (kn.inputs[0] != vn.inputs[0]) continue;
-    const TensorDesc &kw = g.desc(kn.inputs[1]), &vw = g.desc(vn.inputs[1]);
-    if (kw.dtype != vw.dtype || kw.shape[1] != vw.shape[1]) continue;
+    const auto k = projection_of(g, uses, n.inputs[1], int(i));
+    const auto v = projection_of(g, uses, n.inputs[2], int(i));
+    if (!k || !v || !same_form(g, *k, *v)) continue;
     if (g.shape(n.inputs[2])[2] != g.shape(n.inputs[0])[2]) continue;  // Dv = D
-    out.push_back(Candidate{int(i), -1, k, v, kw.bytes() + vw.bytes()});
+    out.push_back(Candidate{Projection{}, *k, *v, int(i), g.desc(k->w).bytes() + g.desc(v->w).bytes(),
+                            dequant_bytes_of(g, *k) + dequant_bytes_of(g, *v)});
   }
   return out;
 }
@@ -100,57 +193,63 @@ std::vector<Candidate> self_candidates(const Graph& g, const std::vector<std::ve
       continue;
     const ValueId a = n.inputs[0], b = n.inputs[1], c = n.inputs[2];
     if (a == b || b == c || a == c) continue;
-    const int q = projection_of(g, uses, a, int(i));
-    const int k = projection_of(g, uses, b, int(i));
-    const int v = projection_of(g, uses, c, int(i));
-    if (q < 0 || k < 0 || v < 0) continue;
-    const ValueId x = nodes[size_t(q)].inputs[0];
-    if (nodes[size_t(k)].inputs[0] != x || nodes[size_t(v)].inputs[0] != x) continue;
-    const TensorDesc& qw = g.desc(nodes[size_t(q)].inputs[1]);
-    bool same = true;
-    for (int p : {k, v}) {
-      const TensorDesc& w = g.desc(nodes[size_t(p)].inputs[1]);
-      same = same && w.dtype == qw.dtype && w.shape == qw.shape;
-    }
-    if (!same) continue;
-    out.push_back(Candidate{int(i), q, k, v, 3 * qw.bytes()});
+    const auto q = projection_of(g, uses, a, int(i));
+    const auto k = projection_of(g, uses, b, int(i));
+    const auto v = projection_of(g, uses, c, int(i));
+    if (!q || !k || !v || !same_form(g, *q, *k) || !same_form(g, *q, *v)) continue;
+    const TensorDesc& qw = g.desc(q->w);
+    if (g.shape(k->w) != qw.shape || g.shape(v->w) != qw.shape) continue;
+    out.push_back(Candidate{*q, *k, *v, int(i), 3 * qw.bytes(), 3 * dequant_bytes_of(g, *q)});
   }
   return out;
 }
 
-// Candidates grouped by their input, split into stacks of at most `cap` weight bytes.
-std::vector<Stack> stacks_of(const Graph& g, const std::vector<Candidate>& cs, uint64_t cap) {
+// The caps of a context stack: the graph's largest weight, and its largest dequantized copy.
+struct Caps {
+  uint64_t weight = 0, dequant = 0;
+};
+
+Caps caps_of(const Graph& g) {
+  Caps c;
+  for (const Value& v : g.values())
+    if (v.kind == ValueKind::WEIGHT) c.weight = std::max<uint64_t>(c.weight, v.desc.bytes());
+  for (size_t i = 0; i < g.nodes().size(); ++i)
+    if (pass_util::dequant_node(g, g.nodes()[i].output) >= 0)
+      c.dequant = std::max<uint64_t>(c.dequant, g.desc(g.nodes()[i].output).bytes());
+  return c;
+}
+
+// Candidates grouped by their input, split into stacks within the caps, of one form each.
+std::vector<Stack> stacks_of(const Graph& g, const std::vector<Candidate>& cs, Caps cap) {
   std::map<ValueId, std::vector<int>> by_input;
-  for (size_t i = 0; i < cs.size(); ++i)
-    by_input[g.nodes()[size_t(cs[i].k_node)].inputs[0]].push_back(int(i));
+  for (size_t i = 0; i < cs.size(); ++i) by_input[cs[i].k.x].push_back(int(i));
   std::vector<Stack> out;
   for (const auto& [x, members] : by_input) {
     if (members.size() < 2) continue;
     Stack cur;
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, dequant = 0;
     for (int m : members) {
-      const TensorDesc& w = g.desc(g.nodes()[size_t(cs[size_t(m)].k_node)].inputs[1]);
-      const TensorDesc& first =
-          cur.members.empty() ? w : g.desc(g.nodes()[size_t(cs[size_t(cur.members[0])].k_node)].inputs[1]);
-      const bool fits = bytes + cs[size_t(m)].bytes <= cap && w.dtype == first.dtype &&
-                        w.shape[1] == first.shape[1];
+      const Candidate& c = cs[size_t(m)];
+      const bool fits = bytes + c.bytes <= cap.weight && dequant + c.dequant_bytes <= cap.dequant &&
+                        (cur.members.empty() || same_form(g, c.k, cs[size_t(cur.members[0])].k));
       if (!cur.members.empty() && !fits) {
         out.push_back(std::move(cur));
         cur = Stack{};
-        bytes = 0;
+        bytes = dequant = 0;
       }
       cur.members.push_back(m);
-      bytes += cs[size_t(m)].bytes;
+      bytes += c.bytes;
+      dequant += c.dequant_bytes;
     }
     if (!cur.members.empty()) out.push_back(std::move(cur));
   }
   return out;
 }
 
-// The projection LINEARs of a candidate, in stacking order (Q first when stacked).
-std::vector<int> stacked_nodes(const Candidate& c) {
-  if (c.q_node >= 0) return {c.q_node, c.k_node, c.v_node};
-  return {c.k_node, c.v_node};
+// The projections of a candidate, in stacking order (Q first when stacked).
+std::vector<const Projection*> stacked_projections(const Candidate& c) {
+  if (c.q.node >= 0) return {&c.q, &c.k, &c.v};
+  return {&c.k, &c.v};
 }
 
 // The stacked-projection plan: the candidates and their stacks (context stacks first, then one
@@ -162,12 +261,9 @@ struct StackPlan {
 
 StackPlan stack_plan(const Graph& g, bool self_attention) {
   const auto uses = value_uses(g);
-  uint64_t cap = 0;
-  for (const Value& v : g.values())
-    if (v.kind == ValueKind::WEIGHT) cap = std::max<uint64_t>(cap, v.desc.bytes());
   StackPlan p;
   p.cs = candidates(g, uses);
-  p.stacks = stacks_of(g, p.cs, cap);
+  p.stacks = stacks_of(g, p.cs, caps_of(g));
   if (self_attention) {
     std::vector<char> taken(g.nodes().size(), 0);
     for (const Stack& s : p.stacks)
@@ -177,13 +273,46 @@ StackPlan stack_plan(const Graph& g, bool self_attention) {
       p.stacks.push_back(Stack{{int(p.cs.size()) - 1}});
     }
   }
-  // Each stack's GEMM goes where its first projection was.
+  // Each stack's GEMM goes where its first projection was (its input is made by then; a
+  // weight's dequantizing CAST may come before that).
   for (Stack& s : p.stacks) {
     s.anchor = INT32_MAX;
     for (int m : s.members)
-      for (int node : stacked_nodes(p.cs[size_t(m)])) s.anchor = std::min(s.anchor, node);
+      for (const Projection* pr : stacked_projections(p.cs[size_t(m)]))
+        s.anchor = std::min(s.anchor, pr->node);
   }
   return p;
+}
+
+// Emits a stack's one GEMM into `out`, in the form of its projections: the stacked weight, its
+// dequantizing CAST or the activation's fp8 CAST as the parts had, and the LINEAR or LINEAR_FP8.
+ValueId stacked_gemm(const Graph& g, const StackPlan& plan, const Stack& s, pass_util::Mapper& m,
+                     Graph& out) {
+  const auto& nodes = g.nodes();
+  const Candidate& first = plan.cs[size_t(s.members[0])];
+  const Projection& p0 = first.q.node >= 0 ? first.q : first.k;
+  std::vector<std::string> parts;
+  int64_t rows = 0;
+  for (int mi : s.members)
+    for (const Projection* p : stacked_projections(plan.cs[size_t(mi)])) {
+      parts.push_back(g.value(p->w).name);
+      rows += g.shape(p->w)[0];
+    }
+  const TensorDesc& w0 = g.desc(p0.w);
+  const std::string name =
+      first.q.node >= 0
+          ? nodes[size_t(first.attention)].name + ".to_qkv"
+          : fmt::format("{}.to_kv_x{}", nodes[size_t(first.attention)].name, s.members.size());
+  ValueId w = out.weight(weight_stack_name(parts), TensorDesc{w0.dtype, Shape{rows, w0.shape[1]}},
+                         WeightLayout::STACK);
+  const Node& gemm = nodes[size_t(p0.node)];
+  if (gemm.kind == OpKind::LINEAR_FP8) {
+    const ValueId xq =
+        out.op(OpKind::CAST, nodes[size_t(p0.cast)].params, {m.get(p0.x)}, name + ".quant");
+    return out.op(OpKind::LINEAR_FP8, gemm.params, {xq, w}, name);
+  }
+  if (p0.dequant) w = out.op(OpKind::CAST, nodes[size_t(p0.cast)].params, {w}, name + ".dequant");
+  return out.linear(m.get(p0.x), w, kNoValue, name);
 }
 
 }  // namespace
@@ -205,23 +334,26 @@ Result<Graph> pass_stack_projections(const Graph& g, bool self_attention) {
   std::vector<int> anchored(nodes.size(), -1);
   std::vector<Window> window(nodes.size());
   std::vector<char> skip(nodes.size(), 0);
-  auto rows = [&](int node) { return g.desc(nodes[size_t(node)].inputs[1]).shape[0]; };
+  auto rows = [&](const Projection& p) { return g.shape(p.w)[0]; };
   for (size_t s = 0; s < stacks.size(); ++s) {
     anchored[size_t(stacks[s].anchor)] = int(s);
     int64_t at = 0;
     for (int m : stacks[s].members) {
       const Candidate& c = cs[size_t(m)];
-      for (int node : stacked_nodes(c)) skip[size_t(node)] = 1;
+      for (const Projection* p : stacked_projections(c)) {
+        skip[size_t(p->node)] = 1;
+        if (p->cast >= 0) skip[size_t(p->cast)] = 1;
+      }
       Window w{int(s)};
-      if (c.q_node >= 0) {
+      if (c.q.node >= 0) {
         w.q_at = at;
-        w.q_width = rows(c.q_node);
+        w.q_width = rows(c.q);
         at += w.q_width;
       }
       w.k_at = at;
-      w.v_at = at + rows(c.k_node);
+      w.v_at = at + rows(c.k);
       window[size_t(c.attention)] = w;
-      at = w.v_at + rows(c.v_node);
+      at = w.v_at + rows(c.v);
     }
   }
 
@@ -231,28 +363,8 @@ Result<Graph> pass_stack_projections(const Graph& g, bool self_attention) {
   std::vector<ValueId> stacked(stacks.size(), kNoValue);
   for (size_t i = 0; i < nodes.size() && out.ok(); ++i) {
     const Node& n = nodes[i];
-    if (anchored[i] >= 0) {
-      const Stack& s = stacks[size_t(anchored[i])];
-      const Candidate& first = cs[size_t(s.members[0])];
-      std::vector<std::string> parts;
-      int64_t rows = 0;
-      for (int mi : s.members)
-        for (int node : stacked_nodes(cs[size_t(mi)])) {
-          const Value& w = g.value(nodes[size_t(node)].inputs[1]);
-          parts.push_back(w.name);
-          rows += w.desc.shape[0];
-        }
-      const TensorDesc& w0 = g.desc(nodes[size_t(first.k_node)].inputs[1]);
-      const ValueId w = out.weight(weight_stack_name(parts),
-                                   TensorDesc{w0.dtype, Shape{rows, w0.shape[1]}},
-                                   WeightLayout::STACK);
-      stacked[size_t(anchored[i])] =
-          out.linear(m.get(nodes[size_t(first.k_node)].inputs[0]), w, kNoValue,
-                     first.q_node >= 0
-                         ? nodes[size_t(first.attention)].name + ".to_qkv"
-                         : fmt::format("{}.to_kv_x{}", nodes[size_t(first.attention)].name,
-                                       s.members.size()));
-    }
+    if (anchored[i] >= 0)
+      stacked[size_t(anchored[i])] = stacked_gemm(g, plan, stacks[size_t(anchored[i])], m, out);
     if (skip[i]) continue;
     std::vector<ValueId> ins;
     OpParams q = n.params;

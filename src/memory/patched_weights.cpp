@@ -228,9 +228,45 @@ Result<HostTensor> PatchedWeights::fp8_host_patch(const Part& p) const {
   return weight_relayout(q, WeightLayout::CONV_OHWI);  // a channels-last filter (passes.h)
 }
 
+// Whether a weight of these parts in `dtype` is patched on the host (Note [fp8 patches]).
+bool PatchedWeights::fp8_host_form(const std::vector<Part>& parts, DType dtype) {
+  return dtype_is_fp8(dtype) &&
+         std::any_of(parts.begin(), parts.end(), [](const Part& p) { return p.patches; });
+}
+
+// An fp8 weight's patched host copy: one part patched, or a stack of fp8 parts (Note [stacked
+// fp8 projections] in graph/pass_stack.cpp) whose patched parts are each patched as they would
+// be alone (their own keys seed the rounding) and whose others are the stored bytes, side by
+// side, so that a stacked weight holds its parts' patched bytes exactly.
+Result<HostTensor> PatchedWeights::fp8_host_patch(const std::vector<Part>& parts) const {
+  if (parts.size() == 1) return fp8_host_patch(parts[0]);
+  std::vector<HostTensor> patched(parts.size());
+  std::vector<const HostTensor*> stack;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].ohwi)
+      return make_error(ErrorCode::INTERNAL, "stacked weight part '{}' is a filter", parts[i].name);
+    if (parts[i].patches) {
+      HR_ASSIGN_OR_RETURN(patched[i], fp8_host_patch(parts[i]));
+      stack.push_back(&patched[i]);
+    } else {
+      stack.push_back(base_->find(parts[i].name));
+    }
+  }
+  bool placeholders = false;
+  for (const HostTensor* t : stack) placeholders = placeholders || t->is_placeholder();
+  if (placeholders) {  // a plan run (Note [plan run])
+    std::vector<TensorDesc> descs;
+    for (const HostTensor* t : stack) descs.push_back(t->desc());
+    HR_ASSIGN_OR_RETURN(TensorDesc d, weight_stack_desc(descs));
+    return HostTensor::placeholder(d);
+  }
+  return weight_stack(stack);
+}
+
 // The same, uploaded: a resident fp8 weight's patched copy.
-Result<DeviceBuffer> PatchedWeights::fp8_patched(const Part& p, const std::string& key) {
-  HR_ASSIGN_OR_RETURN(HostTensor q, fp8_host_patch(p));
+Result<DeviceBuffer> PatchedWeights::fp8_patched(const std::vector<Part>& parts,
+                                                 const std::string& key) {
+  HR_ASSIGN_OR_RETURN(HostTensor q, fp8_host_patch(parts));
   HR_ASSIGN_OR_RETURN(DeviceBuffer dst, allocator_->allocate(q.bytes(), Pool::WEIGHTS,
                                                              "weight " + key + " (patched)"));
   if (!q.is_placeholder()) {
@@ -243,8 +279,8 @@ Result<DeviceBuffer> PatchedWeights::fp8_patched(const Part& p, const std::strin
 Result<TensorRef> PatchedWeights::patch_resident(const std::string& name, const TensorDesc& desc,
                                                  WeightLayout layout, const std::string& key) {
   HR_ASSIGN_OR_RETURN(std::vector<Part> parts, parts_of(name, desc, layout));
-  if (parts.size() == 1 && parts[0].patches && dtype_is_fp8(desc.dtype)) {
-    HR_ASSIGN_OR_RETURN(DeviceBuffer dst, fp8_patched(parts[0], key));
+  if (fp8_host_form(parts, desc.dtype)) {
+    HR_ASSIGN_OR_RETURN(DeviceBuffer dst, fp8_patched(parts, key));
     if (allocator_->budget() != Allocator::kUnlimited) base_->weight_evict(name, layout);
     ++made_;
     auto it = device_.emplace(key, DeviceCopy{std::move(dst), 0}).first;
@@ -317,8 +353,7 @@ Status PatchedWeights::stream_prepare(const WeightRequest& q) {
   Streamed st;
   HR_ASSIGN_OR_RETURN(st.parts, parts_of(q.name, q.desc, q.layout));
   st.factors.resize(st.parts.size());
-  if (st.parts.size() == 1 && st.parts[0].patches && dtype_is_fp8(q.desc.dtype))
-    return fp8_stream_prepare(key, st.parts[0]);
+  if (fp8_host_form(st.parts, q.desc.dtype)) return fp8_stream_prepare(key, st.parts);
   int64_t elems = 0;
   size_t workspace = 0;
   for (size_t i = 0; i < st.parts.size(); ++i) {
@@ -335,9 +370,9 @@ Status PatchedWeights::stream_prepare(const WeightRequest& q) {
 
 // Note [fp8 patches] in memory/fp8_patch.cpp: a streamed fp8 weight is patched once on the host
 // and streams from that copy (its bytes are the host memory a LoRA on a streamed fp8 model costs).
-Status PatchedWeights::fp8_stream_prepare(const std::string& key, const Part& p) {
+Status PatchedWeights::fp8_stream_prepare(const std::string& key, const std::vector<Part>& parts) {
   if (fp8_host_.count(key)) return Status();
-  HR_ASSIGN_OR_RETURN(HostTensor q, fp8_host_patch(p));
+  HR_ASSIGN_OR_RETURN(HostTensor q, fp8_host_patch(parts));
   fp8_host_.emplace(key, std::move(q));
   return Status();
 }

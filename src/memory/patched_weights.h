@@ -124,9 +124,11 @@ class PatchedWeights final : public WeightSource, public Reclaimable {
                      void* dst, const void* src, Stream* s);
   Result<TensorRef> patch_resident(const std::string& name, const TensorDesc& desc,
                                    WeightLayout layout, const std::string& key);
+  static bool fp8_host_form(const std::vector<Part>& parts, DType dtype);
   Result<HostTensor> fp8_host_patch(const Part& p) const;
-  Result<DeviceBuffer> fp8_patched(const Part& p, const std::string& key);
-  Status fp8_stream_prepare(const std::string& key, const Part& p);
+  Result<HostTensor> fp8_host_patch(const std::vector<Part>& parts) const;
+  Result<DeviceBuffer> fp8_patched(const std::vector<Part>& parts, const std::string& key);
+  Status fp8_stream_prepare(const std::string& key, const std::vector<Part>& parts);
   Status stream_prepare(const WeightRequest& q);
   StreamExtra stream_extra_of(const WeightRequest& q) const;  // mu_ held (Note [stream extra cache])
 

@@ -945,12 +945,16 @@ void add_cast_cases(std::vector<OpCase>& v) {
   for (DType from : {DType::F8_E4M3, DType::F8_E5M2})
     for (DType to : float_targets) {
       const double most = from == DType::F8_E4M3 ? 448.0 : 57344.0;
-      OpCase f = make_case(fmt::format("cast_{}_to_{}", dtype_name(from), dtype_name(to)),
-                           OpKind::CAST, {TensorDesc{from, Shape{7, 131}}}, cast(to))
-                     .with_range(0, -most, most)
-                     .with_tol(0, 0, 0);
-      f.sweep = false;
-      v.push_back(std::move(f));
+      // 7 x 131 elements: one at a time on CUDA; 8 x 1029: eight at once.
+      for (const Shape& s : {Shape{7, 131}, Shape{8, 1029}}) {
+        OpCase f = make_case(fmt::format("cast_{}_to_{}{}", dtype_name(from), dtype_name(to),
+                                         s[0] == 8 ? "_x8" : ""),
+                             OpKind::CAST, {TensorDesc{from, s}}, cast(to))
+                       .with_range(0, -most, most)
+                       .with_tol(0, 0, 0);
+        f.sweep = false;
+        v.push_back(std::move(f));
+      }
       // The dequantizing cast: times a per-tensor scale (op.h), rounded once. CUDA reads eight
       // elements at once when the count allows (e4m3 here) and one at a time otherwise.
       const Shape qs = from == DType::F8_E4M3 ? Shape{8, 1029} : Shape{5, 1029};
@@ -969,16 +973,18 @@ void add_cast_cases(std::vector<OpCase>& v) {
 // bf16. Operands of magnitude up to 4 keep 64-term sums far from f16's range.
 void add_fp8_linear_cases(std::vector<OpCase>& v) {
   const DType outs[] = {DType::F32, DType::F16, DType::BF16};
-  for (DType from : outs) {
-    OpParams p;
-    p.dtype = DType::F8_E4M3;
-    OpCase q = make_case(fmt::format("cast_{}_to_f8_e4m3", dtype_name(from)), OpKind::CAST,
-                         {TensorDesc{from, Shape{3, 517}}}, p)
-                   .with_range(0, -600.0, 600.0)
-                   .with_tol(0, 0, 0);
-    q.sweep = false;
-    v.push_back(std::move(q));
-  }
+  for (DType from : outs)
+    for (const Shape& s : {Shape{3, 517}, Shape{4, 520}}) {  // CUDA: one at a time; eight
+      OpParams p;
+      p.dtype = DType::F8_E4M3;
+      OpCase q = make_case(fmt::format("cast_{}_to_f8_e4m3{}", dtype_name(from),
+                                       s[0] == 4 ? "_x8" : ""),
+                           OpKind::CAST, {TensorDesc{from, s}}, p)
+                     .with_range(0, -600.0, 600.0)
+                     .with_tol(0, 0, 0);
+      q.sweep = false;
+      v.push_back(std::move(q));
+    }
   const TensorDesc x8{DType::F8_E4M3, Shape{2, 24, 64}}, w8{DType::F8_E4M3, Shape{48, 64}};
   for (DType out : {DType::F16, DType::BF16}) {
     // One rounding to the output dtype: half an ulp of the largest value at most.

@@ -285,6 +285,40 @@ inline ::testing::AssertionResult plan_check(const Graph& g, const ArenaPlan& p)
   return ::testing::AssertionSuccess();
 }
 
+// MapWeights that also serves WeightLayout::STACK weights: the parts named by the '+'-joined
+// name, concatenated with weight_stack (WeightSet does the same in the models layer, which this
+// suite does not link). Records the stacked names it served.
+class StackingWeights final : public WeightSource {
+ public:
+  explicit StackingWeights(test::MapWeights& base) : base_(base) {}
+  Result<TensorRef> weight_get(const std::string& name, const TensorDesc& desc,
+                               WeightLayout layout) override {
+    if (layout != WeightLayout::STACK) return base_.weight_get(name, desc, layout);
+    served.push_back(name);
+    auto it = stacks_.find(name);
+    if (it == stacks_.end()) {
+      std::vector<const HostTensor*> parts;
+      for (const std::string& p : weight_stack_parts(name)) {
+        auto t = base_.tensors.find(p);
+        if (t == base_.tensors.end())
+          return make_error(ErrorCode::NOT_FOUND, "stack part '{}' not found", p);
+        parts.push_back(&t->second);
+      }
+      HR_ASSIGN_OR_RETURN(HostTensor t, weight_stack(parts));
+      it = stacks_.emplace(name, std::move(t)).first;
+    }
+    if (it->second.desc() != desc)
+      return make_error(ErrorCode::INVALID_ARGUMENT, "stack '{}' is {}, asked {}", name,
+                        it->second.desc().str(), desc.str());
+    return it->second.ref();
+  }
+  std::vector<std::string> served;
+
+ private:
+  test::MapWeights& base_;
+  std::map<std::string, HostTensor> stacks_;
+};
+
 // Random f32 tensors for every input and weight of g.
 inline void bindings_fill(const Graph& g, uint32_t seed, std::map<std::string, HostTensor>& inputs,
                           MapWeights& weights) {

@@ -202,40 +202,6 @@ TEST_F(PassesTest, NodeTimingCoversEveryNode) {
 
 // --- Note [stacked context projections] (pass_stack.cpp) --------------------------------------
 
-// MapWeights that also serves WeightLayout::STACK weights: the parts named by the '+'-joined
-// name, concatenated with weight_stack (WeightSet does the same in the models layer, which this
-// suite does not link). Records the stacked names it served.
-class StackingWeights final : public WeightSource {
- public:
-  explicit StackingWeights(test::MapWeights& base) : base_(base) {}
-  Result<TensorRef> weight_get(const std::string& name, const TensorDesc& desc,
-                               WeightLayout layout) override {
-    if (layout != WeightLayout::STACK) return base_.weight_get(name, desc, layout);
-    served.push_back(name);
-    auto it = stacks_.find(name);
-    if (it == stacks_.end()) {
-      std::vector<const HostTensor*> parts;
-      for (const std::string& p : weight_stack_parts(name)) {
-        auto t = base_.tensors.find(p);
-        if (t == base_.tensors.end())
-          return make_error(ErrorCode::NOT_FOUND, "stack part '{}' not found", p);
-        parts.push_back(&t->second);
-      }
-      HR_ASSIGN_OR_RETURN(HostTensor t, weight_stack(parts));
-      it = stacks_.emplace(name, std::move(t)).first;
-    }
-    if (it->second.desc() != desc)
-      return make_error(ErrorCode::INVALID_ARGUMENT, "stack '{}' is {}, asked {}", name,
-                        it->second.desc().str(), desc.str());
-    return it->second.ref();
-  }
-  std::vector<std::string> served;
-
- private:
-  test::MapWeights& base_;
-  std::map<std::string, HostTensor> stacks_;
-};
-
 // Cross-attentions a1..a3 (heads 2; head dims 8, 12, 8) whose bias-free to_k / to_v LINEARs read
 // the INPUT "context" [2, 7, 24] and whose queries come from x [2, 10, 32]; a4 reads the context
 // too but its to_k has a bias (not stackable); a self-attention "s" whose q, k and v are LINEARs
@@ -412,7 +378,7 @@ TEST_F(PassesTest, StackedProjectionsComputeTheSameResult) {
     std::map<std::string, HostTensor> inputs;
     test::MapWeights map;
     test::bindings_fill(g, 11, inputs, map);
-    StackingWeights weights(map);
+    test::StackingWeights weights(map);
     std::vector<HostTensor> ref = run(g, std::nullopt, false, inputs, weights);
     ASSERT_EQ(ref.size(), g.outputs().size());
     EXPECT_TRUE(weights.served.empty());
@@ -461,7 +427,7 @@ TEST_F(PassesTest, StackProjectionsMixesHeadCounts) {
   std::map<std::string, HostTensor> inputs;
   test::MapWeights map;
   test::bindings_fill(g, 5, inputs, map);
-  StackingWeights weights(map);
+  test::StackingWeights weights(map);
   std::vector<HostTensor> ref = run(g, std::nullopt, false, inputs, weights);
   std::vector<HostTensor> got = run(g, PassOptions{false, true, true}, true, inputs, weights);
   ASSERT_EQ(ref.size(), 3u);
@@ -683,7 +649,7 @@ TEST_F(PassesTest, SelfAttentionStackedProjectionsComputeTheSameResult) {
     std::map<std::string, HostTensor> inputs;
     test::MapWeights map;
     test::bindings_fill(g, 13, inputs, map);
-    StackingWeights weights(map);
+    test::StackingWeights weights(map);
     std::vector<HostTensor> ref = run(g, std::nullopt, false, inputs, weights);
     ASSERT_EQ(ref.size(), g.outputs().size());
     weights.served.clear();

@@ -252,6 +252,77 @@ TEST(PatchedWeightsTest, Fp8WeightsPatchedResidentAndStreamedAlike) {
   EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].bytes()), 0);
 }
 
+// Note [stacked fp8 projections] (graph/pass_stack.cpp): the K and V weights of two
+// cross-attentions, stored as unscaled e4m3 and stacked by the pass, with LoRA patches on some
+// parts: each patched part is patched on the host as it is alone, so every run (stacked or not,
+// resident or streamed) gives the bits of the unstacked resident run, and the patches count.
+TEST(PatchedWeightsTest, StackedFp8PartsPatchedAsAlone) {
+  std::mt19937 rng(5);
+  auto store = std::make_shared<WeightSet>();
+  auto storage = std::make_shared<WeightStorageMap>();
+  Graph g;
+  g.set_weight_storage(storage);
+  auto w = [&](const std::string& n) {
+    const HostTensor f = random_f32(Shape{kWidth, kWidth}, rng, 0.1f);
+    HostTensor q(DType::F8_E4M3, f.shape());
+    f32_to_f8(f.f32(), DType::F8_E4M3, static_cast<uint8_t*>(q.data()), q.numel());
+    store->put(n, std::move(q));
+    (*storage)[n] = WeightStorage{DType::F8_E4M3};
+    return g.weight(n, TensorDesc{DType::F32, Shape{kWidth, kWidth}});
+  };
+  const ValueId x = g.input("x", TensorDesc{DType::F32, Shape{2, 4, kWidth}});
+  const ValueId ctx = g.input("context", TensorDesc{DType::F32, Shape{2, 5, kWidth}});
+  for (int a = 0; a < 2; ++a) {
+    const std::string n = fmt::format("a{}", a);
+    const ValueId q = g.linear(x, w(n + ".q"), kNoValue, n + ".q");
+    const ValueId k = g.linear(ctx, w(n + ".k"), kNoValue, n + ".k");
+    const ValueId v = g.linear(ctx, w(n + ".v"), kNoValue, n + ".v");
+    g.output(g.attention(q, k, v, 2, false, n + ".attn"), n);
+  }
+  store->set_storage(storage);
+  auto set = std::make_shared<PatchSet>();
+  set->comfy_prefix = "diffusion_model.";
+  set->by_weight["a0.k"].push_back(lora(rng, kWidth));
+  set->by_weight["a1.v"].push_back(lora(rng, kWidth));
+  const HostTensor xs = random_f32(Shape{2, 4, kWidth}, rng, 1.0f);
+  const HostTensor cs = random_f32(Shape{2, 5, kWidth}, rng, 1.0f);
+  auto run = [&](std::shared_ptr<const PatchSet> patches, bool stack, bool streamed) {
+    AsyncSimBackend sim(SimOrder::COPIES_LATE);
+    sim.set_discrete(true);
+    // Streamed: an ~89 KiB arena and a 36 KiB staging ring leave less than the 54 KiB of weights.
+    Allocator alloc(sim, streamed ? uint64_t(136u << 10) : Allocator::kUnlimited,
+                    eviction_policy());
+    Executor ex(sim, alloc, executor_policies_default(sim));
+    ex.set_pass_options(PassOptions{false, false, stack, false});
+    ResidencyOptions o;
+    o.depth = 2;
+    o.small_bytes = 0;
+    ex.set_residency_options(o);
+    PatchedWeights view(store, std::move(patches));
+    view.bind(&sim, &alloc);
+    auto r = ex.run(g, {{"x", &xs}, {"context", &cs}}, view);
+    EXPECT_TRUE(r.ok()) << r.status().str();
+    if (r.ok()) {
+      EXPECT_EQ(ex.last_residency().streams(), streamed);
+    }
+    view.bind(nullptr, nullptr);
+    return r.ok() ? std::move(*r) : std::vector<HostTensor>{};
+  };
+  const std::vector<HostTensor> want = run(set, false, false);
+  const std::vector<HostTensor> plain = run(std::make_shared<PatchSet>(), false, false);
+  ASSERT_EQ(want.size(), 2u);
+  ASSERT_EQ(plain.size(), 2u);
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_NE(std::memcmp(want[i].data(), plain[i].data(), want[i].bytes()), 0) << "patched " << i;
+  for (bool streamed : {false, true}) {
+    SCOPED_TRACE(streamed);
+    const std::vector<HostTensor> got = run(set, true, streamed);
+    ASSERT_EQ(got.size(), 2u);
+    for (size_t i = 0; i < 2; ++i)
+      EXPECT_EQ(std::memcmp(got[i].data(), want[i].data(), want[i].bytes()), 0) << i;
+  }
+}
+
 // Note [patched streaming room]: the room the weights get is the budget less the factors of
 // the weights the plan streams, not of every patched weight: with the patches on the first two
 // layers only and the budget of the old rule, the plan keeps more resident than that rule could

@@ -192,11 +192,44 @@ cudaError_t upsample_nearest(size_t esize, const void* x, int64_t planes, int64_
   });
 }
 
+// Eight fp8 elements per load (8 bytes), written as two groups of four: the dequantizing CAST,
+// times the scale, or unscaled when `scale` is null (times 1 is exact, so both round as the
+// one-element kernels do). The plain form is the one UNETLoader's weight_dtype fp8 models take;
+// it ran one byte per thread before (Note [dequantize cost] in graph/pass_stack.cpp).
+template <typename D, typename S>
+__global__ void cast_fp8_x8_kernel(const S* __restrict__ x, const float* __restrict__ scale,
+                                   D* __restrict__ y, int64_t n8) {
+  const float sc = scale ? widen(convert<D, float>(*scale)) : 1.0f;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n8;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const uint2 raw = reinterpret_cast<const uint2*>(x)[i];
+    const S* e = reinterpret_cast<const S*>(&raw);
+    store4(y + i * 8, make_float4(widen(e[0]) * sc, widen(e[1]) * sc, widen(e[2]) * sc,
+                                  widen(e[3]) * sc));
+    store4(y + i * 8 + 4, make_float4(widen(e[4]) * sc, widen(e[5]) * sc, widen(e[6]) * sc,
+                                      widen(e[7]) * sc));
+  }
+}
+
+// Whether the eight-element kernels take x and y: n a multiple of 8, x aligned to its loads
+// (x_align bytes) and y to its stores (y_align).
+static bool x8_aligned(const void* x, size_t x_align, const void* y, size_t y_align, int64_t n) {
+  const uintptr_t al = reinterpret_cast<uintptr_t>(x) % x_align |
+                       reinterpret_cast<uintptr_t>(y) % y_align;
+  return al == 0 && n % 8 == 0;
+}
+
 // Note [fp8 weights]: an fp8 weight reaches the compute dtype through CAST (graph.h).
 template <typename S>
 cudaError_t cast_from(const void* x, DType to, void* y, int64_t n, cudaStream_t s) {
   return dispatch_compute(to, [&](auto dtag) -> cudaError_t {
     using D = decltype(dtag);
+    if constexpr (!std::is_integral_v<D>) {
+      if (x8_aligned(x, 8, y, 4 * sizeof(D), n))
+        return launch(cast_fp8_x8_kernel<D, S>, dim3(grid_1d(n / 8, 256)), dim3(256), 0, s,
+                      static_cast<const S*>(x), static_cast<const float*>(nullptr),
+                      static_cast<D*>(y), n / 8);
+    }
     return launch(cast_kernel<D, S>, dim3(grid_1d(n, 256)), dim3(256), 0, s,
                   static_cast<const S*>(x), static_cast<D*>(y), n);
   });
@@ -217,22 +250,6 @@ __global__ void cast_scaled_kernel(const S* __restrict__ x, const float* __restr
     y[i] = scaled<D>(x[i], sc);
 }
 
-// Eight fp8 elements per load (8 bytes), written as two groups of four.
-template <typename D, typename S>
-__global__ void cast_scaled_x8_kernel(const S* __restrict__ x, const float* __restrict__ scale,
-                                      D* __restrict__ y, int64_t n8) {
-  const float sc = widen(convert<D, float>(*scale));
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n8;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const uint2 raw = reinterpret_cast<const uint2*>(x)[i];
-    const S* e = reinterpret_cast<const S*>(&raw);
-    store4(y + i * 8, make_float4(widen(e[0]) * sc, widen(e[1]) * sc, widen(e[2]) * sc,
-                                  widen(e[3]) * sc));
-    store4(y + i * 8 + 4, make_float4(widen(e[4]) * sc, widen(e[5]) * sc, widen(e[6]) * sc,
-                                      widen(e[7]) * sc));
-  }
-}
-
 template <typename S>
 cudaError_t cast_scaled_from(const void* x, const float* scale, DType to, void* y, int64_t n,
                              cudaStream_t s) {
@@ -241,10 +258,8 @@ cudaError_t cast_scaled_from(const void* x, const float* scale, DType to, void* 
     if constexpr (std::is_integral_v<D>) {
       return cudaErrorInvalidValue;
     } else {
-      const uintptr_t al = reinterpret_cast<uintptr_t>(x) % 8 |
-                           reinterpret_cast<uintptr_t>(y) % (4 * sizeof(D));
-      if (sizeof(S) == 1 && al == 0 && n % 8 == 0)
-        return launch(cast_scaled_x8_kernel<D, S>, dim3(grid_1d(n / 8, 256)), dim3(256), 0, s,
+      if (sizeof(S) == 1 && x8_aligned(x, 8, y, 4 * sizeof(D), n))
+        return launch(cast_fp8_x8_kernel<D, S>, dim3(grid_1d(n / 8, 256)), dim3(256), 0, s,
                       static_cast<const S*>(x), scale, static_cast<D*>(y), n / 8);
       return launch(cast_scaled_kernel<D, S>, dim3(grid_1d(n, 256)), dim3(256), 0, s,
                     static_cast<const S*>(x), scale, static_cast<D*>(y), n);
@@ -266,14 +281,32 @@ cudaError_t cast_scaled(DType from, const void* x, const float* scale, DType to,
 }
 
 // CAST to F8_E4M3 (op.h): clamped to +-448 (NaN stays NaN), then round to nearest even.
+__device__ __forceinline__ __nv_fp8_storage_t to_e4m3(float v) {
+  v = v > 448.0f ? 448.0f : v < -448.0f ? -448.0f : v;
+  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+}
+
 template <typename S>
 __global__ void cast_to_e4m3_kernel(const S* __restrict__ x, __nv_fp8_storage_t* __restrict__ y,
                                     int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = to_e4m3(widen(x[i]));
+}
+
+// The same, eight elements a thread (two loads of four, one 8-byte store): the `_fast` path's
+// activation quantization before every fp8 GEMM (Note [fp8 linear] in graph/pass_fp8.cpp).
+template <typename S>
+__global__ void cast_to_e4m3_x8_kernel(const S* __restrict__ x, uint2* __restrict__ y,
+                                       int64_t n8) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n8;
        i += int64_t(gridDim.x) * blockDim.x) {
-    float v = widen(x[i]);
-    v = v > 448.0f ? 448.0f : v < -448.0f ? -448.0f : v;
-    y[i] = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+    const float4 a = load4(x + i * 8), b = load4(x + i * 8 + 4);
+    uint2 raw;
+    __nv_fp8_storage_t* e = reinterpret_cast<__nv_fp8_storage_t*>(&raw);
+    e[0] = to_e4m3(a.x), e[1] = to_e4m3(a.y), e[2] = to_e4m3(a.z), e[3] = to_e4m3(a.w);
+    e[4] = to_e4m3(b.x), e[5] = to_e4m3(b.y), e[6] = to_e4m3(b.z), e[7] = to_e4m3(b.w);
+    y[i] = raw;
   }
 }
 
@@ -285,6 +318,9 @@ cudaError_t cast(DType from, const void* x, DType to, void* y, int64_t n, cudaSt
       if constexpr (std::is_integral_v<S>) {
         return cudaErrorInvalidValue;
       } else {
+        if (x8_aligned(x, 4 * sizeof(S), y, 8, n))
+          return launch(cast_to_e4m3_x8_kernel<S>, dim3(grid_1d(n / 8, 256)), dim3(256), 0, s,
+                        static_cast<const S*>(x), static_cast<uint2*>(y), n / 8);
         return launch(cast_to_e4m3_kernel<S>, dim3(grid_1d(n, 256)), dim3(256), 0, s,
                       static_cast<const S*>(x), static_cast<__nv_fp8_storage_t*>(y), n);
       }
