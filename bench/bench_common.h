@@ -177,9 +177,10 @@ inline Result<Workload> workload_vae(DType dt, int px, std::shared_ptr<WeightSet
   return w;
 }
 
-// Command line shared by the model benchmarks: --device, --dtype, --steps, --only, --top, --json.
+// Command line shared by the model benchmarks: --device, --dtype, --steps, --only, --top, --json,
+// --size (full or tiny: the Flux workloads' sizes, Note [tiny flux bench] in bench_flux.h).
 struct Args {
-  std::string device = "cuda", dtype = "f16", only, json;
+  std::string device = "cuda", dtype = "f16", only, json, size = "full";
   int steps = 20, top = 12;
 };
 
@@ -194,6 +195,7 @@ inline Args args_parse(int argc, char** argv, int default_steps) {
     else if (k == "--only") a.only = argv[++i];
     else if (k == "--top") a.top = std::atoi(argv[++i]);
     else if (k == "--json") a.json = argv[++i];
+    else if (k == "--size") a.size = argv[++i];
   }
   if (a.device != "cuda" && a.dtype == "f16") a.dtype = "f32";  // the CPU computes in f32
   return a;
