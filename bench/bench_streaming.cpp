@@ -431,7 +431,7 @@ void flux_rows(Backend& b, const bench::FluxBenchSize& size, DType dt, int steps
   } else {
     rows.push_back(flux_row(b, *plain, UINT64_MAX, steps, bw, 0, "resident (no budget)"));
   }
-  if (!fp8 || rows.size() <= first) return;
+  if (!fp8 || rows.size() <= first || rows[first].ms <= 0) return;  // failed: its row says why
   const double plain_ms = rows[first].ms;
   const auto [arena, weights] = step_sizes(b, *plain);
   const uint64_t fixed = flux_fixed_budget(size, arena, weights);
@@ -451,7 +451,7 @@ void flux_rows(Backend& b, const bench::FluxBenchSize& size, DType dt, int steps
   std::printf("%s: stored in fp8 in %.1f s\n", q->name.c_str(), ms_since(t0) / 1e3);
   const size_t fp8_first = rows.size();
   unet_rows(b, *q, steps, bw, rows, false);
-  if (rows.size() <= fp8_first) return;
+  if (rows.size() <= fp8_first || rows[fp8_first].ms <= 0) return;
   const double fp8_ms = rows[fp8_first].ms;
   const Row fp8_fixed = flux_row(b, *q, fixed, steps, bw, fp8_ms, fixed_name);
   rows.push_back(fp8_fixed);
