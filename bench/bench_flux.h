@@ -9,7 +9,9 @@
 #include <thread>
 
 #include "bench_common.h"
+#include "models/flux/flux_dit.h"
 #include "models/flux/flux_make_model.h"
+#include "models/flux/flux_tokens.h"
 #include "models/flux/flux_vae_make.h"
 #include "models/t5/t5_encoder.h"
 
@@ -109,6 +111,11 @@ inline Result<Workload> workload_flux_sized(const FluxBenchSize& size, DType dt)
   w.weights = std::make_shared<WeightSet>();
   random_weights_parallel(w.graph, 5, *w.weights);
   return w;
+}
+
+// The full-size step (bench_models --only flux; the shapes bench/torch_peer_flux.py times).
+inline Result<Workload> workload_flux(DType dt) {
+  return workload_flux_sized(flux_bench_size("full"), dt);
 }
 
 // The same DiT with every float weight of rank >= 1 stored in fp8 e4m3 (round to nearest even, as

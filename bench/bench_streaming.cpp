@@ -405,19 +405,70 @@ Row flux_row(Backend& b, bench::Workload& w, uint64_t budget, int steps, double 
   return r;
 }
 
+// Each streamed row from `first` on against its floor and issue 39's goal (<= 1.15x).
+void flux_floor_summary(const std::vector<Row>& rows, size_t first) {
+  std::printf("\nFlux streamed rows against their floors (goal <= 1.15x):\n");
+  for (size_t i = first; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    if (r.streamed == 0 || r.floor_ms <= 0) continue;
+    const double x = r.ms / r.floor_ms;
+    std::printf("  %s / %s: %.3fx (%.2f / %.2f ms, %s per step) %s\n", r.work.c_str(),
+                r.target.c_str(), x, r.ms, r.floor_ms, bytes_format(r.streamed).c_str(),
+                x <= 1.15 ? "met" : "MISSED");
+  }
+}
+
 // The fixed budget both weight formats run within: 8 GiB at full size (a third of the bf16
 // weights); tiny: the arena and the same third of its weights.
 uint64_t flux_fixed_budget(const bench::FluxBenchSize& size, uint64_t arena, uint64_t weights) {
   return size.tiny ? arena + weights / 3 : (8ull << 30);
 }
 
+// The fp8 half of flux_rows: `plain`'s weights stored in fp8 e4m3 (its own bf16 copies dropped
+// once made), resident (dequantized and `_fast`), at 75/50/25/0 % resident, and `plain` and fp8
+// within one fixed budget; `plain_ms`: plain's resident step.
+void flux_fp8_rows(Backend& b, const bench::FluxBenchSize& size, DType dt, int steps, double bw,
+                   bench::Workload& plain, double plain_ms, std::vector<Row>& rows) {
+  const auto [arena, weights] = step_sizes(b, plain);
+  const uint64_t fixed = flux_fixed_budget(size, arena, weights);
+  const std::string fixed_name = fmt::format("fixed budget {}", bytes_format(fixed));
+  const Row plain_fixed = flux_row(b, plain, fixed, steps, bw, plain_ms, fixed_name);
+  rows.push_back(plain_fixed);
+  const auto t0 = Clock::now();
+  auto q = bench::workload_flux_fp8(size, plain, dt, false, nullptr);
+  if (!q.ok()) {
+    std::printf("Flux fp8 workload: %s\n", q.status().str().c_str());
+    return;
+  }
+  auto fast = bench::workload_flux_fp8(size, plain, dt, true, q->weights);
+  q->name += fmt::format(", {}", dtype_name(dt));
+  if (fast.ok()) fast->name += fmt::format(", {}", dtype_name(dt));
+  plain.weights.reset();  // the bf16 copies go before the fp8 rows pin theirs
+  std::printf("%s: stored in fp8 in %.1f s\n", q->name.c_str(), ms_since(t0) / 1e3);
+  const size_t fp8_first = rows.size();
+  unet_rows(b, *q, steps, bw, rows, false);
+  if (rows.size() <= fp8_first || rows[fp8_first].ms <= 0) return;  // its row says why
+  const double fp8_ms = rows[fp8_first].ms;
+  const Row fp8_fixed = flux_row(b, *q, fixed, steps, bw, fp8_ms, fixed_name);
+  rows.push_back(fp8_fixed);
+  const char* d = dtype_name(dt);
+  std::printf("\nFlux fp8 / %s resident: %.3fx (%.2f / %.2f ms; issue 38's SDXL goal <= 1.1x)\n",
+              d, fp8_ms / plain_ms, fp8_ms, plain_ms);
+  std::printf("Flux fp8 / %s within %s: %.3fx (%.2f / %.2f ms; SDXL goal <= 0.55x)\n", d,
+              bytes_format(fixed).c_str(), fp8_fixed.ms / plain_fixed.ms, fp8_fixed.ms,
+              plain_fixed.ms);
+  if (!fast.ok()) return;
+  rows.push_back(flux_row(b, *fast, UINT64_MAX, steps, bw, 0, "resident (no budget)"));
+  std::printf("Flux fp8 _fast / %s resident: %.3fx (%.2f / %.2f ms; SDXL goal <= 0.8x)\n", d,
+              rows.back().ms / plain_ms, rows.back().ms, plain_ms);
+}
+
 // The Flux.1-dev DiT step (bench_flux.h), its weights made once and shared by every row:
-// `streamed`: bf16 resident and at 75/50/25/0 % resident against its floor; `fp8`: the fp8 e4m3
-// step resident (dequantized and `_fast`), fp8 at 75/50/25/0 % against its floor, and bf16 and fp8
-// within one fixed budget (8 GiB).
+// `streamed`: bf16 resident and at 75/50/25/0 % resident against its floor; `fp8`: flux_fp8_rows
+// (the bf16 resident row first when not streamed). Then every streamed row against its floor.
 void flux_rows(Backend& b, const bench::FluxBenchSize& size, DType dt, int steps, double bw,
                bool streamed, bool fp8, std::vector<Row>& rows) {
-  auto t0 = Clock::now();
+  const auto t0 = Clock::now();
   auto plain = bench::workload_flux_sized(size, dt);
   if (!plain.ok()) {
     std::printf("Flux workload: %s\n", plain.status().str().c_str());
@@ -426,49 +477,13 @@ void flux_rows(Backend& b, const bench::FluxBenchSize& size, DType dt, int steps
   plain->name += fmt::format(", {}", dtype_name(dt));
   std::printf("%s: random weights made in %.1f s\n", plain->name.c_str(), ms_since(t0) / 1e3);
   const size_t first = rows.size();
-  if (streamed) {
+  if (streamed)
     unet_rows(b, *plain, steps, bw, rows, false);
-  } else {
+  else
     rows.push_back(flux_row(b, *plain, UINT64_MAX, steps, bw, 0, "resident (no budget)"));
-  }
-  if (!fp8 || rows.size() <= first || rows[first].ms <= 0) return;  // failed: its row says why
-  const double plain_ms = rows[first].ms;
-  const auto [arena, weights] = step_sizes(b, *plain);
-  const uint64_t fixed = flux_fixed_budget(size, arena, weights);
-  const std::string fixed_name = fmt::format("fixed budget {}", bytes_format(fixed));
-  Row plain_fixed = flux_row(b, *plain, fixed, steps, bw, plain_ms, fixed_name);
-  rows.push_back(plain_fixed);
-  t0 = Clock::now();
-  auto q = bench::workload_flux_fp8(size, *plain, dt, false, nullptr);
-  if (!q.ok()) {
-    std::printf("Flux fp8 workload: %s\n", q.status().str().c_str());
-    return;
-  }
-  auto fast = bench::workload_flux_fp8(size, *plain, dt, true, q->weights);
-  q->name += fmt::format(", {}", dtype_name(dt));
-  if (fast.ok()) fast->name += fmt::format(", {}", dtype_name(dt));
-  plain->weights.reset();  // the bf16 copies go before the fp8 rows pin theirs
-  std::printf("%s: stored in fp8 in %.1f s\n", q->name.c_str(), ms_since(t0) / 1e3);
-  const size_t fp8_first = rows.size();
-  unet_rows(b, *q, steps, bw, rows, false);
-  if (rows.size() <= fp8_first || rows[fp8_first].ms <= 0) return;
-  const double fp8_ms = rows[fp8_first].ms;
-  const Row fp8_fixed = flux_row(b, *q, fixed, steps, bw, fp8_ms, fixed_name);
-  rows.push_back(fp8_fixed);
-  double fast_ms = 0;
-  if (fast.ok()) {
-    rows.push_back(flux_row(b, *fast, UINT64_MAX, steps, bw, 0, "resident (no budget)"));
-    fast_ms = rows.back().ms;
-  }
-  const char* d = dtype_name(dt);
-  std::printf("\nFlux fp8 / %s resident: %.3fx (%.2f / %.2f ms; issue 38's SDXL goal <= 1.1x)\n",
-              d, fp8_ms / plain_ms, fp8_ms, plain_ms);
-  if (fast_ms > 0)
-    std::printf("Flux fp8 _fast / %s resident: %.3fx (%.2f / %.2f ms; SDXL goal <= 0.8x)\n", d,
-                fast_ms / plain_ms, fast_ms, plain_ms);
-  std::printf("Flux fp8 / %s within %s: %.3fx (%.2f / %.2f ms; SDXL goal <= 0.55x)\n", d,
-              bytes_format(fixed).c_str(), fp8_fixed.ms / plain_fixed.ms, fp8_fixed.ms,
-              plain_fixed.ms);
+  if (fp8 && rows.size() > first && rows[first].ms > 0)  // else failed: its row says why
+    flux_fp8_rows(b, size, dt, steps, bw, *plain, rows[first].ms, rows);
+  flux_floor_summary(rows, first);
 }
 
 }  // namespace
