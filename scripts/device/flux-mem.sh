@@ -50,7 +50,7 @@ if want stream; then
     "./$bd/bench/bench_streaming" --device "$dev" --dtype "$dt" --size "$size" --steps "$steps" \
     --only flux-all > "$OUT/flux_streaming.log" 2>&1
   echo "bench_streaming exit $?"
-  grep -E "^\||goal|made in|stored in|bandwidth|failed" "$OUT/flux_streaming.log" | head -50
+  grep -E "^\||goal|met$|MISSED$|made in|stored in|bandwidth|failed" "$OUT/flux_streaming.log" | head -60
   stamp "stream done"
 fi
 
