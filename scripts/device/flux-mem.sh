@@ -15,8 +15,9 @@
 #             RSS against the model files, `headroom plan`'s predicted peak against the run's.
 # Estimated on the H200 (16 cores): build 3-4 min, stream ~2 min, models ~1 min (make-model
 # beside it, ~1 min), workflow ~3 min (the fp8 run quantizes 11.9 G values at load on one thread).
-# That is near the 10 minutes of one call: split it (FLUX_MEM_PARTS="stream models", then
-# "workflow") when the build is cold. Timestamps are printed after each part.
+# That is near the 10 minutes of one call: split it when the build is cold, FLUX_MEM_PARTS="stream
+# models make" (make: only write the files, beside `models`), then "workflow" on the warm machine
+# (build-dev and $FLUX_MEM_MODELS are kept). Timestamps are printed after each part.
 # Settings: FLUX_MEM_BUDGETS="24 12 8"  FLUX_MEM_FP8="8" ("" for none)  FLUX_MEM_STEPS=20
 #   FLUX_MEM_PX=1024  BENCH_STEPS=5  FLUX_MEM_SIZE=full|tiny  FLUX_MEM_DEVICE=cuda|cpu
 #   FLUX_MEM_MODELS=/tmp/flux-models  FLUX_MEM_BUILD_DIR (an existing build: no configure/build)
@@ -56,7 +57,7 @@ fi
 
 models_ready() { [ -f "$models/.complete" ]; }
 mm_pid=""
-if want workflow && ! models_ready; then
+if { want workflow || want make; } && ! models_ready; then
   free_gb=$(df -BG --output=avail "$(dirname "$models")" | tail -1 | tr -dc 0-9)
   echo "make-model --size $size into $models (${free_gb} GB free there; full size needs 34)"
   rm -rf "$models"
@@ -88,6 +89,11 @@ PY
   stamp "models done (${mm_pid:+make-model running beside it})"
 fi
 
+if [ -n "$mm_pid" ] && ! want workflow; then  # `make` alone: the files for a later call
+  wait "$mm_pid"
+  tail -6 "$OUT/make_model.log"
+  stamp "make-model done"
+fi
 if want workflow; then
   if [ -n "$mm_pid" ]; then
     wait "$mm_pid"
