@@ -16,8 +16,6 @@
 #include "backend/backend.h"
 #include "core/fp8_round.h"
 #include "graph/executor.h"
-#include "models/flux/flux_dit.h"
-#include "models/flux/flux_tokens.h"
 #include "models/make_model.h"
 #include "models/sd/unet.h"
 #include "models/sd/vae.h"
@@ -92,31 +90,6 @@ inline Result<Workload> workload_sdxl(DType dt) {
   return w;
 }
 
-// The Flux.1-dev DiT step at 1024x1024, batch 1 (cfg 1: one call, as ComfyUI runs Flux): a
-// 64x64 grid of 2x2 patches (4096 image tokens) beside 512 T5 tokens, guidance 3.5, random
-// weights of the real shapes (11.9 B parameters).
-inline Result<Workload> workload_flux(DType dt) {
-  Workload w;
-  w.name = "Flux.1-dev DiT step 1024x1024 b1";
-  w.key = "flux_dit";
-  const FluxConfig cfg = flux_config_dev();
-  HR_ASSIGN_OR_RETURN(w.graph, flux_dit_graph(cfg, 1, 64, 64, 512, dt));
-  w.weights = std::make_shared<WeightSet>();
-  make_model_random_weights(w.graph, 5, *w.weights);
-  HostTensor g(DType::F32, Shape{1});
-  g.f32()[0] = 3.5f;
-  HostTensor t(DType::F32, Shape{1});
-  t.f32()[0] = 1.0f;
-  HR_ASSIGN_OR_RETURN(HostTensor pe, flux_pe_table(512, 64, 64, cfg.axes_dim, cfg.theta));
-  w.inputs.emplace_back("img", filled(dt, Shape{1, 4096, cfg.in_channels}, 1.0f));
-  w.inputs.emplace_back("txt", filled(dt, Shape{1, 512, cfg.context_in_dim}, 0.5f));
-  w.inputs.emplace_back("timesteps", std::move(t));
-  w.inputs.emplace_back("y", filled(dt, Shape{1, cfg.vec_in_dim}, 0.5f));
-  w.inputs.emplace_back("guidance", std::move(g));
-  w.inputs.emplace_back("pe", std::move(pe));
-  return w;
-}
-
 // The SDXL step with every float weight stored in fp8 e4m3 (round to nearest even, as ComfyUI's
 // weight_dtype fp8_e4m3fn stores it) and dequantized before use (Note [fp8 weights] in
 // graph/graph.h): the same random weights as workload_sdxl in half their f16 bytes.
@@ -177,9 +150,10 @@ inline Result<Workload> workload_vae(DType dt, int px, std::shared_ptr<WeightSet
   return w;
 }
 
-// Command line shared by the model benchmarks: --device, --dtype, --steps, --only, --top, --json.
+// Command line shared by the model benchmarks: --device, --dtype, --steps, --only, --top, --json,
+// --size (full or tiny: the Flux workloads' sizes, Note [tiny flux bench] in bench_flux.h).
 struct Args {
-  std::string device = "cuda", dtype = "f16", only, json;
+  std::string device = "cuda", dtype = "f16", only, json, size = "full";
   int steps = 20, top = 12;
 };
 
@@ -194,6 +168,7 @@ inline Args args_parse(int argc, char** argv, int default_steps) {
     else if (k == "--only") a.only = argv[++i];
     else if (k == "--top") a.top = std::atoi(argv[++i]);
     else if (k == "--json") a.json = argv[++i];
+    else if (k == "--size") a.size = argv[++i];
   }
   if (a.device != "cuda" && a.dtype == "f16") a.dtype = "f32";  // the CPU computes in f32
   return a;

@@ -7,7 +7,12 @@
 // run): scripts/device.sh compare measures them in the same run and joins them with --json's rows.
 //
 //   bench_models [--device cpu|cuda] [--dtype f16|bf16|f32|f16,bf16] [--steps N]
-//                [--only sd15|sdxl|unet|vae|flux] [--json PATH]   (flux: only when asked)
+//                [--only sd15|sdxl|unet|vae|flux|t5|flux-vae|flux-all] [--size full|tiny]
+//                [--json PATH]
+// (the Flux rows only when asked: flux the Flux.1-dev DiT step 1024x1024 b1, t5 the T5-XXL encode
+// of 256 tokens in each dtype and as ComfyUI runs it, flux-vae the Flux VAE decode 1024x1024, keys
+// flux_dit, t5xxl_encode, t5xxl_encode_f32_cast, flux_vae_decode; --size tiny: Note [tiny flux
+// bench] in bench_flux.h)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -23,6 +28,7 @@
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "bench_common.h"
+#include "bench_flux.h"
 #include "graph/executor.h"
 #include "graph/planner.h"
 #include "memory/eviction.h"
@@ -253,10 +259,15 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     rows.push_back(std::move(row));
   };
+  const bench::FluxBenchSize flux = bench::flux_bench_size(args.size);
   for (DType dt : dtypes) {
     if (only.empty() || only == "unet" || only == "sd15") add(bench::workload_sd15(dt), dt, steps);
     if (only.empty() || only == "unet" || only == "sdxl") add(bench::workload_sdxl(dt), dt, steps);
-    if (only == "flux") add(bench::workload_flux(dt), dt, steps);
+    const bool flux_all = only == "flux-all";
+    if (only == "flux" || flux_all) add(bench::workload_flux_sized(flux, dt), dt, steps);
+    if (only == "t5" || flux_all) add(bench::workload_t5xxl(flux, dt), dt, steps);
+    if (only == "flux-vae" || flux_all)
+      add(bench::workload_flux_vae(flux, dt), dt, std::max(3, steps / 4));
     if (only.empty() || only == "vae") {
       std::shared_ptr<WeightSet> vw;
       for (int px : {512, 1024, 2048}) {
@@ -266,6 +277,10 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // T5-XXL as ComfyUI runs it (Note [T5 precision] in models/t5/t5_encoder.cpp): f16 weights
+  // cast at use into an f32 computation, once whatever --dtype says.
+  if (only == "t5" || only == "flux-all")
+    add(bench::workload_t5xxl(flux, DType::F32, DType::F16), DType::F32, steps);
   std::printf(
       "\n| work | dtype | ms | uncaptured ms | captured replay vs uncaptured run | planned "
       "arena GiB | allocator-level peak GiB | driver-level used GiB |\n"

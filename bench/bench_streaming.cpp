@@ -4,10 +4,14 @@
 // max(resident step, streamed bytes / host-to-device bandwidth), both measured in this run.
 // Then the SD VAE decode at 2048x2048 under a 1 GiB budget (tiled) against untiled.
 //
-//   bench_streaming [--device cuda] [--dtype f16] [--steps 10] [--only sd15|sdxl|vae|switch|fp8]
+//   bench_streaming [--device cuda] [--dtype f16] [--steps 10]
+//                   [--only sd15|sdxl|vae|switch|fp8|flux|flux-fp8|flux-all] [--size full|tiny]
 // (switch: SDXL model switches under a one-model budget, Note [weight block cache]; only alone)
 // (fp8: the SDXL step with its weights stored in fp8 and dequantized before use, resident and at
 // 75/50/25/0 % resident against its floor, then f16 and fp8 within one 2 GiB budget)
+// (flux: the Flux.1-dev DiT step 1024x1024 b1 resident and at 75/50/25/0 % resident; flux-fp8:
+// bf16 against fp8 and fp8 _fast resident, fp8 at 75/50/25/0 %, both within 8 GiB; flux-all: both
+// on one set of weights; --size tiny: the tiny Flux, Note [tiny flux bench] in bench_flux.h)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -17,6 +21,7 @@
 #include <numeric>
 
 #include "bench_common.h"
+#include "bench_flux.h"
 #include "core/bytes.h"
 #include "graph/planner.h"
 #include "graph/residency.h"
@@ -184,7 +189,10 @@ std::vector<int> budgets_wanted() {
   return out;
 }
 
-void unet_rows(Backend& b, bench::Workload& w, int steps, double bw, std::vector<Row>& rows) {
+// `reuse_rows`: beside each partly resident row, the same budget with the streamed set planned by
+// reuse alone.
+void unet_rows(Backend& b, bench::Workload& w, int steps, double bw, std::vector<Row>& rows,
+               bool reuse_rows = true) {
   Allocator a(b, Allocator::kUnlimited, eviction_policy());
   Executor probe(b, a, executor_policies_default(b));
   auto c = probe.compile(w.graph);
@@ -216,7 +224,7 @@ void unet_rows(Backend& b, bench::Workload& w, int steps, double bw, std::vector
     const uint64_t room = pct == 100 ? weights : uint64_t(double(weights) * pct / 100.0) + ring;
     row_at(arena + room, true,
            fmt::format("{} % resident (budget {})", pct, bytes_format(arena + room)));
-    if (pct > 0 && pct < 100)
+    if (reuse_rows && pct > 0 && pct < 100)
       row_at(arena + room, false, fmt::format("{} % (streamed set by reuse alone)", pct));
   }
 }
@@ -373,6 +381,111 @@ void fp8_rows(Backend& b, DType dt, int steps, double bw, std::vector<Row>& rows
               fp8_fixed.ms, plain_fixed.ms);
 }
 
+// Flux.1-dev (issues 38 and 39): the planned arena and weight bytes of w's step (0, 0: no plan).
+std::pair<uint64_t, uint64_t> step_sizes(Backend& b, const bench::Workload& w) {
+  Allocator a(b, Allocator::kUnlimited, eviction_policy());
+  Executor probe(b, a, executor_policies_default(b));
+  auto c = probe.compile(w.graph);
+  if (!c.ok()) return {0, 0};
+  return {(*c)->plan->arena_bytes, (*c)->weight_bytes};
+}
+
+// A row of w within `budget` (UINT64_MAX: resident) against the floor max(`resident_ms`,
+// streamed bytes / bandwidth); resident_ms 0: the row is its own resident step.
+Row flux_row(Backend& b, bench::Workload& w, uint64_t budget, int steps, double bw,
+             double resident_ms, std::string target) {
+  Row r = time_steps(b, w, budget, steps, nullptr, bw, true);
+  r.work = w.name;
+  r.target = std::move(target);
+  r.floor_ms = std::max(resident_ms > 0 ? resident_ms : r.ms,
+                        bw > 0 ? double(r.streamed) / bw * 1e3 : 0.0);
+  std::printf("  %s / %s: %.2f ms (floor %.2f)\n", r.work.c_str(), r.target.c_str(), r.ms,
+              r.floor_ms);
+  std::fflush(stdout);
+  return r;
+}
+
+// Each streamed row from `first` on against its floor and issue 39's goal (<= 1.15x).
+void flux_floor_summary(const std::vector<Row>& rows, size_t first) {
+  std::printf("\nFlux streamed rows against their floors (goal <= 1.15x):\n");
+  for (size_t i = first; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    if (r.streamed == 0 || r.floor_ms <= 0) continue;
+    const double x = r.ms / r.floor_ms;
+    std::printf("  %s / %s: %.3fx (%.2f / %.2f ms, %s per step) %s\n", r.work.c_str(),
+                r.target.c_str(), x, r.ms, r.floor_ms, bytes_format(r.streamed).c_str(),
+                x <= 1.15 ? "met" : "MISSED");
+  }
+}
+
+// The fixed budget both weight formats run within: 8 GiB at full size (a third of the bf16
+// weights); tiny: the arena and the same third of its weights.
+uint64_t flux_fixed_budget(const bench::FluxBenchSize& size, uint64_t arena, uint64_t weights) {
+  return size.tiny ? arena + weights / 3 : (8ull << 30);
+}
+
+// The fp8 half of flux_rows: `plain`'s weights stored in fp8 e4m3 (its own bf16 copies dropped
+// once made), resident (dequantized and `_fast`), at 75/50/25/0 % resident, and `plain` and fp8
+// within one fixed budget; `plain_ms`: plain's resident step.
+void flux_fp8_rows(Backend& b, const bench::FluxBenchSize& size, DType dt, int steps, double bw,
+                   bench::Workload& plain, double plain_ms, std::vector<Row>& rows) {
+  const auto [arena, weights] = step_sizes(b, plain);
+  const uint64_t fixed = flux_fixed_budget(size, arena, weights);
+  const std::string fixed_name = fmt::format("fixed budget {}", bytes_format(fixed));
+  const Row plain_fixed = flux_row(b, plain, fixed, steps, bw, plain_ms, fixed_name);
+  rows.push_back(plain_fixed);
+  const auto t0 = Clock::now();
+  auto q = bench::workload_flux_fp8(size, plain, dt, false, nullptr);
+  if (!q.ok()) {
+    std::printf("Flux fp8 workload: %s\n", q.status().str().c_str());
+    return;
+  }
+  auto fast = bench::workload_flux_fp8(size, plain, dt, true, q->weights);
+  q->name += fmt::format(", {}", dtype_name(dt));
+  if (fast.ok()) fast->name += fmt::format(", {}", dtype_name(dt));
+  plain.weights.reset();  // the bf16 copies go before the fp8 rows pin theirs
+  std::printf("%s: stored in fp8 in %.1f s\n", q->name.c_str(), ms_since(t0) / 1e3);
+  const size_t fp8_first = rows.size();
+  unet_rows(b, *q, steps, bw, rows, false);
+  if (rows.size() <= fp8_first || rows[fp8_first].ms <= 0) return;  // its row says why
+  const double fp8_ms = rows[fp8_first].ms;
+  const Row fp8_fixed = flux_row(b, *q, fixed, steps, bw, fp8_ms, fixed_name);
+  rows.push_back(fp8_fixed);
+  const char* d = dtype_name(dt);
+  std::printf("\nFlux fp8 / %s resident: %.3fx (%.2f / %.2f ms; issue 38's SDXL goal <= 1.1x)\n",
+              d, fp8_ms / plain_ms, fp8_ms, plain_ms);
+  std::printf("Flux fp8 / %s within %s: %.3fx (%.2f / %.2f ms; SDXL goal <= 0.55x)\n", d,
+              bytes_format(fixed).c_str(), fp8_fixed.ms / plain_fixed.ms, fp8_fixed.ms,
+              plain_fixed.ms);
+  if (!fast.ok()) return;
+  rows.push_back(flux_row(b, *fast, UINT64_MAX, steps, bw, 0, "resident (no budget)"));
+  std::printf("Flux fp8 _fast / %s resident: %.3fx (%.2f / %.2f ms; SDXL goal <= 0.8x)\n", d,
+              rows.back().ms / plain_ms, rows.back().ms, plain_ms);
+}
+
+// The Flux.1-dev DiT step (bench_flux.h), its weights made once and shared by every row:
+// `streamed`: bf16 resident and at 75/50/25/0 % resident against its floor; `fp8`: flux_fp8_rows
+// (the bf16 resident row first when not streamed). Then every streamed row against its floor.
+void flux_rows(Backend& b, const bench::FluxBenchSize& size, DType dt, int steps, double bw,
+               bool streamed, bool fp8, std::vector<Row>& rows) {
+  const auto t0 = Clock::now();
+  auto plain = bench::workload_flux_sized(size, dt);
+  if (!plain.ok()) {
+    std::printf("Flux workload: %s\n", plain.status().str().c_str());
+    return;
+  }
+  plain->name += fmt::format(", {}", dtype_name(dt));
+  std::printf("%s: random weights made in %.1f s\n", plain->name.c_str(), ms_since(t0) / 1e3);
+  const size_t first = rows.size();
+  if (streamed)
+    unet_rows(b, *plain, steps, bw, rows, false);
+  else
+    rows.push_back(flux_row(b, *plain, UINT64_MAX, steps, bw, 0, "resident (no budget)"));
+  if (fp8 && rows.size() > first && rows[first].ms > 0)  // else failed: its row says why
+    flux_fp8_rows(b, size, dt, steps, bw, *plain, rows[first].ms, rows);
+  flux_floor_summary(rows, first);
+}
+
 }  // namespace
 }  // namespace hr
 
@@ -400,6 +513,9 @@ int main(int argc, char** argv) {
   }
   if (args.only.empty() || args.only == "vae") vae_rows(*backend, dt, std::max(2, args.steps / 4), rows);
   if (args.only == "fp8") fp8_rows(*backend, dt, args.steps, bw, rows);
+  if (args.only == "flux" || args.only == "flux-fp8" || args.only == "flux-all")
+    flux_rows(*backend, bench::flux_bench_size(args.size), dt, args.steps, bw,
+              args.only != "flux-fp8", args.only != "flux", rows);
   if (args.only == "switch") {  // not part of the default run: it needs two models in host memory
     auto w = bench::workload_sdxl(dt);
     if (w.ok()) switch_rows(*backend, *w, args.steps);

@@ -48,6 +48,7 @@ struct MakeModelArgs {
   std::string output;   // the checkpoint (SD archs)
   std::string out_dir;  // the models folder (flux: several files)
   std::string dtype = "f16";
+  bool no_checkpoint = false;  // flux: skip the single-file checkpoint
 };
 int cmd_make_model(const MakeModelArgs& args);
 

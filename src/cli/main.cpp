@@ -82,6 +82,8 @@ int main(int argc, char** argv) {
   mm_cmd->add_option("--out-dir", mm.out_dir,
                      "models folder to write (flux: diffusion_models/, text_encoders/, vae/, "
                      "checkpoints/)");
+  mm_cmd->add_flag("--no-checkpoint", mm.no_checkpoint,
+                   "flux: leave out checkpoints/ (the single-file checkpoint; 34 GB at full size)");
 
   hr::PlanArgs plan;
   CLI::App* plan_cmd = app.add_subcommand(

@@ -349,6 +349,14 @@ TEST_F(CliTest, MakeModelFluxWritesAModelsFolder) {
               (root_ / "one.safetensors").string());
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--out-dir"), std::string::npos) << r.output;
+  // --no-checkpoint: the component files alone (the full-size checkpoint would double the disk).
+  const fs::path bare = root_ / "flux_models_bare";
+  r = run_cmd(test::headroom_binary() + " make-model --arch flux --size tiny --no-checkpoint " +
+              "--out-dir " + bare.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(bare / "diffusion_models/flux1-dev.safetensors")) << r.output;
+  EXPECT_FALSE(fs::exists(bare / "checkpoints/flux1-dev-all.safetensors")) << r.output;
+  EXPECT_EQ(r.output.find("checkpoints"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -274,6 +274,26 @@ TEST_F(FluxFiles, BareT5AndVAEAreNotFluxDiffusionModels) {
   EXPECT_FALSE(vae->family_known);
 }
 
+// Without the checkpoint (make-model --no-checkpoint): the four component files, byte-identical to
+// the full run's, and no checkpoints/ folder.
+TEST_F(FluxFiles, MakeModelWithoutCheckpoint) {
+  const fs::path dir = dir_ / "no_checkpoint";
+  MakeModelSpec spec;
+  spec.arch = "flux";
+  spec.size = ModelSize::TINY;
+  spec.seed = 7;
+  Result<std::vector<FluxMadeFile>> made = flux_make_model_write(spec, dir.string(), false);
+  ASSERT_TRUE(made.ok()) << made.status().str();
+  ASSERT_EQ(made->size(), 4u);
+  EXPECT_FALSE(fs::exists(dir / "checkpoints"));
+  for (const FluxMadeFile& f : *made) {
+    const std::string rel = fs::relative(f.path, dir).string();
+    EXPECT_NE(rel.rfind("checkpoints", 0), 0u) << rel;
+    ASSERT_TRUE(fs::exists(path(rel))) << rel;
+    EXPECT_EQ(fs::file_size(f.path), fs::file_size(path(rel))) << rel;
+  }
+}
+
 TEST_F(FluxFiles, MakeModelTinyRoundTrip) {
   ASSERT_EQ(made_.size(), 5u);
   for (const FluxMadeFile& f : made_) EXPECT_TRUE(fs::exists(f.path)) << f.path;

@@ -201,13 +201,15 @@ Result<FluxMadeFile> file_write(const std::string& path,
 }  // namespace
 
 Result<std::vector<FluxMadeFile>> flux_make_model_write(const MakeModelSpec& spec,
-                                                        const std::string& out_dir) {
+                                                        const std::string& out_dir,
+                                                        bool checkpoint) {
   namespace fs = std::filesystem;
   const FluxMakeConfig cfg = flux_make_config(spec.size);
   HR_ASSIGN_OR_RETURN(std::vector<Component> comps, components_plan(cfg));
   const Component &dit = comps[0], &t5 = comps[1], &clip = comps[2], &vae = comps[3];
   const fs::path root(out_dir);
   for (const char* d : {"diffusion_models", "text_encoders", "vae", "checkpoints"}) {
+    if (!checkpoint && std::string_view(d) == "checkpoints") continue;
     std::error_code ec;
     fs::create_directories(root / d, ec);
     if (ec)
@@ -229,6 +231,7 @@ Result<std::vector<FluxMadeFile>> flux_make_model_write(const MakeModelSpec& spe
       };
   std::vector<FluxMadeFile> out;
   for (const auto& [name, parts] : files) {
+    if (!checkpoint && parts.size() > 1) continue;  // the single-file checkpoint
     HR_ASSIGN_OR_RETURN(FluxMadeFile f, file_write((root / name).string(), parts, spec));
     out.push_back(std::move(f));
   }

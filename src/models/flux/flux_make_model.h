@@ -38,10 +38,13 @@ struct FluxMadeFile {
 //   text_encoders/clip_l.safetensors        CLIP-L text model, HF names, f16
 //   vae/ae.safetensors                      the autoencoder, LDM names, f32
 //   checkpoints/flux1-dev-all.safetensors   the four under ComfyUI's single-file prefixes
+//                                           (not with `checkpoint` false: at full size it doubles
+//                                           the 34 GB the other four take)
 // Every tensor is made and written piece by piece (nothing the size of a file is held), from a
 // generator seeded by (seed, component, name): a tensor has the same values in its own file and
 // in the checkpoint (Note [flux random init] in flux_make_model.cpp).
 Result<std::vector<FluxMadeFile>> flux_make_model_write(const MakeModelSpec& spec,
-                                                        const std::string& out_dir);
+                                                        const std::string& out_dir,
+                                                        bool checkpoint = true);
 
 }  // namespace hr
