@@ -172,6 +172,8 @@ def run_vae(peer):
 
 
 def main():
+    if not torch.cuda.is_available():
+        raise SystemExit("torch_peer_flux: no CUDA device (this script times on the GPU only)")
     peer = Peer(os.environ["OUT"], int(os.environ.get("ITERS", "10")))
     parts = {"dit": run_dit, "t5": run_t5, "vae": run_vae}
     for name in env_list("PARTS", "dit,t5,vae"):
