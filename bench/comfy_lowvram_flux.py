@@ -20,10 +20,12 @@ Values are random: timing only.
 Writes $OUT/comfy_lowvram_flux.json and prints it: per RESIDENT % the ms per step, ComfyUI's own
 count of the loaded bytes (ModelPatcher.loaded_size), the GPU bytes after loading and the peak
 during the steps (torch.cuda.memory_allocated / max_memory_allocated: allocator-level, not the
-driver's), and the host's peak RSS.
+driver's), the bytes left on the host (streamed at every step), the host's peak RSS, and the
+host-to-device copy rate of one GiB, pageable and pinned (the floor of a streamed row is its
+streamed bytes at that rate).
 
   python3 bench/comfy_lowvram_flux.py --comfy COMFYUI_DIR   (ComfyUI a125cd84's files)
-  OUT (default .)  RESIDENT=0,25,50,100  ITERS=5  WARMUP=1  COMFY_ARGS="" (ComfyUI's own flags)
+  OUT (default .)  RESIDENT=0,25,50,75,100  ITERS=5  WARMUP=1  COMFY_ARGS="" (ComfyUI's own flags)
   TINY=1: a tiny configuration (the same keys and code, 2+2 blocks of width 64): the dry run on a
           machine without a GPU (torch >= 1.13, CPU; ComfyUI's --cpu, so nothing moves, but the
           partial-load decisions and the cast-on-the-fly forward run).
@@ -165,6 +167,20 @@ def time_fn(fn, iters, warmup, cuda):
     return sorted(times)[len(times) // 2]
 
 
+def h2d_gbps(pinned, nbytes=1 << 30, reps=3):
+    """Host-to-device copy rate of one GiB (best of reps), pageable as ComfyUI's weights, or pinned."""
+    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned).fill_(1)
+    dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    best = float("inf")
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        dev.copy_(host, non_blocking=pinned)
+        torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t0)
+    return nbytes / best / 1e9
+
+
 def host_peak_bytes():
     with open("/proc/self/status") as f:
         for line in f:
@@ -206,6 +222,7 @@ def run_resident(patcher, pct, inputs, iters, warmup, cuda):
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
     row["host_peak_rss_bytes"] = host_peak_bytes()
+    row["streamed_bytes"] = size - row["comfy_loaded_bytes"]
     return row
 
 
@@ -229,7 +246,7 @@ def main():
     import_comfy(a.comfy, cpu=not cuda)
     import comfy.model_management as mm
     patcher = build_patcher(tiny)
-    pcts = [int(p) for p in os.environ.get("RESIDENT", "0,25,50,100").split(",") if p]
+    pcts = [int(p) for p in os.environ.get("RESIDENT", "0,25,50,75,100").split(",") if p]
     iters, warmup = int(os.environ.get("ITERS", "5")), int(os.environ.get("WARMUP", "1"))
     inputs = step_inputs(mm.get_torch_device(), tiny)
     result = {"torch": torch.__version__, "comfyui": "a125cd84",
@@ -238,6 +255,11 @@ def main():
               "model_bytes": patcher.model_size(), "memory": "allocator-level", "rows": {},
               "errors": []}
     out = os.path.join(os.environ.get("OUT", "."), "comfy_lowvram_flux.json")
+    if cuda:  # the floor of a streamed row: its host bytes at this rate
+        result["h2d_pageable_gbps"], result["h2d_pinned_gbps"] = h2d_gbps(False), h2d_gbps(True)
+        log(f"host to device: pageable {result['h2d_pageable_gbps']:.1f} GB/s, "
+            f"pinned {result['h2d_pinned_gbps']:.1f} GB/s")
+        torch.cuda.empty_cache()
     for pct in pcts:
         try:
             row = run_resident(patcher, pct, inputs, iters, warmup, cuda)

@@ -20,7 +20,7 @@ PYTHONPATH=bench/peers/diffusers/src:bench (compare:prepare copies diffusers' so
 transformers is the GPU machine's own).
   OUT (required)  PARTS=dit,t5,vae  ITERS=10
   COMPILE=1|0 (the DiT: minutes)  T5_COMPILE=1|0  VAE_COMPILE=0|1
-  T5_DTYPES=f16,bf16  VAE_DTYPES=bf16  T5_TOKENS=256
+  T5_DTYPES=f16,bf16  T5_COMPILE_DTYPES (default T5_DTYPES)  VAE_DTYPES=bf16  T5_TOKENS=256
 """
 import json
 import os
@@ -131,14 +131,17 @@ def run_t5(peer):
     from transformers import T5Config, T5EncoderModel
     tokens = int(os.environ.get("T5_TOKENS", "256"))
     ids = torch.randint(0, T5_XXL["vocab_size"], (1, tokens), device="cuda")
+    dtypes = env_list("T5_DTYPES", "f16,bf16")
+    compiled = env_list("T5_COMPILE_DTYPES", ",".join(dtypes))
     compile_it = os.environ.get("T5_COMPILE", "1") == "1"
-    for dt in env_list("T5_DTYPES", "f16,bf16"):
+    for dt in dtypes:
         try:
             t0 = time.time()
             model = on_gpu(lambda: T5EncoderModel(T5Config(**T5_XXL))).to(DTYPES[dt]).eval()
             log(f"t5xxl {dt} built in {time.time() - t0:.0f} s, "
                 f"{sum(p.numel() for p in model.parameters()) / 1e9:.2f} G parameters")
-            peer.time_row("t5xxl_encode", dt, model, lambda m: m(input_ids=ids), compile_it)
+            peer.time_row("t5xxl_encode", dt, model, lambda m: m(input_ids=ids),
+                          compile_it and dt in compiled)
         except Exception as e:  # noqa: BLE001 - report and go on with the next dtype
             peer.error(f"t5xxl_encode {dt}", e)
         model = None
