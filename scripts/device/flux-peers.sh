@@ -1,9 +1,9 @@
-# Flux.1's PyTorch-side peers on the H200 (issue 39 item 7), one table: diffusers' DiT step
-# (eager; COMPILE=1 adds torch.compile, minutes), transformers' T5-XXL encode of 256 tokens (f16,
-# bf16; eager and compiled) and diffusers' Flux VAE decode at 1024^2 (bf16), by
-# bench/torch_peer_flux.py; then ComfyUI a125cd84's own low-VRAM path on the same DiT step with
-# 0/25/50/75/100 % of its bytes resident (bench/comfy_lowvram_flux.py), one after the other so each
-# has the GPU to itself. Builds nothing. Host RAM: the ComfyUI run holds the 23.8 GB bf16 DiT in
+# Flux.1's PyTorch-side peers on the H200 (issue 39 item 7), one table. First ComfyUI a125cd84's
+# own low-VRAM path on the Flux.1-dev DiT step with 0/25/50/75/100 % of its bytes resident
+# (bench/comfy_lowvram_flux.py), then, by bench/torch_peer_flux.py, diffusers' DiT step (eager;
+# COMPILE=1 adds torch.compile, minutes), transformers' T5-XXL encode of 256 tokens (f16 and bf16
+# eager, f16 compiled) and diffusers' Flux VAE decode at 1024^2 (bf16), one after the other so
+# each has the GPU to itself. Builds nothing. Host RAM: the ComfyUI run holds the 23.8 GB bf16 DiT in
 # host memory (pageable, as ComfyUI's loader leaves it); the diffusers models are built on the GPU.
 # Before the call: `scripts/device.sh compare:prepare` (diffusers into bench/peers) and
 # `COMFYUI_GIT=... scripts/device.sh flux-e2e:prepare` (.devdata/comfyui.tar.xz); carry
