@@ -18,7 +18,7 @@ Writes $OUT/peer_flux.json: {"torch", "device", "rows": {KEY: {DTYPE: {"eager_ms
 workload keys), saved after every row so a timeout keeps what was measured. Run with
 PYTHONPATH=bench/peers/diffusers/src:bench (compare:prepare copies diffusers' source there;
 transformers is the GPU machine's own).
-  OUT (required)  PARTS=dit,t5,vae  ITERS=10
+  OUT (required)  PARTS=dit,vae,t5 (the order they run in)  ITERS=10
   COMPILE=1|0 (the DiT: minutes)  T5_COMPILE=1|0  VAE_COMPILE=0|1
   T5_DTYPES=f16,bf16  T5_COMPILE_DTYPES (default T5_DTYPES)  VAE_DTYPES=bf16  T5_TOKENS=256
 """
@@ -179,7 +179,7 @@ def main():
         raise SystemExit("torch_peer_flux: no CUDA device (this script times on the GPU only)")
     peer = Peer(os.environ["OUT"], int(os.environ.get("ITERS", "10")))
     parts = {"dit": run_dit, "t5": run_t5, "vae": run_vae}
-    for name in env_list("PARTS", "dit,t5,vae"):
+    for name in env_list("PARTS", "dit,vae,t5"):
         try:
             parts[name](peer)
         except Exception as e:  # noqa: BLE001 - one part failing leaves the others' rows

@@ -8,7 +8,7 @@
 # Before the call: `scripts/device.sh compare:prepare` (diffusers into bench/peers) and
 # `COMFYUI_GIT=... scripts/device.sh flux-e2e:prepare` (.devdata/comfyui.tar.xz); carry
 # bench/peers and .devdata. About 6-8 minutes with the defaults.
-#   PARTS=dit,t5,vae  COMPILE=0|1 (the DiT)  T5_COMPILE=1|0  T5_DTYPES=f16,bf16
+#   PARTS=dit,vae,t5  COMPILE=0|1 (the DiT)  T5_COMPILE=1|0  T5_DTYPES=bf16,f16
 #   T5_COMPILE_DTYPES=f16  ITERS=10
 #   RESIDENT=0,25,50,75,100  LOWVRAM_ITERS=5  COMFY_ARGS="" (e.g. --async-offload)
 #   LOWVRAM_TIMEOUT=240  PEER_TIMEOUT=330 (seconds)  LOWVRAM=1|0  PEER=1|0
@@ -31,7 +31,7 @@ if [ "${LOWVRAM:-1}" = 1 ]; then
   stamp "ComfyUI low-VRAM done"
 fi
 if [ "${PEER:-1}" = 1 ]; then
-  PARTS=${PARTS:-dit,t5,vae} COMPILE=${COMPILE:-0} T5_COMPILE_DTYPES=${T5_COMPILE_DTYPES:-f16} PYTHONPATH=bench/peers/diffusers/src:bench \
+  PARTS=${PARTS:-dit,vae,t5} COMPILE=${COMPILE:-0} T5_DTYPES=${T5_DTYPES:-bf16,f16} T5_COMPILE_DTYPES=${T5_COMPILE_DTYPES:-f16} PYTHONPATH=bench/peers/diffusers/src:bench \
     timeout "${PEER_TIMEOUT:-330}" python3 bench/torch_peer_flux.py > "$OUT/flux_peers.log" 2>&1 || rc=1
   grep -E "^\[peer" "$OUT/flux_peers.log" | cut -c1-300 | tail -12
   stamp "diffusers / transformers done"
