@@ -252,7 +252,9 @@ def main():
     result = {"torch": torch.__version__, "comfyui": "a125cd84",
               "device": torch.cuda.get_device_name(0) if cuda else "cpu",
               "tiny": tiny, "flags": sys.argv[1:], "dtype": str(patcher.model_dtype()),
-              "model_bytes": patcher.model_size(), "memory": "allocator-level", "rows": {},
+              "model_bytes": patcher.model_size(),
+              "gpu_memory": "allocator-level (torch.cuda.memory_allocated / max_memory_allocated)",
+              "rows": {},
               "errors": []}
     out = os.path.join(os.environ.get("OUT", "."), "comfy_lowvram_flux.json")
     if cuda:  # the floor of a streamed row: its host bytes at this rate
