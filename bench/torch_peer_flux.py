@@ -110,6 +110,12 @@ class Peer:
 
 
 def free():
+    """Between models: drop compiled graphs (they hold the last model's weights and CUDA-graph
+    pools) and cached blocks."""
+    try:
+        torch._dynamo.reset()
+    except Exception:  # noqa: BLE001 - a torch without dynamo
+        pass
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
 
