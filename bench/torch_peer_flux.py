@@ -129,7 +129,7 @@ def run_dit(peer):
     inputs = flux_inputs(torch.bfloat16)
     peer.time_row("flux_dit", "bf16", model, lambda m: m(**inputs),
                   os.environ.get("COMPILE", "1") == "1")
-    del model, inputs
+    model = inputs = None
     free()
 
 
