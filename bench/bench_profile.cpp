@@ -24,6 +24,7 @@
 
 #include "backend/allocator.h"
 #include "bench_common.h"
+#include "bench_flux.h"
 #include "graph/planner.h"
 #include "memory/eviction.h"
 #include "memory/executor_policies.h"
