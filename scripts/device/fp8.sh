@@ -59,4 +59,4 @@ timeout 400 ./build-dev/bench/bench_streaming --device cuda --steps "${FP8_STEPS
   > "$OUT/bench_fp8.log" 2>&1
 grep -E "^\||fp8 / f16" "$OUT/bench_fp8.log" | head -30
 stamp "bench done"
-[ "${FP8_PROFILE:-1}" = 1 ] && fp8_profile
+if [ "${FP8_PROFILE:-1}" = 1 ]; then fp8_profile; fi  # the task exits 0 without it

@@ -1,5 +1,5 @@
-# The transformer ops on the GPU (issue 39): RMS_NORM and ROPE's CUDA kernels against the CPU
-# (the op harness cases and the Flux/T5-sized production cases).
+# The transformer ops on the GPU (issue 39): RMS_NORM's, ROPE's and QKV_ROPE's CUDA kernels against
+# the CPU (the op harness cases and the Flux/T5-sized production cases; `*rope*` takes QKV_ROPE's).
 # Logs to $OUT; carry .debs (scripts/device/env.sh).
 device_configure
 device_build build.log hr_tests_backend
