@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
@@ -78,6 +79,8 @@ def run(args, wf_path, budget, fp8, log_path):
            "--output-dir", os.path.join(args.out, "images")] + fp8
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    watchdog = threading.Timer(args.run_timeout, p.kill)  # one stuck run must not take the call
+    watchdog.start()
     step_at = {}
     lines = []
     buf = b""
@@ -99,6 +102,10 @@ def run(args, wf_path, budget, fp8, log_path):
                 step_at.setdefault(int(m.group(1)), now)
     _, status, usage = os.wait4(p.pid, 0)
     wall = time.monotonic() - t0
+    killed = not watchdog.is_alive() and wall >= args.run_timeout
+    watchdog.cancel()
+    if killed:
+        lines.append(f"killed after --run-timeout {args.run_timeout} s")
     if buf:
         lines.append(buf.decode(errors="replace"))
     with open(log_path, "w") as f:
@@ -135,6 +142,7 @@ def main():
     ap.add_argument("--fp8", default="8")
     ap.add_argument("--px", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--run-timeout", type=float, default=240, help="seconds per headroom run")
     args = ap.parse_args()
     os.makedirs(os.path.join(args.out, "images"), exist_ok=True)
     wf_path, wf = workflow_for(args.workflow, args.px, args.steps, args.out)

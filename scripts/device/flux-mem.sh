@@ -19,7 +19,7 @@
 # models make" (make: only write the files, beside `models`), then "workflow" on the warm machine
 # (build-dev and $FLUX_MEM_MODELS are kept). Timestamps are printed after each part.
 # Settings: FLUX_MEM_BUDGETS="24 12 8"  FLUX_MEM_FP8="8" ("" for none)  FLUX_MEM_STEPS=20
-#   FLUX_MEM_PX=1024  BENCH_STEPS=5  FLUX_MEM_SIZE=full|tiny  FLUX_MEM_DEVICE=cuda|cpu
+#   FLUX_MEM_RUN_TIMEOUT=240 (s, each headroom run)  FLUX_MEM_PX=1024  BENCH_STEPS=5  FLUX_MEM_SIZE=full|tiny  FLUX_MEM_DEVICE=cuda|cpu
 #   FLUX_MEM_MODELS=/tmp/flux-models  FLUX_MEM_BUILD_DIR (an existing build: no configure/build)
 # The CPU check of this script (tiny Flux, no GPU): OUT=/tmp/fm FLUX_MEM_BUILD_DIR=build
 #   FLUX_MEM_SIZE=tiny FLUX_MEM_DEVICE=cpu FLUX_MEM_BUDGETS="1 0.02" FLUX_MEM_FP8=0.02
@@ -104,7 +104,8 @@ if want workflow; then
     timeout "${WORKFLOW_TIMEOUT:-480}" python3 bench/flux_mem.py --headroom "./$bd/headroom" \
       --models-dir "$models" --workflow examples/flux_dev_workflow.json --out "$OUT" \
       --device "$dev" --budgets "${FLUX_MEM_BUDGETS:-24 12 8}" --fp8 "${FLUX_MEM_FP8-8}" \
-      --px "$px" --steps "$wf_steps" > "$OUT/flux_mem.log" 2>&1
+      --px "$px" --steps "$wf_steps" --run-timeout "${FLUX_MEM_RUN_TIMEOUT:-240}" \
+      > "$OUT/flux_mem.log" 2>&1
     echo "flux_mem.py exit $?"
     cat "$OUT/flux_mem.log"
   else
