@@ -91,6 +91,17 @@ class Fp8E2EFixture {
     std::printf("  %-16s rel err %.3g\n", what.c_str(), e);
     EXPECT_LT(e, tol) << what;
   }
+  // Opens the golden into gold_ and runs `wf` on `run` (its fp8 storage options already set), as
+  // every test here does before comparing stages; call it inside ASSERT_NO_FATAL_FAILURE.
+  void run_against_golden(const nlohmann::json& wf, CaseRun& run) {
+    auto gold = SafetensorsFile::open(fp8_e2e_path("fp8-e2e-golden.safetensors"));
+    ASSERT_TRUE(gold.ok()) << gold.status().str() << "; " << kMakeGolden;
+    gold_ = std::move(gold).value();
+    PromptValidation v = prompt_validate_text(wf.dump(), registry_);
+    ASSERT_TRUE(v.ok) << v.summary();
+    Status st = run.execute(v.prompt, dir_ / "models", DType::F32);
+    ASSERT_TRUE(st.ok()) << st.str();
+  }
   // The case's ComfyUI flags as headroom's run options (the same flags on `headroom run`).
   static void apply_args(const nlohmann::json& args, CaseRun& run) {
     for (const auto& a : args) {
@@ -125,17 +136,10 @@ class Fp8E2ENegative : public ::testing::Test, public Fp8E2EFixture {
 TEST_P(Fp8E2ETest, EveryStageMatchesComfyUIsDequantizePath) {
   const nlohmann::json c = fp8_case(GetParam());
   ASSERT_FALSE(c.is_null());
-  auto gold = SafetensorsFile::open(fp8_e2e_path("fp8-e2e-golden.safetensors"));
-  ASSERT_TRUE(gold.ok()) << gold.status().str() << "; " << kMakeGolden;
-  gold_ = std::move(gold).value();
   const nlohmann::json& wf = c["workflow"];
-  PromptValidation v = prompt_validate_text(wf.dump(), registry_);
-  ASSERT_TRUE(v.ok) << v.summary();
-
   CaseRun run(*backend_, dir_ / "output");
   apply_args(c["args"], run);
-  Status st = run.execute(v.prompt, dir_ / "models", DType::F32);
-  ASSERT_TRUE(st.ok()) << st.str();
+  ASSERT_NO_FATAL_FAILURE(run_against_golden(wf, run));
   std::printf("case %s %s\n", GetParam().c_str(), c["args"].dump().c_str());
 
   // CLIPTextEncode of both prompts.
@@ -181,16 +185,10 @@ TEST_P(Fp8E2ETest, EveryStageMatchesComfyUIsDequantizePath) {
 TEST_F(Fp8E2ENegative, WeightsNotStoredInFp8MissTheGolden) {
   nlohmann::json c = fp8_case("unet");
   ASSERT_FALSE(c.is_null());
-  auto gold = SafetensorsFile::open(fp8_e2e_path("fp8-e2e-golden.safetensors"));
-  ASSERT_TRUE(gold.ok()) << gold.status().str() << "; " << kMakeGolden;
-  gold_ = std::move(gold).value();
   nlohmann::json wf = c["workflow"];
   wf[node_of(wf, "UNETLoader")]["inputs"]["weight_dtype"] = "default";
-  PromptValidation v = prompt_validate_text(wf.dump(), registry_);
-  ASSERT_TRUE(v.ok) << v.summary();
   CaseRun run(*backend_, dir_ / "output");
-  Status st = run.execute(v.prompt, dir_ / "models", DType::F32);
-  ASSERT_TRUE(st.ok()) << st.str();
+  ASSERT_NO_FATAL_FAILURE(run_against_golden(wf, run));
   auto latent = output_of<Latent>(run.pe, node_of(wf, "KSampler"), 0);
   ASSERT_TRUE(latent);
   const double e = test::rel_err(*latent->samples, golden("latent"));
@@ -204,16 +202,10 @@ TEST_F(Fp8E2ENegative, TextEncoderNotStoredInFp8MissesTheGolden) {
   case_ = "flags";
   nlohmann::json c = fp8_case(case_);
   ASSERT_FALSE(c.is_null());
-  auto gold = SafetensorsFile::open(fp8_e2e_path("fp8-e2e-golden.safetensors"));
-  ASSERT_TRUE(gold.ok()) << gold.status().str() << "; " << kMakeGolden;
-  gold_ = std::move(gold).value();
   const nlohmann::json& wf = c["workflow"];
-  PromptValidation v = prompt_validate_text(wf.dump(), registry_);
-  ASSERT_TRUE(v.ok) << v.summary();
   CaseRun run(*backend_, dir_ / "output");
   run.unet_weights = DType::F8_E4M3;
-  Status st = run.execute(v.prompt, dir_ / "models", DType::F32);
-  ASSERT_TRUE(st.ok()) << st.str();
+  ASSERT_NO_FATAL_FAILURE(run_against_golden(wf, run));
   auto cond = output_of<Conditioning>(
       run.pe, wf[node_of(wf, "KSampler")]["inputs"]["positive"][0].get<std::string>(), 0);
   ASSERT_TRUE(cond && cond->entries.size() == 1);
