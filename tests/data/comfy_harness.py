@@ -1,8 +1,8 @@
-# Running ComfyUI's own code on the CPU for the golden generators (shared by
-# flux/e2e/make_flux_e2e_golden.py and fp8/e2e/make_fp8_e2e_golden.py): stubs for the packages
-# ComfyUI imports and these runs never call, shims for what an old torch lacks, and the few lines
-# that read and write safetensors and PNGs without those packages. Moved here from the Flux
-# script unchanged.
+# Running ComfyUI's own code on the CPU for the golden generators (import_comfy for
+# flux/e2e/make_flux_e2e_golden.py and fp8/e2e/make_fp8_e2e_golden.py; stub_packages, einops_shim
+# and safetensors_write for the older generators of lora/, t5/ and flux/ too): stubs for the
+# packages ComfyUI imports and these runs never call, shims for what an old torch lacks, and the
+# few lines that read and write safetensors and PNGs without those packages.
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -63,7 +63,16 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
-def _einops_shim():
+def stub_packages(roots):
+    """From now on every module under a top-level name in roots imports as an empty stub (one
+    that is never called: calling it does nothing). Returns the finder: its .roots is roots itself
+    (a caller may add names later), its .used the stubbed names something imported."""
+    finder = _StubFinder(roots)
+    sys.meta_path.insert(0, finder)
+    return finder
+
+
+def einops_shim():
     """The four einops patterns comfy/ldm/flux uses, written out (only when einops is absent)."""
     def rearrange(t, pattern, **s):
         if pattern == "b n d (i j) -> b n d i j":
@@ -121,15 +130,14 @@ def import_comfy(comfy_dir):
     missing = {r for r in STUB_WHEN_MISSING if importlib.util.find_spec(r) is None}
     shimmed = []
     if "einops" in missing:
-        _einops_shim()
+        einops_shim()
         shimmed.append("einops (shim)")
         missing.discard("einops")
     if "tqdm" in missing:
         _tqdm_shim()
         shimmed.append("tqdm (shim)")
         missing.discard("tqdm")
-    finder = _StubFinder(missing)
-    sys.meta_path.insert(0, finder)
+    finder = stub_packages(missing)
     if not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
         _sdpa_shim()
         shimmed.append("F.scaled_dot_product_attention (shim)")
@@ -147,19 +155,31 @@ DT = {"F16": np.float16, "F32": np.float32, "I64": np.int64, "U8": np.uint8}
 NP_TO_DT = {np.dtype(v): k for k, v in DT.items()}
 
 
-def save_safetensors(path, tensors, metadata):
-    header, blobs, off = {"__metadata__": metadata}, [], 0
-    for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name])
-        b = a.astype(a.dtype.newbyteorder("<")).tobytes()
-        header[name] = {"dtype": NP_TO_DT[a.dtype], "shape": list(a.shape),
-                        "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
+def safetensors_write(path, entries, metadata=None):
+    """Writes (name, dtype name, shape, data bytes) entries in the order given, after a
+    "__metadata__" entry unless metadata is None: the header's length as 8 little-endian bytes,
+    the JSON header padded with spaces to a multiple of 8 bytes, then the data. The safetensors
+    writers of the generators here end in it: their files differ only in what they pass."""
+    header, blobs, off = {}, [], 0
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, dtype, shape, data in entries:
+        header[name] = {"dtype": dtype, "shape": list(shape),
+                        "data_offsets": [off, off + len(data)]}
+        blobs.append(data)
+        off += len(data)
     h = json.dumps(header, separators=(",", ":")).encode()
     h += b" " * ((8 - len(h) % 8) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def save_safetensors(path, tensors, metadata):
+    def entries():
+        for name in sorted(tensors):
+            a = np.ascontiguousarray(tensors[name])
+            yield name, NP_TO_DT[a.dtype], a.shape, a.astype(a.dtype.newbyteorder("<")).tobytes()
+    safetensors_write(path, entries(), metadata)
 
 
 def load_safetensors(path):

@@ -11,8 +11,8 @@ _forward is what BaseModel._apply_model calls: it pads the latent to the patch s
 runs forward_orig and crops the output back. The weights are rebuilt exactly as
 make_dit_golden.py draws them (same generator, seed and order) and checked equal to the ones
 stored in dit_golden.safetensors, so the test loads them from there. Shims as in
-make_dit_golden.py, plus the einops patterns _forward uses (written out below with reshape /
-permute) and F.scaled_dot_product_attention's math. Runs in float32 on the CPU.
+make_dit_golden.py (../comfy_harness.py's einops shim writes out the patterns _forward uses with
+reshape / permute) and F.scaled_dot_product_attention's math. Runs in float32 on the CPU.
 Writes forward_golden.safetensors (f32): fwd.latent [2, 16, 7, 5], fwd.context [2, 3, 24],
 fwd.y [2, 16], fwd.timesteps [2], fwd.guidance [2], fwd.out (guidance given) and
 fwd.out_no_guidance (guidance=None: the embedding skipped, as for FluxDisableGuidance).
@@ -35,28 +35,6 @@ OUT = os.path.join(HERE, "forward_golden.safetensors")
 BATCH, LAT_H, LAT_W, TXT = 2, 7, 5, 3  # odd sizes: padded to 8 x 6 -> 4 x 3 tokens
 
 
-def rearrange(t, pattern, **s):
-    """The einops patterns of comfy/ldm/flux (rope() and Flux.process_img / _forward)."""
-    if pattern == "b n d (i j) -> b n d i j":
-        return t.reshape(*t.shape[:-1], s["i"], s["j"])
-    if pattern == "b c (h ph) (w pw) -> b (h w) (c ph pw)":
-        return dit.patchify(t)
-    if pattern == "b (h w) (c ph pw) -> b c (h ph) (w pw)":
-        b, n, d = t.shape
-        h, w, ph, pw = s["h"], s["w"], s["ph"], s["pw"]
-        c = d // (ph * pw)
-        t = t.reshape(b, h, w, c, ph, pw).permute(0, 3, 1, 4, 2, 5)
-        return t.reshape(b, c, h * ph, w * pw)
-    raise NotImplementedError("einops shim: " + pattern)
-
-
-def repeat(t, pattern, **s):
-    if pattern == "h w c -> b (h w) c":
-        h, w, c = t.shape
-        return t.reshape(1, h * w, c).repeat(s["b"], 1, 1)
-    raise NotImplementedError("einops shim: " + pattern)
-
-
 def read_safetensors(path):
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
@@ -76,10 +54,7 @@ def read_safetensors(path):
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    comfy = ops.import_comfy(sys.argv[1])
-    sys.modules["einops"].rearrange = rearrange
-    sys.modules["einops"].repeat = repeat
-    comfy.ldm.flux.math.rearrange = rearrange
+    comfy = ops.import_comfy(sys.argv[1])  # with comfy_harness's einops shim: _forward's patterns
     if not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
         torch.nn.functional.scaled_dot_product_attention = dit.sdpa_math
     import comfy.ops

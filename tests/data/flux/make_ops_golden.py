@@ -6,10 +6,12 @@ Usage: make_ops_golden.py COMFYUI_DIR
   COMFYUI_DIR: an unpacked ComfyUI source tree (comfy/ and its siblings), commit a125cd84.
 
 Runs on the CPU with torch 1.13, which lacks two things ComfyUI's code imports:
-- einops: rope() calls rearrange(out, "b n d (i j) -> b n d i j", i=2, j=2) once; the shim below
-  does that one pattern (a reshape of the last dim into 2 x 2) and refuses any other;
+- einops: rope() calls rearrange(out, "b n d (i j) -> b n d i j", i=2, j=2) once;
+  ../comfy_harness.py's einops_shim does that pattern (a reshape of the last dim into 2 x 2),
+  those of Flux's patchify / unpatchify (make_forward_golden.py) and refuses any other;
 - transformers / tokenizers / torchvision / safetensors / sentencepiece: imported at the top of
-  modules on the way, never called by the functions used here; stubbed in sys.modules.
+  modules on the way, never called by the functions used here; stubbed (comfy_harness's
+  stub_packages).
 torch 1.13 has no torch.nn.functional.rms_norm, so comfy.rmsnorm.rms_norm takes its explicit
 formula x * rsqrt(mean(x^2) + eps) * weight; in f32 that is F.rms_norm's arithmetic (upcast is a
 no-op, the same two products), so the golden is what ComfyUI computes on torch 2 too (the script
@@ -18,18 +20,16 @@ agree within 2 f32 ulp).
 Writes ops_golden.safetensors (f32 and i64 tensors) beside this file.
 """
 
-import importlib.abc
-import importlib.machinery
-import json
 import os
-import struct
 import sys
-import types
 
 import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # tests/data: comfy_harness
+from comfy_harness import einops_shim, safetensors_write, stub_packages  # noqa: E402
+
 OUT = os.path.join(HERE, "ops_golden.safetensors")
 
 # ---------------------------------------------------------------------------------------------
@@ -38,58 +38,9 @@ OUT = os.path.join(HERE, "ops_golden.safetensors")
 STUBBED_ROOTS = {"safetensors", "torchvision", "transformers", "tokenizers", "sentencepiece"}
 
 
-class _Anything:
-    def __init__(self, *a, **k):
-        pass
-
-    def __call__(self, *a, **k):
-        return _Anything()
-
-    def __getattr__(self, n):
-        return _Anything()
-
-    def __mro_entries__(self, bases):
-        return (object,)
-
-
-class _StubModule(types.ModuleType):
-    def __getattr__(self, n):
-        if n.startswith("__"):
-            raise AttributeError(n)
-        return _Anything()
-
-
-class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in STUBBED_ROOTS:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        m = _StubModule(spec.name)
-        m.__path__ = []
-        return m
-
-    def exec_module(self, m):
-        pass
-
-
-def _rearrange(t, pattern, **sizes):
-    if pattern != "b n d (i j) -> b n d i j":
-        raise NotImplementedError("einops shim: only rope()'s pattern, not " + pattern)
-    return t.reshape(*t.shape[:-1], sizes["i"], sizes["j"])
-
-
-def install_einops_shim():
-    m = types.ModuleType("einops")
-    m.rearrange = _rearrange
-    m.repeat = None  # imported by comfy.ldm.flux.model only, which is not used here
-    sys.modules["einops"] = m
-
-
 def import_comfy(comfy_dir):
-    install_einops_shim()
-    sys.meta_path.insert(0, _StubFinder())
+    einops_shim()
+    stub_packages(STUBBED_ROOTS)
     sys.path.insert(0, comfy_dir)
     import comfy.options
     comfy.options.enable_args_parsing()
@@ -110,20 +61,9 @@ NAMES = {torch.float32: "F32", torch.int64: "I64"}
 
 
 def write_safetensors(path, tensors, metadata):
-    header, blobs, offset = {"__metadata__": metadata}, [], 0
-    for name in sorted(tensors):
-        data = tensors[name].contiguous().numpy().tobytes()
-        header[name] = {"dtype": NAMES[tensors[name].dtype], "shape": list(tensors[name].shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+    safetensors_write(path, ((name, NAMES[tensors[name].dtype], tensors[name].shape,
+                              tensors[name].contiguous().numpy().tobytes())
+                             for name in sorted(tensors)), metadata)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,15 +31,14 @@ Encoder / Decoder at ComfyUI's default ddconfig with z_channels 16) beside this 
 
 import json
 import os
-import struct
 import sys
-import types
 
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import make_ops_golden as ops  # noqa: E402
+from comfy_harness import safetensors_write  # noqa: E402  (tests/data: on sys.path by ops)
 
 AE_OUT = os.path.join(HERE, "tiny_flux_ae.safetensors")
 GOLDEN_OUT = os.path.join(HERE, "vae_golden.safetensors")
@@ -54,14 +53,7 @@ SEED = 3916
 def import_comfy_sd(comfy_dir):
     """comfy.sd with its imports satisfied on torch 1.13: packages never called are stubbed."""
     ops.STUBBED_ROOTS |= {"tqdm", "av", "torchaudio", "kornia", "spandrel"}
-    comfy = ops.import_comfy(comfy_dir)
-    e = sys.modules["einops"]
-    e.__path__ = []
-    for sub in ("einops.layers", "einops.layers.torch"):
-        m = ops._StubModule(sub)
-        m.__path__ = []
-        sys.modules[sub] = m
-    e.layers = sys.modules["einops.layers"]
+    comfy = ops.import_comfy(comfy_dir)  # comfy_harness's einops shim stubs einops.layers too
     import comfy.sd
     return comfy
 
@@ -92,20 +84,9 @@ def e4m3_round(x):
 
 
 def write_e4m3_safetensors(path, codes, metadata):
-    header, blobs, offset = {"__metadata__": metadata}, [], 0
-    for name in sorted(codes):
-        data = codes[name].contiguous().numpy().tobytes()
-        header[name] = {"dtype": "F8_E4M3", "shape": list(codes[name].shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+    safetensors_write(path, ((name, "F8_E4M3", codes[name].shape,
+                              codes[name].contiguous().numpy().tobytes())
+                             for name in sorted(codes)), metadata)
 
 
 # ---------------------------------------------------------------------------------------------

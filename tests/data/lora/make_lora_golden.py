@@ -7,26 +7,28 @@ Usage: make_lora_golden.py COMFYUI_DIR [--keymaps-only]
   COMFYUI_DIR: an unpacked ComfyUI source tree (comfy/ and its siblings), commit a125cd84.
 
 Runs on the CPU with torch 1.13. Packages this machine lacks (safetensors, einops, torchvision,
-transformers, tokenizers) are stubbed in sys.modules: ComfyUI's modules import them at the top,
-but none of the functions used here (model_detection, supported_models' state dict conversions,
-utils.unet_to_diffusers, lora.model_lora_keys_*, lora.load_lora, lora.calculate_weight,
-weight_adapter.*, float.stochastic_rounding, model_management.cast_to_device) calls them.
-Safetensors files are read and written by the few lines of struct/json/numpy below.
+transformers, tokenizers) are stubbed (../comfy_harness.py's stub_packages): ComfyUI's modules
+import them at the top, but none of the functions used here (model_detection, supported_models'
+state dict conversions, utils.unet_to_diffusers, lora.model_lora_keys_*, lora.load_lora,
+lora.calculate_weight, weight_adapter.*, float.stochastic_rounding,
+model_management.cast_to_device) calls them.
+Safetensors files are read by the few lines of struct/json/numpy below and written by
+comfy_harness's safetensors_write.
 """
 
-import importlib.abc
-import importlib.machinery
 import json
 import logging
 import os
 import struct
 import sys
-import types
 
 import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # tests/data: comfy_harness
+from comfy_harness import safetensors_write, stub_packages  # noqa: E402
+
 GOLDEN = os.path.join(HERE, "..", "golden")
 CHECKPOINTS = {
     "tiny-sd1": os.path.join(GOLDEN, "tiny-sd1.safetensors"),
@@ -37,48 +39,12 @@ CHECKPOINTS = {
 # ComfyUI import: stubs for the packages it imports but the functions used here never call.
 
 STUBBED_ROOTS = {"einops", "safetensors", "torchvision", "transformers", "tokenizers"}
-STUBBED = []
-
-
-class _Anything:
-    def __init__(self, *a, **k):
-        pass
-
-    def __call__(self, *a, **k):
-        return _Anything()
-
-    def __getattr__(self, n):
-        return _Anything()
-
-    def __mro_entries__(self, bases):
-        return (object,)
-
-
-class _StubModule(types.ModuleType):
-    def __getattr__(self, n):
-        if n.startswith("__"):
-            raise AttributeError(n)
-        return _Anything()
-
-
-class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in STUBBED_ROOTS:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        STUBBED.append(spec.name)
-        m = _StubModule(spec.name)
-        m.__path__ = []
-        return m
-
-    def exec_module(self, m):
-        pass
+STUBS = None  # comfy_harness's finder once import_comfy ran; .used: the stubs something imported
 
 
 def import_comfy(comfy_dir):
-    sys.meta_path.insert(0, _StubFinder())
+    global STUBS
+    STUBS = stub_packages(STUBBED_ROOTS)
     sys.path.insert(0, comfy_dir)
     import comfy.options
     comfy.options.enable_args_parsing()
@@ -117,23 +83,12 @@ def read_safetensors(path):
 
 
 def write_safetensors(path, tensors, metadata=None):
-    header, blobs, offset = {}, [], 0
-    if metadata:
-        header["__metadata__"] = metadata
-    for name in sorted(tensors):
-        t = tensors[name].contiguous()
-        data = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()
-        header[name] = {"dtype": NAMES[t.dtype], "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+    def entries():
+        for name in sorted(tensors):
+            t = tensors[name].contiguous()
+            data = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()
+            yield name, NAMES[t.dtype], t.shape, data
+    safetensors_write(path, entries(), metadata or None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -757,7 +712,7 @@ def main():
     with open(os.path.join(HERE, "cases.json"), "w") as f:
         json.dump({"comfyui": "Comfy-Org/ComfyUI a125cd84", "cases": cases}, f, indent=1, sort_keys=True)
         f.write("\n")
-    print("stubbed modules:", sorted({s.split(".")[0] for s in STUBBED}))
+    print("stubbed modules:", sorted(STUBS.used))
 
 
 if __name__ == "__main__":

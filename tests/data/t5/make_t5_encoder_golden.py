@@ -16,22 +16,22 @@ Runs on the CPU with torch 1.13. As sd1_clip.SDClipModel does for ComfyUI's T5XX
 T5: attention_mask=False, layer "last"), the token embeddings are taken with out_dtype float32 and
 the transformer runs with dtype=float32 on comfy.ops.manual_cast, so every f16 weight is cast to
 f32 at use (the model is built with dtype float16, as ComfyUI builds it for an f16 file).
-Packages this machine lacks (safetensors, transformers, ...) are stubbed in sys.modules; none of the
-code used here calls them. Safetensors files are read and written by the few lines below.
+Packages this machine lacks (safetensors, transformers, ...) are stubbed (../comfy_harness.py's
+stub_packages); none of the code used here calls them. Safetensors files are written by
+comfy_harness's safetensors_write.
 """
 
-import importlib.abc
-import importlib.machinery
 import json
 import os
-import struct
 import sys
-import types
 
 import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # tests/data: comfy_harness
+from comfy_harness import safetensors_write, stub_packages  # noqa: E402
+
 PREFIX = "text_encoders.t5xxl.transformer."
 CONFIG = {"vocab_size": 4096, "d_model": 32, "d_kv": 8, "num_heads": 4, "d_ff": 48,
           "num_layers": 2, "dense_act_fn": "gelu_pytorch_tanh", "is_gated_act": True,
@@ -40,44 +40,8 @@ CONFIG = {"vocab_size": 4096, "d_model": 32, "d_kv": 8, "num_heads": 4, "d_ff": 
 STUBBED_ROOTS = {"einops", "safetensors", "torchvision", "transformers", "tokenizers", "sentencepiece"}
 
 
-class _Anything:
-    def __init__(self, *a, **k):
-        pass
-
-    def __call__(self, *a, **k):
-        return _Anything()
-
-    def __getattr__(self, n):
-        return _Anything()
-
-    def __mro_entries__(self, bases):
-        return (object,)
-
-
-class _StubModule(types.ModuleType):
-    def __getattr__(self, n):
-        if n.startswith("__"):
-            raise AttributeError(n)
-        return _Anything()
-
-
-class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in STUBBED_ROOTS:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        m = _StubModule(spec.name)
-        m.__path__ = []
-        return m
-
-    def exec_module(self, m):
-        pass
-
-
 def import_comfy(comfy_dir):
-    sys.meta_path.insert(0, _StubFinder())
+    stub_packages(STUBBED_ROOTS)
     sys.path.insert(0, comfy_dir)
     import comfy.options
     comfy.options.enable_args_parsing()
@@ -102,16 +66,9 @@ DT = {"F16": (np.float16, 2), "F32": (np.float32, 4), "I64": (np.int64, 8)}
 
 
 def save(path, tensors):
-    header, blobs, off = {}, [], 0
-    for name, (dt, arr) in tensors.items():
-        b = np.ascontiguousarray(arr.astype(DT[dt][0])).tobytes()
-        header[name] = {"dtype": dt, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+    safetensors_write(path, ((name, dt, arr.shape,
+                              np.ascontiguousarray(arr.astype(DT[dt][0])).tobytes())
+                             for name, (dt, arr) in tensors.items()))
 
 
 def random_weights(g):

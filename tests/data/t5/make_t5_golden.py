@@ -24,16 +24,16 @@ T5TokenizerOptions node (t5xxl_min_padding, t5xxl_min_length) for OPTION_CASES. 
 words are ordinary text. ComfyUI's T5TokenizerFast is pointed at the rebuilt folder by replacing
 the name in the two modules with a subclass whose from_pretrained loads that folder.
 """
-import importlib.abc
-import importlib.machinery
 import json
 import os
 import shutil
 import sys
 import tempfile
-import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # tests/data: comfy_harness
+from comfy_harness import stub_packages  # noqa: E402
+
 REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 DATA = os.path.join(REPO, "data", "t5_tokenizer")
 SD3_COUNT = 12
@@ -122,57 +122,18 @@ OPTION_CASES = [("a cat", 3, 0), ("a cat", 0, 0), ("a (red:1.3) car", 5, 8), (""
 
 # ---------------------------------------------------------------------------------------------
 # ComfyUI import. A package that ComfyUI imports unconditionally but this machine lacks becomes
-# an empty stub (found by retrying the import; never torch, transformers or tokenizers, which
-# must be real); optional imports inside try/except stay missing. The tokenizer code never calls
-# into a stub. The stubbed names are recorded in the golden.
+# an empty stub (../comfy_harness.py's stub_packages; found by retrying the import; never torch,
+# transformers or tokenizers, which must be real); optional imports inside try/except stay
+# missing. The tokenizer code never calls into a stub. The stubbed names are recorded in the
+# golden.
 
 NEVER_STUB = {"torch", "transformers", "tokenizers", "comfy", "comfy_extras"}
-
-
-class _Anything:
-    def __init__(self, *a, **k):
-        pass
-
-    def __call__(self, *a, **k):
-        return _Anything()
-
-    def __getattr__(self, n):
-        return _Anything()
-
-    def __mro_entries__(self, bases):
-        return (object,)
-
-
-class _StubModule(types.ModuleType):
-    def __getattr__(self, n):
-        if n.startswith("__"):
-            raise AttributeError(n)
-        return _Anything()
-
-
-class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def __init__(self):
-        self.roots = set()
-
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in self.roots:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        m = _StubModule(spec.name)
-        m.__path__ = []
-        return m
-
-    def exec_module(self, m):
-        pass
 
 
 def import_comfy_tokenizers(comfy_dir, folder):
     sys.path.insert(0, comfy_dir)
     sys.argv = [sys.argv[0], "--cpu"]  # comfy.cli_args: model_management on the CPU
-    finder = _StubFinder()
-    sys.meta_path.insert(0, finder)
+    finder = stub_packages(set())
     for _ in range(40):
         try:
             import comfy.options
