@@ -149,6 +149,25 @@ def import_comfy(comfy_dir):
     return lambda: ",".join(shimmed + sorted(u + " (stub)" for u in finder.used)) or "none"
 
 
+# ---------------------------------------------------------------- runs
+
+def sample_recording_steps(model, noise, steps, cfg, sampler_name, scheduler, positive, negative,
+                           latent_image, seed):
+    """comfy.sample.sample as KSampler (nodes.common_ksampler) calls it, denoise 1 and no progress
+    bar, with a callback recording every step: returns the samples, the x each step started from
+    and the model's x0 of each step (both stacked, [steps, ...])."""
+    import comfy.sample
+    xs, x0s = [], []
+
+    def callback(step, x0, x, total):
+        xs.append(x.clone())
+        x0s.append(x0.clone())
+    samples = comfy.sample.sample(model, noise, steps, cfg, sampler_name, scheduler, positive,
+                                  negative, latent_image, denoise=1.0, callback=callback,
+                                  disable_pbar=True, seed=seed)
+    return samples, torch.stack(xs), torch.stack(x0s)
+
+
 # ---------------------------------------------------------------- files
 
 DT = {"F16": np.float16, "F32": np.float32, "I64": np.int64, "U8": np.uint8}

@@ -39,7 +39,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tests/data: comfy_harness
-from comfy_harness import import_comfy, load_safetensors, save_png, save_safetensors  # noqa: E402
+from comfy_harness import (  # noqa: E402
+    import_comfy, load_safetensors, sample_recording_steps, save_png, save_safetensors)
 
 PROMPT = "a photo of a (red:1.2) fox in the snow"
 NEGATIVE = ""
@@ -301,17 +302,11 @@ def sample(comfy_dir, dit, positive, negative, g):
     sigmas = comfy.samplers.calculate_sigmas(patched.get_model_object("model_sampling"), "simple", STEPS)
     latent_image = comfy.sample.fix_empty_latent_channels(patched, latent)
     noise = comfy.sample.prepare_noise(latent_image, SEED, None)
-    steps_x, steps_denoised = [], []
-
-    def callback(step, x0, x, total):
-        steps_x.append(x.clone())
-        steps_denoised.append(x0.clone())
-    samples = comfy.sample.sample(patched, noise, STEPS, CFG, "euler", "simple", positive, negative,
-                                  latent_image, denoise=1.0, callback=callback, disable_pbar=True,
-                                  seed=SEED)
+    samples, steps_x, steps_denoised = sample_recording_steps(
+        patched, noise, STEPS, CFG, "euler", "simple", positive, negative, latent_image, SEED)
     del patched, patcher  # their __del__ needs ComfyUI's modules, gone at interpreter exit
-    g.update({"sigmas": f32(sigmas), "noise": f32(noise), "steps.x": f32(torch.stack(steps_x)),
-              "steps.denoised": f32(torch.stack(steps_denoised)), "latent": f32(samples)})
+    g.update({"sigmas": f32(sigmas), "noise": f32(noise), "steps.x": f32(steps_x),
+              "steps.denoised": f32(steps_denoised), "latent": f32(samples)})
     print("shift", shift, "sigmas", sigmas.tolist())
     return samples, shift
 

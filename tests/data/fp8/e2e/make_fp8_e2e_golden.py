@@ -34,7 +34,8 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.dirname(os.path.dirname(HERE))  # tests/data
 sys.path.insert(0, DATA)
-from comfy_harness import import_comfy, load_safetensors, save_png, save_safetensors  # noqa: E402
+from comfy_harness import (  # noqa: E402
+    import_comfy, load_safetensors, sample_recording_steps, save_png, save_safetensors)
 
 CHECKPOINT = os.path.join(DATA, "golden", "tiny-sd1.safetensors")
 CKPT_NAME = "tiny-sd1.safetensors"
@@ -242,17 +243,11 @@ def ksampler(model, positive, negative, case, g):
     noise = comfy.sample.prepare_noise(latent, SEED, None)
     sigmas = comfy.samplers.calculate_sigmas(model.get_model_object("model_sampling"), "normal",
                                              STEPS)
-    xs, x0s = [], []
-
-    def callback(step, x0, x, total):
-        xs.append(x.clone())
-        x0s.append(x0.clone())
-    samples = comfy.sample.sample(model, noise, STEPS, CFG, "euler", "normal", positive, negative,
-                                  latent, denoise=1.0, callback=callback, disable_pbar=True,
-                                  seed=SEED)
+    samples, xs, x0s = sample_recording_steps(model, noise, STEPS, CFG, "euler", "normal",
+                                              positive, negative, latent, SEED)
     n = case["name"]
     g.update({f"{n}.noise": f32(noise), f"{n}.sigmas": f32(sigmas),
-              f"{n}.steps.x": f32(torch.stack(xs)), f"{n}.steps.denoised": f32(torch.stack(x0s)),
+              f"{n}.steps.x": f32(xs), f"{n}.steps.denoised": f32(x0s),
               f"{n}.latent": f32(samples)})
     return samples
 
