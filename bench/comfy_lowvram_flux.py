@@ -31,7 +31,7 @@ streamed bytes at that rate).
           partial-load decisions and the cast-on-the-fly forward run).
   --list-comfy-files: the ComfyUI files this script imports (for scripts/device/comfyui-files.txt).
 Missing Python packages are stubbed or shimmed by the e2e golden generator's helpers
-(tests/data/flux/e2e/make_flux_e2e_golden.py), the same as for its run.
+(tests/data/comfy_harness.py), the same as for its run.
 """
 import argparse
 import json
@@ -59,17 +59,17 @@ def import_comfy(comfy_dir, cpu):
     """ComfyUI's modules importable: absent packages stubbed (torchsde on the GPU machine),
     einops / tqdm / F.scaled_dot_product_attention shimmed on an old torch; ComfyUI's own
     flags from COMFY_ARGS (plus --cpu without a GPU)."""
-    sys.path.insert(0, os.path.join(ROOT, "tests", "data", "flux", "e2e"))
+    sys.path.insert(0, os.path.join(ROOT, "tests", "data"))
     import importlib.util
-    import make_flux_e2e_golden as e2e
-    missing = {r for r in e2e.STUB_WHEN_MISSING if importlib.util.find_spec(r) is None}
-    for name, shim in (("einops", e2e._einops_shim), ("tqdm", e2e._tqdm_shim)):
+    import comfy_harness as harness
+    missing = {r for r in harness.STUB_WHEN_MISSING if importlib.util.find_spec(r) is None}
+    for name, shim in (("einops", harness.einops_shim), ("tqdm", harness._tqdm_shim)):
         if name in missing:
             shim()
             missing.discard(name)
-    sys.meta_path.insert(0, e2e._StubFinder(missing))
+    harness.stub_packages(missing)
     if not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
-        e2e._sdpa_shim()
+        harness._sdpa_shim()
     sys.path.insert(0, comfy_dir)
     import comfy.options
     comfy.options.enable_args_parsing()
