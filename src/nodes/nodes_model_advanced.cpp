@@ -1,6 +1,5 @@
-// The flow model-sampling patches of ComfyUI's comfy_extras/nodes_model_advanced.py:
-// ModelSamplingSD3 (multiplier 1000) and ModelSamplingAuraFlow (multiplier 1: AuraFlow,
-// Lumina2, Z-Image). ModelSamplingFlux is in nodes_flux.cpp.
+// comfy_extras/nodes_model_advanced.py's flow model-sampling patches: ModelSamplingSD3 (multiplier
+// 1000) and ModelSamplingAuraFlow (multiplier 1: Lumina2, Z-Image); ModelSamplingFlux: nodes_flux.
 #include "nodes/nodes.h"
 #include "nodes/values.h"
 #include "workflow/execute.h"

@@ -40,8 +40,8 @@ void expect_close(const float* got, const HostTensor& want, int64_t n, double to
                   const std::string& what) {
   ASSERT_EQ(n, want.numel()) << what;
   test::FloatDiff d = test::float_diff(got, want.f32(), n);
-  std::printf("  %-44s n=%-4lld exact %.3f max_ulp %-6lld rel %.2e\n", what.c_str(),
-              (long long)n, d.exact_fraction(), (long long)d.max_ulp, d.max_rel);
+  std::printf("  %-44s n=%-4lld exact %.3f max_ulp %-6lld rel %.2e\n", what.c_str(), (long long)n,
+              d.exact_fraction(), (long long)d.max_ulp, d.max_rel);
   EXPECT_LE(d.max_rel, tol) << what;
 }
 
@@ -73,15 +73,13 @@ TEST(ZImageSampling, FlowTableTimestepAndSigmaMatchComfyUI) {
     EXPECT_EQ(float(ms->sigmas().size()), golden_ref(t + ".table_len").f32()[0]) << t;
     std::vector<float> table;
     for (float i : values(golden_ref(t + ".table_idx"))) table.push_back(ms->sigmas()[size_t(i)]);
-    expect_close(table.data(), golden_ref(t + ".table"), int64_t(table.size()), 1e-6,
-                 t + " table");
+    expect_close(table.data(), golden_ref(t + ".table"), int64_t(table.size()), 1e-6, t + " table");
     std::vector<float> ts, sig;
     for (float p : values(golden_ref(t + ".probe"))) {
       ts.push_back(ms->timestep(p));
       sig.push_back(ms->sigma(p * float(c.multiplier)));
     }
-    expect_close(ts.data(), golden_ref(t + ".timestep"), int64_t(ts.size()), 1e-6,
-                 t + " timestep");
+    expect_close(ts.data(), golden_ref(t + ".timestep"), int64_t(ts.size()), 1e-6, t + " timestep");
     expect_close(sig.data(), golden_ref(t + ".sigma_of_t"), int64_t(sig.size()), 1e-6,
                  t + " sigma(t)");
     std::vector<float> ps;
@@ -146,8 +144,7 @@ TEST(ZImageSampling, ResMultistepTrajectoriesMatchComfyUI) {
       Result<HostTensor> end = sample(ms, model, noise, latent, params);
       ASSERT_TRUE(end.ok()) << end.status().str();
       const std::string g = p + "." + name;
-      expect_close(xs.data(), golden_ref(g + ".x_steps"), int64_t(xs.size()), 1e-5,
-                   g + " x steps");
+      expect_close(xs.data(), golden_ref(g + ".x_steps"), int64_t(xs.size()), 1e-5, g + " x steps");
       expect_close(ds.data(), golden_ref(g + ".denoised_steps"), int64_t(ds.size()), 1e-5,
                    g + " denoised steps");
       expect_close(end->f32(), golden_ref(g + ".end"), end->numel(), 1e-5, g + " end");

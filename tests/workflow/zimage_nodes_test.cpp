@@ -87,8 +87,8 @@ TEST_F(ZImageNodes, ModelSamplingPatchesTheFlowSchedule) {
   ASSERT_TRUE(m.ok()) << m.status().str();
   auto model = std::make_shared<const ModelValue>(
       ModelValue{std::shared_ptr<LoadedModel>(std::move(m).value())});
-  for (auto [cls, mult] : {std::pair{"ModelSamplingAuraFlow", 1.0},
-                           std::pair{"ModelSamplingSD3", 1000.0}}) {
+  for (auto [cls, mult] :
+       {std::pair{"ModelSamplingAuraFlow", 1.0}, std::pair{"ModelSamplingSD3", 1000.0}}) {
     NodeInputs in;
     in.links["model"] = model;
     in.literals["shift"] = 3.0;
@@ -115,8 +115,7 @@ TEST_F(ZImageNodes, ConditioningZeroOutZerosContextAndPooled) {
   auto filled = [](DType dt, Shape s, float v) {
     HostTensor f32(DType::F32, s);
     std::fill(f32.f32(), f32.f32() + f32.numel(), v);
-    return std::make_shared<const HostTensor>(dt == DType::F32 ? std::move(f32)
-                                                               : f32.to(dt));
+    return std::make_shared<const HostTensor>(dt == DType::F32 ? std::move(f32) : f32.to(dt));
   };
   Conditioning c;
   CondEntry a;
