@@ -39,6 +39,9 @@ std::vector<float> values(const HostTensor& t) { return {t.f32(), t.f32() + t.nu
 void expect_close(const float* got, const HostTensor& want, int64_t n, double tol,
                   const std::string& what) {
   ASSERT_EQ(n, want.numel()) << what;
+  // float_diff's max skips NaN: a NaN or inf where ComfyUI has a number fails here.
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(std::isfinite(got[i]), std::isfinite(want.f32()[i])) << what << " [" << i << "]";
   test::FloatDiff d = test::float_diff(got, want.f32(), n);
   std::printf("  %-44s n=%-4lld exact %.3f max_ulp %-6lld rel %.2e\n", what.c_str(), (long long)n,
               d.exact_fraction(), (long long)d.max_ulp, d.max_rel);
