@@ -11,6 +11,7 @@ void nodes_register(NodeRegistry& r, const NodeEnv& env) {
   nodes_register_conditioning(r, env);
   nodes_register_sampling(r, env);
   nodes_register_flux(r, env);
+  nodes_register_model_advanced(r, env);
   nodes_register_images(r, env);
 }
 

@@ -35,6 +35,7 @@ void nodes_register_lora(NodeRegistry& r, const NodeEnv& env);
 void nodes_register_conditioning(NodeRegistry& r, const NodeEnv& env);
 void nodes_register_sampling(NodeRegistry& r, const NodeEnv& env);
 void nodes_register_flux(NodeRegistry& r, const NodeEnv& env);
+void nodes_register_model_advanced(NodeRegistry& r, const NodeEnv& env);
 void nodes_register_images(NodeRegistry& r, const NodeEnv& env);
 
 // Small builders for input specs.

@@ -1,5 +1,5 @@
 // Text conditioning nodes: CLIPTextEncode, CLIPSetLastLayer, ConditioningCombine,
-// CLIPTextEncodeSDXL(Refiner), CLIPTextEncodeFlux.
+// ConditioningZeroOut, CLIPTextEncodeSDXL(Refiner), CLIPTextEncodeFlux.
 #include <map>
 
 #include "nodes/nodes.h"
@@ -33,6 +33,34 @@ Result<std::vector<std::any>> cond_out(ExecContext& ctx, const CLIPValue& c,
   Conditioning cond;
   cond.entries.push_back(std::move(e));
   return std::vector<std::any>{std::make_shared<const Conditioning>(std::move(cond))};
+}
+
+// zeros_like of the entry's tensor extra `key`, when it holds a tensor.
+void zero_extra(CondExtras& extras, const char* key) {
+  const HostTensor* t = extras.tensor(key);
+  if (t) extras.set(key, std::make_shared<const HostTensor>(t->dtype(), t->shape()));
+}
+
+// nodes.py ConditioningZeroOut.zero_out: per entry, zeros like the context, and like
+// pooled_output and conditioning_lyrics where they are set (not None); other keys are kept.
+NodeDef zero_out_node() {
+  NodeDef z;
+  z.class_type = "ConditioningZeroOut";
+  z.category = "advanced/conditioning";
+  z.inputs = {spec_link("conditioning", IoType::CONDITIONING)};
+  z.outputs = {{IoType::CONDITIONING, "CONDITIONING"}};
+  z.run = [](ExecContext&, const NodeInputs& in) -> Result<std::vector<std::any>> {
+    auto c = in.get<std::shared_ptr<const Conditioning>>("conditioning");
+    if (!c || !*c) return make_error(ErrorCode::INVALID_ARGUMENT, "conditioning input missing");
+    Conditioning out = **c;
+    for (CondEntry& e : out.entries) {
+      if (e.cond) e.cond = std::make_shared<const HostTensor>(e.cond->dtype(), e.cond->shape());
+      zero_extra(e.extras, kCondPooledOutput);
+      zero_extra(e.extras, "conditioning_lyrics");
+    }
+    return std::vector<std::any>{std::make_shared<const Conditioning>(std::move(out))};
+  };
+  return z;
 }
 
 }  // namespace
@@ -80,6 +108,8 @@ void nodes_register_conditioning(NodeRegistry& r, const NodeEnv&) {
     return std::vector<std::any>{std::make_shared<const Conditioning>(std::move(c))};
   };
   r.add(comb);
+
+  r.add(zero_out_node());
 
   NodeDef xl;
   xl.class_type = "CLIPTextEncodeSDXL";

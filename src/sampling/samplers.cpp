@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "sampling/brownian_tree.h"
 
@@ -24,6 +25,8 @@ const std::vector<std::string> kSamplerNames = {"euler",
                                                 "dpmpp_2m_sde",
                                                 "ddpm",
                                                 "lcm",
+                                                "res_multistep",
+                                                "res_multistep_ancestral",
                                                 "ddim"};
 
 // Sampling state shared by all loops: the denoiser, options, step count, interruption.
@@ -595,6 +598,66 @@ Result<HostTensor> sample_lcm(Run& run, HostTensor x, const std::vector<float>& 
   return x;
 }
 
+// ---- RES multistep ------------------------------------------------------------------------
+
+// torch.nan_to_num(v, nan=0.0): NaN -> 0, +-inf -> +-FLT_MAX.
+float nan_to_num(float v) {
+  if (std::isnan(v)) return 0.0f;
+  if (std::isinf(v)) return std::copysign(std::numeric_limits<float>::max(), v);
+  return v;
+}
+
+// Note [res_multistep]
+// ComfyUI's res_multistep (the second-order multistep RES solver of arXiv 2308.02157, k_diffusion
+// sampling.py): every step first takes get_ancestral_step(sigma, sigma_next, eta) (eta 0 for
+// res_multistep, the sampler's eta for res_multistep_ancestral); the first step and any step to
+// sigma_down 0 are Euler steps to sigma_down, the others
+//   x = e^-h x + h (b1 denoised + b2 old_denoised)
+// in t = -log(sigma), with h = t(sigma_down) - t(sigma), c2 = (t(sigma_prev) -
+// t(old_sigma_down)) / h, phi1(z) = expm1(z) / z, phi2(z) = (phi1(z) - 1) / z at z = -h,
+// b1 = nan_to_num(phi1 - phi2 / c2) and b2 = nan_to_num(phi2 / c2); then, when sigma_next > 0,
+// noise * s_noise * sigma_up is added.
+// At ComfyUI a125cd84 it has one form: CONST model sampling takes the same get_ancestral_step as
+// the others (no _RF variant), so a flow model's ancestral steps use the variance-exploding
+// split too. Scalars are float32 0-dim tensors as elsewhere; tests in
+// tests/sampling/zimage_sampling_test.cpp against tests/data/zimage/sampling_golden.safetensors.
+Result<HostTensor> sample_res_multistep(Run& run, HostTensor x, const std::vector<float>& s,
+                                        float eta) {
+  const float s_noise = float(run.opt().s_noise);
+  HostTensor old;
+  float old_down = 0.0f;
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    const float sigma = s[i];
+    HR_ASSIGN_OR_RETURN(HostTensor den, run.model(x, sigma));
+    const AncestralStep st = ancestral_step(sigma, s[i + 1], eta);
+    run.report(int(i), x, den);
+    if (st.down == 0.0f || old.empty()) {  // Euler
+      const float dt = st.down - sigma;
+      x = map2(x, den, [&](float a, float b) { return a + ((a - b) / sigma) * dt; });
+    } else {
+      const float t = neg_log(sigma), t_old = neg_log(old_down), t_next = neg_log(st.down),
+                  t_prev = neg_log(s[i - 1]);
+      const float h = t_next - t;
+      const float c2 = (t_prev - t_old) / h;
+      const float z = -h;
+      const float phi1 = std::expm1(z) / z;
+      const float phi2 = (phi1 - 1.0f) / z;
+      const float b1 = nan_to_num(phi1 - phi2 / c2), b2 = nan_to_num(phi2 / c2);
+      const float decay = exp_neg(h);
+      x = map3(x, den, old,
+               [&](float a, float d, float o) { return decay * a + h * (b1 * d + b2 * o); });
+    }
+    // ComfyUI draws noise here for eta 0 as well and scales it by sigma_up = 0: x is unchanged.
+    if (s[i + 1] > 0.0f && eta != 0.0f) {
+      HR_ASSIGN_OR_RETURN(HostTensor n, run.noise(x.shape()));
+      x = map2(x, n, [&](float a, float zn) { return a + (zn * s_noise) * st.up; });
+    }
+    old = std::move(den);
+    old_down = st.down;
+  }
+  return x;
+}
+
 }  // namespace
 
 // ComfyUI's k-diffusion samplers that test for CONST model sampling and then take another path
@@ -620,7 +683,7 @@ bool sampler_is_implemented(std::string_view name) {
 
 bool sampler_needs_noise(std::string_view name) {
   return name == "euler_ancestral" || name == "dpm_2_ancestral" || name == "dpmpp_2s_ancestral" ||
-         name == "ddpm" || name == "lcm";
+         name == "ddpm" || name == "lcm" || name == "res_multistep_ancestral";
 }
 
 Result<HostTensor> sampler_run(std::string_view name, const DenoiseFn& denoise, HostTensor x,
@@ -651,6 +714,9 @@ Result<HostTensor> sampler_run(std::string_view name, const DenoiseFn& denoise, 
   if (name == "dpmpp_2m_sde") return sample_dpmpp_2m_sde(run, std::move(x), sigmas);
   if (name == "ddpm") return sample_ddpm(run, std::move(x), sigmas);
   if (name == "lcm") return sample_lcm(run, std::move(x), sigmas);
+  if (name == "res_multistep") return sample_res_multistep(run, std::move(x), sigmas, 0.0f);
+  if (name == "res_multistep_ancestral")
+    return sample_res_multistep(run, std::move(x), sigmas, float(options.eta));
   return make_error(ErrorCode::UNSUPPORTED, "sampler '{}' is not implemented", name);
 }
 

@@ -229,6 +229,9 @@ TEST(FluxSampling, EverySamplerTrajectoryMatchesComfyUI) {
     HostTensor start = sample_initial_x(ms, noise, latent, sigmas[0]);
     expect_ulps(start.f32(), golden_ref(p + ".start"), start.numel(), 0, p + " start");
     for (const std::string& name : sampler_names()) {
+      // Added after this golden; their ComfyUI trajectories under flow model sampling are in
+      // tests/data/zimage/sampling_golden.safetensors (zimage_sampling_test.cpp).
+      if (name == "res_multistep" || name == "res_multistep_ancestral") continue;
       SCOPED_TRACE(p + " " + name);
       // ComfyUI's KSampler runs "ddim" as euler (comfy/samplers.py sampler_object).
       const std::string golden_name = name == "ddim" ? "euler" : name;

@@ -1,8 +1,8 @@
 // Every registered node plans, and every plan is the run: workflows that together use each
 // registered class (SD1 text-to-image, SDXL with CLIPTextEncodeSDXL, img2img with LoadImage +
 // VAEEncode at denoise 0.6, VAEDecodeTiled, a two-pass latent upscale, separate loaders, LoRAs,
-// Flux.1 from a single file and from separate files) on tiny random-weight checkpoints, f32 on
-// the CPU, each planned and then run without a budget and
+// Flux.1 from a single file and from separate files, the Z-Image sampling nodes) on tiny
+// random-weight checkpoints, f32 on the CPU, each planned and then run without a budget and
 // under budgets between the smallest that fits and the unbudgeted peak, so that weights stream,
 // the VAE tiles and the sampler splits cond and uncond. The predicted allocator-level peak must be
 // within 2 % of Allocator::total().peak, and the plan must say it fits exactly when the run ends
@@ -269,6 +269,20 @@ Json flux_single_file() {
       {"9", node("SaveImage", {{"filename_prefix", "flux"}, {"images", link("8")}})}};
 }
 
+// The Z-Image template's sampling-side nodes on the tiny Flux checkpoint until a Z-Image family
+// exists: ModelSamplingSD3 then ModelSamplingAuraFlow (the last patch wins, as in ComfyUI),
+// ConditioningZeroOut as the negative, res_multistep at cfg 2 so that the zeroed negative runs.
+Json zimage_sampling_nodes_on_flux() {
+  Json wf = flux_single_file();
+  wf["6"] = node("ModelSamplingSD3", {{"shift", 3.0}, {"model", link("1")}});
+  wf["10"] = node("ModelSamplingAuraFlow", {{"shift", 3.0}, {"model", link("6")}});
+  wf["3"] = node("ConditioningZeroOut", {{"conditioning", link("2")}});
+  wf["7"]["inputs"]["model"] = link("10");
+  wf["7"]["inputs"]["sampler_name"] = "res_multistep";
+  wf["7"]["inputs"]["cfg"] = 2.0;
+  return wf;
+}
+
 // The same tensors as ComfyUI's separate Flux files: the DiT from UNETLoader, T5-XXL and CLIP-L
 // from DualCLIPLoader, the autoencoder from VAELoader; cfg 2, so that the positive and negative
 // share the DiT's calls, at a larger latent.
@@ -474,7 +488,9 @@ const std::vector<Case>& cases() {
                                       {"flux text encoders on sd1", flux_text_encoders_on_sd1(),
                                        false},
                                       {"flux single file", flux_single_file()},
-                                      {"flux separate files", flux_separate_files()}};
+                                      {"flux separate files", flux_separate_files()},
+                                      {"z-image sampling nodes on flux",
+                                       zimage_sampling_nodes_on_flux(), false}};
   return c;
 }
 
