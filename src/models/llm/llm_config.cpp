@@ -56,8 +56,10 @@ Status need(const Find& find, const std::string& name, int rank, Shape* out) {
   return Status();
 }
 
-Result<LLMConfig> detect_from(const std::vector<std::string>& names, const Find& find) {
+Result<LLMConfig> detect_from(const std::vector<std::string>& names, const Find& find,
+                              int64_t head_dim) {
   LLMConfig c;
+  c.head_dim = head_dim;
   Shape embed, q, k, gate;
   HR_TRY(need(find, kEmbed, 2, &embed));
   c.vocab = embed[0];
@@ -165,14 +167,15 @@ Result<std::string> llm_encoder_prefix(const SafetensorsFile& file) {
                     kEmbed, kLayers);
 }
 
-Result<LLMConfig> llm_config_detect(const WeightSet& w) {
+Result<LLMConfig> llm_config_detect(const WeightSet& w, int64_t head_dim) {
   return detect_from(w.names(), [&w](const std::string& name) -> std::optional<Shape> {
     const HostTensor* t = w.find(name);
     return t ? std::optional<Shape>(t->shape()) : std::nullopt;
-  });
+  }, head_dim);
 }
 
-Result<LLMConfig> llm_config_detect(const SafetensorsFile& file, std::string_view prefix) {
+Result<LLMConfig> llm_config_detect(const SafetensorsFile& file, std::string_view prefix,
+                                    int64_t head_dim) {
   std::vector<std::string> names;
   for (const SafetensorsEntry& e : file.entries())
     if (e.name.compare(0, prefix.size(), prefix) == 0)
@@ -180,7 +183,7 @@ Result<LLMConfig> llm_config_detect(const SafetensorsFile& file, std::string_vie
   return detect_from(names, [&](const std::string& name) -> std::optional<Shape> {
     const SafetensorsEntry* e = file.find(std::string(prefix) + name);
     return e ? std::optional<Shape>(e->shape) : std::nullopt;
-  });
+  }, head_dim);
 }
 
 }  // namespace hr

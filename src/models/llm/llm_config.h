@@ -75,12 +75,14 @@ Result<std::string> llm_encoder_prefix(const SafetensorsFile& file);
 
 // Reads the configuration from a WeightSet loaded with the prefix stripped, or from a file's
 // header under `prefix` (nothing loaded). Shapes give vocab and hidden (embed_tokens), layers
-// (model.layers.N), head_dim (q_norm; 128 without one), heads and kv_heads (q_proj, k_proj),
+// (model.layers.N), head_dim (q_norm's width; `head_dim` where there is no q_norm, as in Qwen2.5
+// and Llama files, all of whose published sizes use 128), heads and kv_heads (q_proj, k_proj),
 // intermediate (gate_proj), qkv_bias and qk_norm (presence); rope theta, eps and the output
 // choice come from the preset of the same shape, else Qwen's 1e6 / 1e-6 and hidden_states[-2].
 // Every tensor is checked for presence and shape; INVALID_ARGUMENT names the first one missing
 // or mis-shaped.
-Result<LLMConfig> llm_config_detect(const WeightSet& weights);
-Result<LLMConfig> llm_config_detect(const SafetensorsFile& file, std::string_view prefix);
+Result<LLMConfig> llm_config_detect(const WeightSet& weights, int64_t head_dim = 128);
+Result<LLMConfig> llm_config_detect(const SafetensorsFile& file, std::string_view prefix,
+                                    int64_t head_dim = 128);
 
 }  // namespace hr

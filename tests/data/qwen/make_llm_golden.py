@@ -47,6 +47,10 @@ CONFIG = {"vocab_size": 300, "hidden_size": 32, "intermediate_size": 48, "num_hi
           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
           "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "max_position_embeddings": 4096}
 
+# A Qwen2.5-shaped variant (q/k/v projections with bias, no q/k norm; Qwen-Image's language model
+# is this shape), smaller: 2 layers.
+CONFIG_QWEN25 = dict(CONFIG, num_hidden_layers=2)
+
 # Token sequences (batch 1, no padding): one token, a short one, a longer one with repeats and
 # the vocabulary's ends.
 CASES = {
@@ -56,7 +60,7 @@ CASES = {
 }
 
 
-def random_weights(cfg, g):
+def random_weights(cfg, g, qwen3=True):
     D, F, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     H, K, Dh = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
 
@@ -74,8 +78,13 @@ def random_weights(cfg, g):
         w[p + "self_attn.k_proj.weight"] = lin(K * Dh, D)
         w[p + "self_attn.v_proj.weight"] = lin(K * Dh, D)
         w[p + "self_attn.o_proj.weight"] = lin(D, H * Dh)
-        w[p + "self_attn.q_norm.weight"] = gamma(Dh)
-        w[p + "self_attn.k_norm.weight"] = gamma(Dh)
+        if qwen3:
+            w[p + "self_attn.q_norm.weight"] = gamma(Dh)
+            w[p + "self_attn.k_norm.weight"] = gamma(Dh)
+        else:
+            w[p + "self_attn.q_proj.bias"] = 0.5 * torch.randn(H * Dh, generator=g)
+            w[p + "self_attn.k_proj.bias"] = 0.5 * torch.randn(K * Dh, generator=g)
+            w[p + "self_attn.v_proj.bias"] = 0.5 * torch.randn(K * Dh, generator=g)
         w[p + "post_attention_layernorm.weight"] = gamma(D)
         w[p + "mlp.gate_proj.weight"] = lin(F, D)
         w[p + "mlp.up_proj.weight"] = lin(F, D)
@@ -84,8 +93,7 @@ def random_weights(cfg, g):
     return {k: v.float().contiguous() for k, v in w.items()}
 
 
-def comfy_model(comfy_dir, cfg):
-    shims = comfy_harness.import_comfy(comfy_dir)
+def comfy_model(cfg, qwen3=True):
     import comfy.ops
     import comfy.text_encoders.llama as llama
 
@@ -97,14 +105,15 @@ def comfy_model(comfy_dir, cfg):
                            max_position_embeddings=cfg["max_position_embeddings"],
                            rms_norm_eps=cfg["rms_norm_eps"], rope_theta=cfg["rope_theta"],
                            transformer_type="llama")
-    # Class-level (unannotated) fields of ComfyUI's configs, set as Qwen3's are.
+    # Class-level (unannotated) fields of ComfyUI's configs, set as Qwen3_4BConfig's are, or as
+    # Qwen25_3BConfig's (q/k/v bias, no q/k norm).
     c.head_dim = cfg["head_dim"]
     c.rms_norm_add = False
     c.mlp_activation = "silu"
-    c.qkv_bias = False
+    c.qkv_bias = not qwen3
     c.rope_dims = None
-    c.q_norm = "gemma3"
-    c.k_norm = "gemma3"
+    c.q_norm = "gemma3" if qwen3 else None
+    c.k_norm = "gemma3" if qwen3 else None
     c.rope_scale = None
 
     class Wrapper(torch.nn.Module):  # Qwen3_4B's layout: Llama2_ at ".model"
@@ -113,39 +122,53 @@ def comfy_model(comfy_dir, cfg):
             self.model = llama.Llama2_(c, device="cpu", dtype=torch.float32,
                                        ops=comfy.ops.manual_cast)
 
-    m = Wrapper()
-    return m, shims
+    return Wrapper()
 
 
-def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    torch.manual_seed(0)
-    g = torch.Generator().manual_seed(20261204)
-    weights = random_weights(CONFIG, g)
-    m, shims = comfy_model(os.path.abspath(sys.argv[1]), CONFIG)
-    missing, unexpected = m.load_state_dict(weights, strict=True), None
-    del missing, unexpected
-    m.eval()
-    out = dict(weights)
-    meta_cases = {}
+def run_cases(m, cfg, cases, prefix, out, meta_cases):
     with torch.no_grad():
-        for name, ids in CASES.items():
+        for name in cases:
+            ids = CASES[name]
             x = torch.tensor([ids], dtype=torch.long)
             _, all_h = m.model(x, intermediate_output="all", final_layer_norm_intermediate=False,
                                dtype=torch.float32)
             _, m2 = m.model(x, intermediate_output=-2, final_layer_norm_intermediate=False,
                             dtype=torch.float32)
             all_h = all_h[0]  # [layers + 1, L, D]
-            assert all_h.shape[0] == CONFIG["num_hidden_layers"] + 1
+            assert all_h.shape[0] == cfg["num_hidden_layers"] + 1
             assert torch.equal(all_h[-2], m2[0]), "intermediate -2 is not hidden_states[-2]"
-            out[name + ".ids"] = np.array([ids], dtype=np.int64)
-            out[name + ".hidden_states"] = all_h.float().numpy()
-            out[name + ".hidden_m2"] = m2.float().numpy()
-            meta_cases[name] = {"tokens": len(ids),
-                                "max_abs_hidden_m2": float(m2.abs().max())}
+            out[prefix + name + ".ids"] = np.array([ids], dtype=np.int64)
+            out[prefix + name + ".hidden_states"] = all_h.float().numpy()
+            out[prefix + name + ".hidden_m2"] = m2.float().numpy()
+            meta_cases[name] = {"tokens": len(ids), "max_abs_hidden_m2": float(m2.abs().max())}
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    shims = comfy_harness.import_comfy(os.path.abspath(sys.argv[1]))
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(20261204)
+    weights = random_weights(CONFIG, g)
+    m = comfy_model(CONFIG)
+    m.load_state_dict(weights, strict=True)
+    m.eval()
+    out, meta_cases = dict(weights), {}
+    run_cases(m, CONFIG, list(CASES), "", out, meta_cases)
+
+    # The Qwen2.5-shaped variant, under "qwen25.".
+    g25 = torch.Generator().manual_seed(20261205)
+    weights25 = random_weights(CONFIG_QWEN25, g25, qwen3=False)
+    m25 = comfy_model(CONFIG_QWEN25, qwen3=False)
+    m25.load_state_dict(weights25, strict=True)
+    m25.eval()
+    out.update({"qwen25." + k: v for k, v in weights25.items()})
+    meta_cases25 = {}
+    run_cases(m25, CONFIG_QWEN25, ["short", "long"], "qwen25.", out, meta_cases25)
+
     out = {k: (v.numpy() if isinstance(v, torch.Tensor) else v) for k, v in out.items()}
     meta = {"config": json.dumps(CONFIG), "cases": json.dumps(meta_cases),
+            "config_qwen25": json.dumps(CONFIG_QWEN25), "cases_qwen25": json.dumps(meta_cases25),
             "reference": "ComfyUI a125cd84 comfy/text_encoders/llama.py Llama2_ (CPU, float32)",
             "torch": torch.__version__, "shims": shims()}
     path = os.path.join(HERE, "llm_golden.safetensors")
