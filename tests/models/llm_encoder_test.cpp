@@ -167,6 +167,49 @@ TEST_F(LLMEncoder, Qwen25ShapeMatchesComfyUI) {
     }
 }
 
+// Real files are bf16 (qwen_3_4b.safetensors): the weights stay bf16 and are cast to the f32
+// compute at use (Note [LLM encoder precision]); the embedding table is gathered in bf16 and only
+// its rows cast. That must equal running f32 weights holding the same bf16-rounded values.
+TEST_F(LLMEncoder, Bf16StorageCastsAtUse) {
+  auto detected = llm_config_detect(weights_);
+  ASSERT_TRUE(detected.ok()) << detected.status().str();
+  WeightSet stored, rounded;
+  auto map = std::make_shared<WeightStorageMap>();
+  for (const std::string& n : weights_.names()) {
+    HostTensor b = weights_.find(n)->to(DType::BF16);
+    rounded.put(n, b.to(DType::F32));
+    stored.put(n, std::move(b));
+    (*map)[n] = WeightStorage{DType::BF16, "", false};
+  }
+  stored.set_storage(map);
+  stored.bind(backend_.get(), alloc_.get());
+  rounded.bind(backend_.get(), alloc_.get());
+  LLMConfig c = *detected;
+  c.storage = map;
+  auto z = llm_encoder_run(*ex_, stored, c, ids("long"), DType::F32);
+  ASSERT_TRUE(z.ok()) << z.status().str();
+  auto want = llm_encoder_run(*ex_, rounded, *detected, ids("long"), DType::F32);
+  ASSERT_TRUE(want.ok()) << want.status().str();
+  EXPECT_EQ(test::rel_err(*z, *want), 0.0);
+  // And bf16 rounding is visible against the f32 golden, so the weights really were bf16.
+  EXPECT_GT(test::rel_err(*z, golden("long.hidden_m2")), 1e-4);
+}
+
+// The presets build full-size graphs (no weights needed); hidden_states[-2] never reads the last
+// layer nor the final norm.
+TEST_F(LLMEncoder, PresetGraphsBuild) {
+  for (const LLMConfig& c : {llm_config_qwen3_4b(), llm_config_qwen3_8b(), llm_config_qwen25_7b()}) {
+    auto g = llm_encoder_graph(c, 1, 128, DType::BF16);
+    ASSERT_TRUE(g.ok()) << g.status().str();
+    const std::string last = "model.layers." + std::to_string(c.layers - 1) + ".";
+    EXPECT_NE(g->find_weight("model.layers." + std::to_string(c.layers - 2) +
+                             ".mlp.down_proj.weight"),
+              kNoValue);
+    EXPECT_EQ(g->find_weight(last + "mlp.down_proj.weight"), kNoValue);
+    EXPECT_EQ(g->find_weight("model.norm.weight"), kNoValue);
+  }
+}
+
 TEST_F(LLMEncoder, PresetsAreQwenConfigs) {
   const LLMConfig q4 = llm_config_qwen3_4b();
   EXPECT_EQ(q4.layers, 36);

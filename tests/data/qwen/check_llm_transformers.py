@@ -64,6 +64,11 @@ def main():
                          max_position_embeddings=cfg["max_position_embeddings"],
                          attention_bias=False, hidden_act="silu", tie_word_embeddings=True,
                          use_sliding_window=False)
+    # transformers 5 keeps theta in rope_parameters (its config still reads rope_theta=); make
+    # sure the model sees the golden's.
+    rp = getattr(config, "rope_parameters", None)
+    if isinstance(rp, dict):
+        rp["rope_theta"] = cfg["rope_theta"]
     config._attn_implementation = "eager"
     model = Qwen3Model(config).float().eval()
     weights = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
