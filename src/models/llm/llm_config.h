@@ -23,12 +23,14 @@ namespace hr {
 // the output of layer i - 1 (0-based), hidden_states[layers] the last layer's output AFTER the
 // final norm ("model.norm"). A negative index counts from the end (-1: the normed last state).
 // Z-Image takes hidden_states[-2], the second-to-last layer's output WITHOUT the final norm:
-//  - ComfyUI (lumina2.py Gemma2_2BModel, and the Qwen3 Z-Image encoder built the same way):
-//    SDClipModel(layer="hidden", layer_idx=-2, layer_norm_hidden_state=False) calls
-//    Llama2_.forward(intermediate_output=-2, final_layer_norm_intermediate=False), which keeps x
-//    after layer index layers - 2 and does not normalise it;
-//  - diffusers' ZImagePipeline.encode_prompt: text_encoder(..., output_hidden_states=True)
-//    .hidden_states[-2].
+//  - ComfyUI (comfy/text_encoders/z_image.py Qwen3_4BModel, newer than a125cd84, as
+//    lumina2.py's Gemma2_2BModel at a125cd84): SDClipModel(layer="hidden", layer_idx=-2,
+//    layer_norm_hidden_state=False) calls Llama2_.forward(intermediate_output=-2,
+//    final_layer_norm_intermediate=False), which keeps x after layer index layers - 2 and does
+//    not normalise it;
+//  - diffusers' ZImagePipeline._encode_prompt: text_encoder(..., output_hidden_states=True)
+//    .hidden_states[-2], then only the unmasked tokens. Its padding is on the right and the
+//    attention causal, so the real tokens never see a pad: running them alone is the same.
 // `output_norm` is ComfyUI's layer_norm_hidden_state for an index below `layers` (the index
 // `layers` is always normed).
 struct LLMConfig {
