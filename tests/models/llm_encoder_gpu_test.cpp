@@ -35,7 +35,8 @@ class CudaLLMEncoder : public ::testing::TestWithParam<DType> {
 TEST_P(CudaLLMEncoder, MatchesComfyLlama) {
   const DType stored = GetParam();
   // f32: summation order (and the GPU's f32 GEMM) only, the bound the Flux DiT's f32 GPU test
-  // uses. bf16 weights: their rounding, measured 3.9e-3 on the CPU for the "long" case (LLMEncoder.Bf16StorageCastsAtUse).
+  // uses. bf16 weights: their rounding, measured 3.9e-3 on the CPU for the "long" case
+  // (LLMEncoder.Bf16StorageCastsAtUse).
   const double tol = stored == DType::F32 ? 1e-4 : 1e-2;
   auto f = SafetensorsFile::open(test::data_path("qwen/llm_golden.safetensors"));
   ASSERT_TRUE(f.ok()) << f.status().str();

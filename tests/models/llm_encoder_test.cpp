@@ -38,8 +38,7 @@ class LLMEncoder : public ::testing::Test {
     ex_ = std::make_unique<Executor>(*backend_, *alloc_, executor_policies_default(*backend_));
     for (const SafetensorsEntry& e : golden_->entries()) {
       if (e.name.rfind("model.", 0) == 0) weights_.put(e.name, golden(e.name));
-      if (e.name.rfind("qwen25.model.", 0) == 0)
-        qwen25_.put(e.name.substr(7), golden(e.name));
+      if (e.name.rfind("qwen25.model.", 0) == 0) qwen25_.put(e.name.substr(7), golden(e.name));
     }
     weights_.bind(backend_.get(), alloc_.get());
     qwen25_.bind(backend_.get(), alloc_.get());
@@ -200,13 +199,14 @@ TEST_F(LLMEncoder, Bf16StorageCastsAtUse) {
 // The presets build full-size graphs (no weights needed); hidden_states[-2] never reads the last
 // layer nor the final norm.
 TEST_F(LLMEncoder, PresetGraphsBuild) {
-  for (const LLMConfig& c : {llm_config_qwen3_4b(), llm_config_qwen3_8b(), llm_config_qwen25_7b()}) {
+  for (const LLMConfig& c :
+       {llm_config_qwen3_4b(), llm_config_qwen3_8b(), llm_config_qwen25_7b()}) {
     auto g = llm_encoder_graph(c, 1, 128, DType::BF16);
     ASSERT_TRUE(g.ok()) << g.status().str();
     const std::string last = "model.layers." + std::to_string(c.layers - 1) + ".";
-    EXPECT_NE(g->find_weight("model.layers." + std::to_string(c.layers - 2) +
-                             ".mlp.down_proj.weight"),
-              kNoValue);
+    EXPECT_NE(
+        g->find_weight("model.layers." + std::to_string(c.layers - 2) + ".mlp.down_proj.weight"),
+        kNoValue);
     EXPECT_EQ(g->find_weight(last + "mlp.down_proj.weight"), kNoValue);
     EXPECT_EQ(g->find_weight("model.norm.weight"), kNoValue);
   }
@@ -281,8 +281,7 @@ TEST_F(LLMEncoder, RefusesMissingOrMisshapedTensors) {
   EXPECT_EQ(r.status().code(), ErrorCode::INVALID_ARGUMENT);
   LLMConfig far = *c;
   far.output_hidden_state = c->layers + 1;
-  EXPECT_EQ(llm_encoder_graph(far, 1, 3, DType::F32).status().code(),
-            ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(llm_encoder_graph(far, 1, 3, DType::F32).status().code(), ErrorCode::INVALID_ARGUMENT);
 }
 
 }  // namespace

@@ -15,9 +15,7 @@ constexpr const char* kEmbed = "model.embed_tokens.weight";
 constexpr const char* kNorm = "model.norm.weight";
 constexpr const char* kLayers = "model.layers.";
 
-std::string layer_key(int i, const char* rest) {
-  return kLayers + std::to_string(i) + "." + rest;
-}
+std::string layer_key(int i, const char* rest) { return kLayers + std::to_string(i) + "." + rest; }
 
 using Find = std::function<std::optional<Shape>(const std::string&)>;
 
@@ -78,8 +76,8 @@ Result<LLMConfig> detect_from(const std::vector<std::string>& names, const Find&
   HR_TRY(need(find, layer_key(0, "self_attn.k_proj.weight"), 2, &k));
   if (c.head_dim < 2 || c.head_dim % 2 != 0 || q[0] % c.head_dim != 0 || k[0] % c.head_dim != 0)
     return make_error(ErrorCode::INVALID_ARGUMENT,
-                      "LLM encoder: q_proj {} / k_proj {} do not split into heads of {}",
-                      q.str(), k.str(), c.head_dim);
+                      "LLM encoder: q_proj {} / k_proj {} do not split into heads of {}", q.str(),
+                      k.str(), c.head_dim);
   c.heads = int(q[0] / c.head_dim);
   c.kv_heads = int(k[0] / c.head_dim);
   if (c.kv_heads < 1 || c.heads % c.kv_heads != 0)
@@ -168,10 +166,13 @@ Result<std::string> llm_encoder_prefix(const SafetensorsFile& file) {
 }
 
 Result<LLMConfig> llm_config_detect(const WeightSet& w, int64_t head_dim) {
-  return detect_from(w.names(), [&w](const std::string& name) -> std::optional<Shape> {
-    const HostTensor* t = w.find(name);
-    return t ? std::optional<Shape>(t->shape()) : std::nullopt;
-  }, head_dim);
+  return detect_from(
+      w.names(),
+      [&w](const std::string& name) -> std::optional<Shape> {
+        const HostTensor* t = w.find(name);
+        return t ? std::optional<Shape>(t->shape()) : std::nullopt;
+      },
+      head_dim);
 }
 
 Result<LLMConfig> llm_config_detect(const SafetensorsFile& file, std::string_view prefix,
@@ -180,10 +181,13 @@ Result<LLMConfig> llm_config_detect(const SafetensorsFile& file, std::string_vie
   for (const SafetensorsEntry& e : file.entries())
     if (e.name.compare(0, prefix.size(), prefix) == 0)
       names.push_back(e.name.substr(prefix.size()));
-  return detect_from(names, [&](const std::string& name) -> std::optional<Shape> {
-    const SafetensorsEntry* e = file.find(std::string(prefix) + name);
-    return e ? std::optional<Shape>(e->shape) : std::nullopt;
-  }, head_dim);
+  return detect_from(
+      names,
+      [&](const std::string& name) -> std::optional<Shape> {
+        const SafetensorsEntry* e = file.find(std::string(prefix) + name);
+        return e ? std::optional<Shape>(e->shape) : std::nullopt;
+      },
+      head_dim);
 }
 
 }  // namespace hr

@@ -43,8 +43,8 @@ struct LLMConfig {
   int64_t head_dim = 128;
   float rope_theta = 1e6f;
   float rms_eps = 1e-6f;
-  bool qkv_bias = false;  // q/k/v projections with bias (Qwen2.5)
-  bool qk_norm = true;    // per-head RMS norm of q and k before RoPE (Qwen3)
+  bool qkv_bias = false;         // q/k/v projections with bias (Qwen2.5)
+  bool qk_norm = true;           // per-head RMS norm of q and k before RoPE (Qwen3)
   int output_hidden_state = -2;  // Note [LLM hidden state]
   bool output_norm = false;
   // fp8 or 16-bit weights kept in storage and cast at use (Note [fp8 weights] in graph/graph.h);

@@ -41,8 +41,8 @@ ValueId embed(Graph& g, const LLMConfig& c, ValueId ids, DType dtype) {
   if (!s || !s->scale.empty() || s->dtype == dtype)
     return g.op(OpKind::EMBEDDING, {}, {ids, g.weight(name, {dtype, {c.vocab, c.hidden}})},
                 "embed_tokens");
-  ValueId rows = g.op(OpKind::EMBEDDING, {},
-                      {ids, g.weight(name, {s->dtype, {c.vocab, c.hidden}})}, "embed_tokens");
+  ValueId rows = g.op(OpKind::EMBEDDING, {}, {ids, g.weight(name, {s->dtype, {c.vocab, c.hidden}})},
+                      "embed_tokens");
   return g.cast(rows, dtype, "embed_tokens.cast");
 }
 
