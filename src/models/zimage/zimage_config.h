@@ -62,8 +62,8 @@ struct ZImageConfig {
 
 // Z-Image Turbo's transformer/config.json (Tongyi-MAI/Z-Image-Turbo; diffusers' defaults): dim
 // 3840, 30 heads, 30 layers, 2 refiner layers, cap_feat_dim 2560, axes_dims [32, 48, 48],
-// rope_theta 256, t_scale 1000, norm_eps 1e-5. Its axes_lens [1536, 512, 512] only size diffusers' table of
-// precomputed angles; headroom (as ComfyUI) computes the angles of any position.
+// rope_theta 256, t_scale 1000, norm_eps 1e-5. Its axes_lens [1536, 512, 512] only size diffusers'
+// table of precomputed angles; headroom (as ComfyUI) computes the angles of any position.
 ZImageConfig zimage_config_turbo();
 
 // Reads the configuration from the shapes of the tensors whose names start with `prefix`: dim and
