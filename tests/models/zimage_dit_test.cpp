@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "graph/executor.h"
@@ -101,6 +103,21 @@ TEST(ZImageConfig, TurboValues) {
   EXPECT_EQ(c.ffn_hidden, int(3840.0 / 3 * 8));
   EXPECT_EQ(c.axes_dim, (std::vector<int>{32, 48, 48}));
   EXPECT_EQ(c.rope_theta, 256.0);
+}
+
+// The Turbo preset declares exactly the tensors of the full-size model in ComfyUI's layout: their
+// counts ("N tensors M" elements; 6.15 B parameters), from diffusers' class built on the meta
+// device, are in the golden's metadata (make_dit_golden.py full_size_counts).
+TEST_F(ZImageDitTest, TurboPresetMatchesTheReferenceStateDict) {
+  // 63 x 63 image tokens and 100 caption tokens: both sequences need their pad token.
+  Result<Graph> g = zimage_dit_graph(zimage_config_turbo(), 1, 63, 63, 100, DType::BF16);
+  ASSERT_TRUE(g.ok()) << g.status().str();
+  int64_t tensors = 0;
+  for (const Value& v : g->values()) tensors += v.kind == ValueKind::WEIGHT;
+  const std::string got = fmt::format("{} tensors {}", tensors, g->weight_bytes() / 2);
+  auto it = file_->metadata().find("full_size.turbo");
+  ASSERT_NE(it, file_->metadata().end());
+  EXPECT_EQ(got, it->second);
 }
 
 TEST(ZImageTokens, PatchLayoutIsChannelLastAndRoundTrips) {

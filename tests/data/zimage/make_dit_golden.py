@@ -13,6 +13,8 @@ convert_z_image_transformer_checkpoint_to_diffusers, loaders/single_file_utils.p
 "golden.<case>.x" [B, 16, H, W] (the latent), ".sigma" [B], ".context" [B, L, cap_feat_dim] and
 ".out" [B, 16, H, W]: ComfyUI's model output for sigma, i.e. -model(x, 1 - sigma, context) (the
 diffusers pipeline passes t = (1000 - timestep) / 1000 = 1 - sigma and negates the prediction).
+The metadata holds the configuration, the cases and "full_size.turbo": the tensor and element
+counts of the full-size model (Z-Image Turbo's config) in ComfyUI's layout.
 """
 
 import argparse
@@ -206,6 +208,24 @@ def comfy_state_dict(model):
     return out
 
 
+def full_size_counts(zi):
+    """Tensor and element counts of the full-size model's state dict in ComfyUI's layout
+    (diffusers' defaults are Z-Image Turbo's config), built with every Linear on the meta device
+    (no memory): "N tensors M"."""
+    orig = nn.Linear.__init__
+
+    def meta_init(self, *a, **k):
+        k.setdefault("device", "meta")
+        orig(self, *a, **k)
+
+    nn.Linear.__init__ = meta_init
+    try:
+        sd = comfy_state_dict(zi.ZImageTransformer2DModel())
+    finally:
+        nn.Linear.__init__ = orig
+    return f"{len(sd)} tensors {sum(v.numel() for v in sd.values())}"
+
+
 def save_safetensors(path, tensors, metadata):
     header = {"__metadata__": metadata}
     blobs, offset = [], 0
@@ -256,7 +276,8 @@ def main():
             cases[name] = dict(batch=batch, cap_len=cap_len, h=h, w=w, sigmas=sigmas)
     meta = {"config": json.dumps(dict(CONFIG, t_mid=T_MID)), "cases": json.dumps(cases),
             "source": "diffusers ZImageTransformer2DModel (transformer_z_image.py), torch "
-                      + torch.__version__}
+                      + torch.__version__,
+            "full_size.turbo": full_size_counts(zi)}
     save_safetensors(args.out, tensors, meta)
     print("wrote", args.out, os.path.getsize(args.out), "bytes")
 
