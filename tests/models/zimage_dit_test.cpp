@@ -4,14 +4,13 @@
 // whole calls, and the refusal of a file with a tensor missing or of the wrong shape.
 #include "models/zimage/zimage_dit.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <memory>
-
-#include <fmt/format.h>
 
 #include "backend/allocator.h"
 #include "backend/backend.h"
