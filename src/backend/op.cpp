@@ -19,6 +19,7 @@ const char* op_name(OpKind kind) {
     case OpKind::GELU_TANH: return "gelu_tanh";
     case OpKind::QUICK_GELU: return "quick_gelu";
     case OpKind::SILU: return "silu";
+    case OpKind::TANH: return "tanh";
     case OpKind::GEGLU: return "geglu";
     case OpKind::ADD: return "add";
     case OpKind::SUB: return "sub";
@@ -319,6 +320,7 @@ Result<TensorDesc> op_infer(OpKind kind, const OpParams& p, std::span<const Tens
     case OpKind::GELU_TANH:
     case OpKind::QUICK_GELU:
     case OpKind::SILU:
+    case OpKind::TANH:
     case OpKind::SCALE: {
       HR_TRY(need(1, 1));
       HR_TRY(same_float(1));

@@ -46,6 +46,7 @@ namespace hr {
 // GELU_TANH   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 // QUICK_GELU  x * sigmoid(1.702 x).
 // SILU        x * sigmoid(x).
+// TANH        tanh(x) (Z-Image's adaLN gates).
 // GEGLU       x[..., 2N] -> [..., N]: x[..., :N] * gelu_erf(x[..., N:])  (diffusers GEGLU).
 // ADD SUB MUL DIV   a, b -> broadcast(a, b) (NumPy rules, right-aligned).
 // SCALE       x -> x * params.alpha + params.beta.
@@ -126,6 +127,7 @@ enum class OpKind : uint8_t {
   RMS_NORM,
   ROPE,
   QKV_ROPE,
+  TANH,
   COUNT_,  // number of ops; not an op
 };
 

@@ -20,6 +20,7 @@ bool is_unary_elementwise(OpKind k) {
     case OpKind::GELU_TANH:
     case OpKind::QUICK_GELU:
     case OpKind::SILU:
+    case OpKind::TANH:
     case OpKind::SCALE:
     case OpKind::CAST:
     case OpKind::COPY: return true;

@@ -115,6 +115,7 @@ bool op_allows_in_place(const Graph& g, const Node& n, ValueId input) {
     case OpKind::GELU_TANH:
     case OpKind::QUICK_GELU:
     case OpKind::SILU:
+    case OpKind::TANH:
     case OpKind::SCALE:
     case OpKind::ADD:
     case OpKind::SUB:

@@ -759,7 +759,8 @@ void add_attention_cases(std::vector<OpCase>& v) {
 }
 
 void add_elementwise_cases(std::vector<OpCase>& v) {
-  const OpKind unary[] = {OpKind::GELU, OpKind::GELU_TANH, OpKind::QUICK_GELU, OpKind::SILU};
+  const OpKind unary[] = {OpKind::GELU, OpKind::GELU_TANH, OpKind::QUICK_GELU, OpKind::SILU,
+                          OpKind::TANH};
   for (OpKind k : unary)
     v.push_back(make_case(std::string(op_name(k)), k, {f32({2, 64, 33})}).with_range(0, -5, 5));
   OpParams sc;

@@ -78,6 +78,8 @@ double unary_value(OpKind kind, const OpParams& p, double x) {
       return x * sigmoid(1.702 * x);
     case OpKind::SILU:
       return x * sigmoid(x);
+    case OpKind::TANH:
+      return std::tanh(x);
     case OpKind::SCALE:
       return x * double(p.alpha) + double(p.beta);
     default:
@@ -679,7 +681,7 @@ Result<RefTensor> ref_channels_last(OpKind kind, const OpParams& p, std::span<co
 
 Result<RefTensor> op_reference(OpKind kind, const OpParams& p, std::span<const RefTensor> in) {
   static constexpr size_t kMinInputs[] = {2, 2, 2, 3, 2, 1, 3, 1, 1, 1, 1, 1, 2, 2,
-                                          2, 2, 1, 2, 1, 1, 1, 1, 2, 1, 1, 1, 2, 1, 2, 4};
+                                          2, 2, 1, 2, 1, 1, 1, 1, 2, 1, 1, 1, 2, 1, 2, 4, 1};
   static_assert(std::size(kMinInputs) == size_t(OpKind::COUNT_));
   if (kind >= OpKind::COUNT_ || in.size() < kMinInputs[size_t(kind)])
     return ref_error(kind, fmt::format("{} inputs", in.size()));
@@ -712,6 +714,7 @@ Result<RefTensor> op_reference(OpKind kind, const OpParams& p, std::span<const R
     case OpKind::GELU_TANH:
     case OpKind::QUICK_GELU:
     case OpKind::SILU:
+    case OpKind::TANH:
     case OpKind::SCALE: {
       RefTensor out = in[0];
       for (double& x : out.data) x = unary_value(kind, p, x);

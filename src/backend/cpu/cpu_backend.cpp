@@ -136,6 +136,7 @@ class CpuBackend final : public Backend {
       case OpKind::GELU_TANH:
       case OpKind::QUICK_GELU:
       case OpKind::SILU:
+      case OpKind::TANH:
       case OpKind::SCALE: return cpu::unary(c);
       case OpKind::GEGLU: return cpu::geglu(c);
       case OpKind::ADD:

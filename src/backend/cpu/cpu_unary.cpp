@@ -1,4 +1,4 @@
-// CPU elementwise activations: GELU (erf and tanh forms), QUICK_GELU, SILU, SCALE, and the
+// CPU elementwise activations: GELU (erf and tanh forms), QUICK_GELU, SILU, TANH, SCALE, and the
 // gated GEGLU. f32 only; large tensors are split across OpenMP threads.
 #include <cmath>
 #include <cstdint>
@@ -53,6 +53,7 @@ Status unary(const OpCall& c) {
     case OpKind::GELU_TANH: map(x, y, n, gelu_tanh); break;
     case OpKind::QUICK_GELU: map(x, y, n, [](float v) { return x_sigmoid(v, 1.702f); }); break;
     case OpKind::SILU: map(x, y, n, [](float v) { return x_sigmoid(v, 1.0f); }); break;
+    case OpKind::TANH: map(x, y, n, [](float v) { return std::tanh(v); }); break;
     case OpKind::SCALE: {
       float a = c.params ? c.params->alpha : 0.0f, b = c.params ? c.params->beta : 0.0f;
       map(x, y, n, [a, b](float v) { return v * a + b; });

@@ -636,11 +636,13 @@ Status CudaBackend::run_compute(const OpCall& c, const OpParams& p, cudaStream_t
     case OpKind::GELU_TANH:
     case OpKind::QUICK_GELU:
     case OpKind::SILU:
+    case OpKind::TANH:
     case OpKind::SCALE: {
       cuda::UnaryOp u = c.kind == OpKind::GELU        ? cuda::UnaryOp::GELU
                         : c.kind == OpKind::GELU_TANH  ? cuda::UnaryOp::GELU_TANH
                         : c.kind == OpKind::QUICK_GELU ? cuda::UnaryOp::QUICK_GELU
                         : c.kind == OpKind::SILU       ? cuda::UnaryOp::SILU
+                        : c.kind == OpKind::TANH       ? cuda::UnaryOp::TANH
                                                        : cuda::UnaryOp::SCALE;
       HR_CUDA_CHECK(opn, cuda::unary(u, t, x.data, y.data, x.desc.numel(), p.alpha, p.beta, s));
       return Status();

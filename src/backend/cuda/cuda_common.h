@@ -20,7 +20,7 @@ namespace hr::cuda {
 // the call when it turns that into a Status.
 
 // --- cuda_unary.cu ----------------------------------------------------------------------------
-enum class UnaryOp : uint8_t { GELU, GELU_TANH, QUICK_GELU, SILU, SCALE };
+enum class UnaryOp : uint8_t { GELU, GELU_TANH, QUICK_GELU, SILU, TANH, SCALE };
 cudaError_t unary(UnaryOp op, DType t, const void* x, void* y, int64_t n, float alpha, float beta,
                   cudaStream_t s);
 // x[rows, 2n] -> y[rows, n] = x[:, :n] * gelu_erf(x[:, n:]).

@@ -1,4 +1,4 @@
-// Element-wise activations on the GPU: GELU (erf and tanh forms), QuickGELU, SiLU, SCALE and
+// Element-wise activations on the GPU: GELU (erf and tanh forms), QuickGELU, SiLU, tanh, SCALE and
 // GEGLU. Math in f32 whatever the storage dtype, one rounding on store.
 #include "backend/cuda/cuda_common.h"
 
@@ -16,6 +16,8 @@ __device__ __forceinline__ float apply(float x, float alpha, float beta) {
     return x / (1.0f + expf(-1.702f * x));
   } else if constexpr (OP == UnaryOp::SILU) {
     return x / (1.0f + expf(-x));
+  } else if constexpr (OP == UnaryOp::TANH) {
+    return tanhf(x);
   } else {
     return x * alpha + beta;
   }
@@ -85,6 +87,7 @@ cudaError_t unary(UnaryOp op, DType t, const void* x, void* y, int64_t n, float 
       case UnaryOp::GELU_TANH: return launch_unary<T, UnaryOp::GELU_TANH>(x, y, n, alpha, beta, s);
       case UnaryOp::QUICK_GELU: return launch_unary<T, UnaryOp::QUICK_GELU>(x, y, n, alpha, beta, s);
       case UnaryOp::SILU: return launch_unary<T, UnaryOp::SILU>(x, y, n, alpha, beta, s);
+      case UnaryOp::TANH: return launch_unary<T, UnaryOp::TANH>(x, y, n, alpha, beta, s);
       case UnaryOp::SCALE: return launch_unary<T, UnaryOp::SCALE>(x, y, n, alpha, beta, s);
     }
     return cudaErrorInvalidValue;
