@@ -17,6 +17,7 @@
 #include "models/byte_level.h"
 #include "models/clip_vocab_data.h"
 #include "models/unicode_class.h"
+#include "models/unicode_nfc.h"
 #include "models/utf8.h"
 
 namespace hr {
@@ -31,14 +32,12 @@ namespace hr {
 // and the lowest-ranked adjacent pair of merges.txt is merged until none applies. No HTML
 // unescaping and no ftfy (the original OpenAI tokenizer does both). Combining marks are \p{M},
 // neither letters nor numbers, so a decomposed "e\u0301" only joins a word after NFC.
-// Our NFC composes adjacent pairs only (base + mark, Hangul syllables), which gives the NFC form
-// of any precomposed or fully decomposed text; mark reordering across several marks is not done.
 
 namespace {
 
-// NFC (adjacent pairs), whitespace runs -> ' ', lower-case. Note [CLIP tokenization rule].
+// NFC, whitespace runs -> ' ', lower-case. Note [CLIP tokenization rule].
 std::u32string clip_normalize(std::string_view text) {
-  std::u32string nfc = unicode_nfc_pairs(utf8_decode(text));
+  std::u32string nfc = unicode_nfc(utf8_decode(text));
   std::u32string out;
   out.reserve(nfc.size());
   for (size_t i = 0; i < nfc.size(); ++i) {

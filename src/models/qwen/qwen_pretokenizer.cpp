@@ -2,6 +2,7 @@
 #include "models/qwen/qwen_pretokenizer.h"
 
 #include "models/unicode_class.h"
+#include "models/unicode_nfc.h"
 #include "models/utf8.h"
 
 namespace hr {
@@ -89,7 +90,7 @@ size_t match_end(const std::u32string& s, size_t i) {
 }  // namespace
 
 std::vector<std::string> qwen_pretokenize(std::string_view text) {
-  const std::u32string s = unicode_nfc_pairs(utf8_decode(text));
+  const std::u32string s = unicode_nfc(utf8_decode(text));
   std::vector<std::string> pieces;
   size_t i = 0;
   while (i < s.size()) {

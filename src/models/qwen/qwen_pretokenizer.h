@@ -8,9 +8,9 @@
 
 namespace hr {
 
-// The pieces (UTF-8) of `text`, which holds no added token: NFC (models/unicode_class.h,
-// unicode_nfc_pairs), then the matches of the Qwen2 split pattern in order. Their concatenation
-// is the NFC text: no character is dropped.
+// The pieces (UTF-8) of `text`, which holds no added token: NFC (models/unicode_nfc.h), then the
+// matches of the Qwen2 split pattern in order. Their concatenation is the NFC text: no character is
+// dropped.
 std::vector<std::string> qwen_pretokenize(std::string_view text);
 
 }  // namespace hr
