@@ -9,6 +9,7 @@ usage: python3 tests/data/qwen/make_pretokenize_golden.py --out tests/data/qwen/
 import argparse
 import json
 import os
+import random
 import sys
 import unicodedata
 
@@ -32,6 +33,15 @@ def main():
     for text in CORPUS:
         if SPECIAL.search(text):
             continue  # added tokens are cut out before the pre-tokenizer: not its input
+        cases.append({"text": text, "pieces": pat.findall(unicodedata.normalize("NFC", text))})
+    # Seeded random strings over characters that stress the alternatives and their backtracking:
+    # contraction letters, whitespace of every kind (CR/LF, tab, U+3000, NBSP, U+001C which is not
+    # White_Space), marks, digits of several scripts, punctuation, emoji and ZWJ.
+    pool = list("aBzsStTlLrReEvVmMdD'ſ19\u0663\u00b2 \t\n\r\u3000\u00a0\u001c.,!-_\"") + [
+        "\u00e9", "\u0301", "\u4e2d", "\ud55c", "\U0001f600", "\u200d", "\U0001f389", "  ", "\r\n"]
+    rng = random.Random(40)
+    for _ in range(400):
+        text = "".join(rng.choice(pool) for _ in range(rng.randint(1, 14)))
         cases.append({"text": text, "pieces": pat.findall(unicodedata.normalize("NFC", text))})
     doc = {"generator": "tests/data/qwen/make_pretokenize_golden.py",
            "regex": regex.__version__, "unicodedata": unicodedata.unidata_version, "cases": cases}
