@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -37,6 +38,13 @@ nlohmann::json read_json(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   return nlohmann::json::parse(ss.str());
+}
+
+std::string qwen_vocab_text() {
+  std::ifstream f(test::source_dir() + "/data/qwen_tokenizer/vocab.json");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
 }
 
 const nlohmann::json& vocab_json() {
@@ -131,6 +139,34 @@ TEST(ZImagePromptTemplate, WrapsAsQwen3ChatTemplateAndComfyUI) {
            QwenTokenizer::kImStart, vocab_id("assistant"), nl[0]};
   EXPECT_EQ(zimage_prompt_ids(qwen(), "cat"), want);
   EXPECT_EQ(zimage_prompt_ids(qwen(QwenAddedTokens::QWEN3), "cat"), want);
+}
+
+// A user's folder overrides the built-in files; each (folder, set) is loaded once.
+TEST(QwenTokenizer, UserFolderOverridesBuiltInAndIsShared) {
+  const std::string dir = test::source_dir() + "/data/qwen_tokenizer";
+  ::setenv("HEADROOM_QWEN_TOKENIZER", dir.c_str(), 1);
+  EXPECT_EQ(qwen_tokenizer_find(""), dir);
+  auto a = qwen_tokenizer_shared("", QwenAddedTokens::QWEN3);
+  auto b = qwen_tokenizer_shared("", QwenAddedTokens::QWEN3);
+  ::unsetenv("HEADROOM_QWEN_TOKENIZER");
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().str();
+  EXPECT_EQ(a.value().get(), b.value().get());
+  EXPECT_EQ(a.value()->id_of("<think>"), 151667);
+  EXPECT_EQ(qwen_tokenizer_find(""), std::nullopt);
+  EXPECT_EQ(qwen_tokenizer_find(test::source_dir() + "/data"), dir);  // <models_dir>/qwen_tokenizer
+}
+
+TEST(QwenTokenizer, CorruptFilesAreErrors) {
+  std::string vocab(qwen_vocab_text()), merges = "#version: 0.2\nĠ Ġ\n";
+  std::string config = R"({"added_tokens_decoder": {"151643": {"content": "<|endoftext|>"}}})";
+  EXPECT_TRUE(QwenTokenizer::load_text(vocab, merges, config, QwenAddedTokens::CONFIG, "t").ok());
+  EXPECT_FALSE(QwenTokenizer::load_text("[]", merges, config, QwenAddedTokens::CONFIG, "t").ok());
+  EXPECT_FALSE(
+      QwenTokenizer::load_text(vocab, "#version\nabc\n", config, QwenAddedTokens::CONFIG, "t")
+          .ok());
+  EXPECT_FALSE(QwenTokenizer::load_text(vocab, merges, "{}", QwenAddedTokens::CONFIG, "t").ok());
+  EXPECT_FALSE(QwenTokenizer::load_text(R"({"a": 0})", merges, config, QwenAddedTokens::CONFIG, "t")
+                   .ok());  // lacks the byte symbols
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -255,6 +258,42 @@ std::string QwenTokenizer::decode(std::span<const int32_t> ids) const {
     }
   }
   return out;
+}
+
+std::optional<std::string> qwen_tokenizer_find(const std::string& models_dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> candidates;
+  if (const char* e = std::getenv("HEADROOM_QWEN_TOKENIZER"); e && *e) candidates.emplace_back(e);
+  if (!models_dir.empty()) {
+    candidates.push_back(models_dir + "/qwen_tokenizer");
+    candidates.push_back(models_dir + "/tokenizers/qwen");
+  }
+  for (const std::string& dir : candidates) {
+    std::error_code ec;
+    if (fs::is_regular_file(fs::path(dir) / "vocab.json", ec) &&
+        fs::is_regular_file(fs::path(dir) / "merges.txt", ec) &&
+        fs::is_regular_file(fs::path(dir) / "tokenizer_config.json", ec))
+      return dir;
+  }
+  return std::nullopt;
+}
+
+Result<std::shared_ptr<const QwenTokenizer>> qwen_tokenizer_shared(const std::string& models_dir,
+                                                                   QwenAddedTokens added) {
+  std::optional<std::string> dir = qwen_tokenizer_find(models_dir);
+  const std::pair<std::string, QwenAddedTokens> key{dir.value_or(""), added};  // "": built in
+  static std::mutex mu;
+  static std::map<std::pair<std::string, QwenAddedTokens>, std::shared_ptr<const QwenTokenizer>>
+      loaded;
+  std::lock_guard lock(mu);
+  auto it = loaded.find(key);
+  if (it != loaded.end()) return it->second;
+  Result<std::unique_ptr<QwenTokenizer>> t =
+      dir ? QwenTokenizer::load(*dir, added) : QwenTokenizer::load_builtin(added);
+  if (!t.ok()) return t.status();
+  std::shared_ptr<const QwenTokenizer> shared = std::move(t).value();
+  loaded.emplace(key, shared);
+  return shared;
 }
 
 }  // namespace hr

@@ -74,4 +74,14 @@ class QwenTokenizer {
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
 };
 
+// A user's Qwen tokenizer folder (vocab.json, merges.txt, tokenizer_config.json), which overrides
+// the built-in files: $HEADROOM_QWEN_TOKENIZER, <models_dir>/qwen_tokenizer,
+// <models_dir>/tokenizers/qwen. nullopt when there is none.
+std::optional<std::string> qwen_tokenizer_find(const std::string& models_dir);
+
+// The tokenizer from the folder qwen_tokenizer_find names, else the built-in files; loaded once
+// per (folder, added-token set) and shared (loading parses 4 MB of JSON and merges).
+Result<std::shared_ptr<const QwenTokenizer>> qwen_tokenizer_shared(const std::string& models_dir,
+                                                                   QwenAddedTokens added);
+
 }  // namespace hr
