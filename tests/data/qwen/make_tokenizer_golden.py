@@ -96,11 +96,18 @@ def qwen3_dir(src):
 def load(folder):
     import transformers
     out = {}
-    try:
-        out["slow"] = transformers.Qwen2Tokenizer.from_pretrained(folder, local_files_only=True)
-    except Exception as e:  # transformers 5 has no slow tokenizer
-        print("slow Qwen2Tokenizer unavailable: %r" % (e,), file=sys.stderr)
-    out["fast"] = transformers.Qwen2TokenizerFast.from_pretrained(folder, local_files_only=True)
+    for name, cls in (("slow", "Qwen2Tokenizer"), ("fast", "Qwen2TokenizerFast")):
+        try:
+            tok = getattr(transformers, cls).from_pretrained(folder, local_files_only=True)
+        except Exception as e:  # e.g. transformers 5, whose Qwen2Tokenizer is the fast one
+            print("%s %s unavailable: %r" % (name, cls, e), file=sys.stderr)
+            continue
+        if name == "slow" and getattr(tok, "is_fast", False):
+            print("Qwen2Tokenizer is a fast tokenizer in transformers %s" % transformers.__version__,
+                  file=sys.stderr)
+        out[name] = tok
+    if not out:
+        sys.exit("no Qwen2 tokenizer could be loaded from %s" % folder)
     return out
 
 
