@@ -141,6 +141,20 @@ TEST(ZImagePromptTemplate, WrapsAsQwen3ChatTemplateAndComfyUI) {
   EXPECT_EQ(zimage_prompt_ids(qwen(QwenAddedTokens::QWEN3), "cat"), want);
 }
 
+// ComfyUI's path (comfy/sd1_clip.py SDTokenizer with disable_weights): escapes resolved, words
+// split before " embedding:" and encoded alone.
+TEST(ZImagePromptTemplate, ComfyUIEscapesAndEmbeddingWords) {
+  EXPECT_EQ(zimage_comfy_prompt_ids(qwen(), "a red fox, 4k"),
+            zimage_prompt_ids(qwen(), "a red fox, 4k"));
+  EXPECT_EQ(zimage_comfy_prompt_ids(qwen(), "a \\(cat\\) (dog:1.2)"),
+            zimage_prompt_ids(qwen(), "a (cat) (dog:1.2)"));
+  Ids want = qwen().encode("<|im_start|>user\nx");
+  Ids rest = qwen().encode("embedding:foo y<|im_end|>\n<|im_start|>assistant\n");
+  want.insert(want.end(), rest.begin(), rest.end());
+  EXPECT_EQ(zimage_comfy_prompt_ids(qwen(), "x embedding:foo y"), want);
+  EXPECT_NE(want, zimage_prompt_ids(qwen(), "x embedding:foo y"));  // " embedding" vs "embedding"
+}
+
 // A user's folder overrides the built-in files; each (folder, set) is loaded once.
 TEST(QwenTokenizer, UserFolderOverridesBuiltInAndIsShared) {
   const std::string dir = test::source_dir() + "/data/qwen_tokenizer";

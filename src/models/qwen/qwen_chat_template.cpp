@@ -1,6 +1,7 @@
 // The Z-Image prompt template (Qwen3's chat template for one user message).
 #include "models/qwen/qwen_chat_template.h"
 
+#include "models/prompt_weights.h"
 #include "models/qwen/qwen_tokenizer.h"
 
 namespace hr {
@@ -16,6 +17,10 @@ namespace hr {
 // without start/end tokens and without padding (pad_to_max_length=False, min_length=1), and
 // diffusers pads to 512 but keeps only the positions of its attention mask, so both read exactly
 // the template's ids. The prompt is inserted as is (no stripping, no escaping).
+// ComfyUI's SDTokenizer.tokenize_with_weights(disable_weights=True) still runs escape_important /
+// unescape_important ("\(" -> "(") and tokenizes the words before and after each " embedding:"
+// separately; Qwen3Tokenizer passes no embedding_directory to SDTokenizer, so no embedding is
+// looked up (zimage_comfy_prompt_ids).
 std::string zimage_prompt_template(std::string_view prompt) {
   std::string text = "<|im_start|>user\n";
   text.append(prompt);
@@ -25,6 +30,17 @@ std::string zimage_prompt_template(std::string_view prompt) {
 
 std::vector<int32_t> zimage_prompt_ids(const QwenTokenizer& tokenizer, std::string_view prompt) {
   return tokenizer.encode(zimage_prompt_template(prompt));
+}
+
+std::vector<int32_t> zimage_comfy_prompt_ids(const QwenTokenizer& tokenizer,
+                                             std::string_view prompt) {
+  std::vector<int32_t> ids;
+  for (const std::string& word :
+       prompt_split_words(prompt_unescape_parens(zimage_prompt_template(prompt)))) {
+    std::vector<int32_t> w = tokenizer.encode(word);
+    ids.insert(ids.end(), w.begin(), w.end());
+  }
+  return ids;
 }
 
 }  // namespace hr
