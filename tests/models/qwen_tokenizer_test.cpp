@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <unordered_map>
 
 #include "models/qwen/qwen_chat_template.h"
 #include "models/qwen/qwen_pretokenizer.h"
@@ -153,6 +154,34 @@ TEST(ZImagePromptTemplate, ComfyUIEscapesAndEmbeddingWords) {
   want.insert(want.end(), rest.begin(), rest.end());
   EXPECT_EQ(zimage_comfy_prompt_ids(qwen(), "x embedding:foo y"), want);
   EXPECT_NE(want, zimage_prompt_ids(qwen(), "x embedding:foo y"));  // " embedding" vs "embedding"
+}
+
+// The rank of a merges.txt line ("a b"), or -1 when it is not there.
+int merge_rank(const std::string& pair) {
+  static const std::unordered_map<std::string, int> ranks = [] {
+    std::unordered_map<std::string, int> r;
+    std::ifstream f(test::source_dir() + "/data/qwen_tokenizer/merges.txt");
+    std::string line;
+    std::getline(f, line);  // #version
+    for (int i = 0; std::getline(f, line); ++i) r.emplace(line, i);
+    return r;
+  }();
+  auto it = ranks.find(pair);
+  return it == ranks.end() ? -1 : it->second;
+}
+
+// Ids worked out from merges.txt by hand: the lowest rank merges first, wherever it is.
+TEST(QwenTokenizer, HandDerivedMerges) {
+  // "a  " at the end of the text: "a", then the two-space run is one piece (\s+(?!\S) at the
+  // end); "Ġ Ġ" is merge 0, so the run is the single piece "ĠĠ".
+  EXPECT_EQ(merge_rank("Ġ Ġ"), 0);
+  EXPECT_EQ(qwen().encode("a  "), (Ids{vocab_id("a"), vocab_id("ĠĠ")}));
+  // "aam": "a m" ranks before "a a" and "a am" is no merge, so BPE gives a + am, where merging
+  // left to right would start with "aa".
+  ASSERT_GE(merge_rank("a m"), 0);
+  ASSERT_GT(merge_rank("a a"), merge_rank("a m"));
+  ASSERT_EQ(merge_rank("a am"), -1);
+  EXPECT_EQ(qwen().encode("aam"), (Ids{vocab_id("a"), vocab_id("am")}));
 }
 
 // A user's folder overrides the built-in files; each (folder, set) is loaded once.
