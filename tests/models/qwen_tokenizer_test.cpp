@@ -208,6 +208,10 @@ TEST(QwenTokenizer, CorruptFilesAreErrors) {
       QwenTokenizer::load_text(vocab, "#version\nabc\n", config, QwenAddedTokens::CONFIG, "t")
           .ok());
   EXPECT_FALSE(QwenTokenizer::load_text(vocab, merges, "{}", QwenAddedTokens::CONFIG, "t").ok());
+  EXPECT_FALSE(QwenTokenizer::load_text(vocab, merges,
+                                        R"({"added_tokens_decoder": {"x1": {"content": "<a>"}}})",
+                                        QwenAddedTokens::CONFIG, "t")
+                   .ok());
   EXPECT_FALSE(QwenTokenizer::load_text(R"({"a": 0})", merges, config, QwenAddedTokens::CONFIG, "t")
                    .ok());  // lacks the byte symbols
 }

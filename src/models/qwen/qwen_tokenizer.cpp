@@ -63,7 +63,12 @@ Result<std::vector<QwenAddedToken>> parse_added_tokens(std::string_view config_t
     if (t.content.empty())
       return make_error(ErrorCode::CORRUPT, "'{}/tokenizer_config.json': added token {} is empty",
                         name, it.key());
-    t.id = std::stoi(it.key());
+    const std::string& key = it.key();
+    if (key.empty() || key.size() > 9 ||
+        !std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return make_error(ErrorCode::CORRUPT, "'{}/tokenizer_config.json': added token id '{}'", name,
+                        key);
+    t.id = std::stoi(key);
     t.special = v.value("special", false);
     if (which == QwenAddedTokens::QWEN3 && t.id >= kQwen3FirstOwn) continue;
     out.push_back(std::move(t));
