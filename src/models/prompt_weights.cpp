@@ -111,9 +111,19 @@ void token_weights(const std::string& s, double current, std::vector<WeightedSeg
   }
 }
 
-// The words of one segment: split before " embedding:" / "\nembedding:" (the separator's
-// first character is dropped), empty words removed.
-std::vector<std::string> segment_words(const std::string& text) {
+}  // namespace
+
+std::vector<WeightedSegment> prompt_parse_weights(std::string_view text) {
+  std::string escaped = replace_all(replace_all(text, "\\)", kEscClose), "\\(", kEscOpen);
+  std::vector<WeightedSegment> out;
+  token_weights(escaped, 1.0, out);
+  for (WeightedSegment& s : out) {
+    s.text = replace_all(replace_all(s.text, kEscClose, ")"), kEscOpen, "(");
+  }
+  return out;
+}
+
+std::vector<std::string> prompt_split_words(const std::string& text) {
   static constexpr std::string_view kIdent = "embedding:";
   std::vector<std::string> words;
   size_t start = 0, pos = 0;
@@ -132,16 +142,11 @@ std::vector<std::string> segment_words(const std::string& text) {
   return words;
 }
 
-}  // namespace
-
-std::vector<WeightedSegment> prompt_parse_weights(std::string_view text) {
-  std::string escaped = replace_all(replace_all(text, "\\)", kEscClose), "\\(", kEscOpen);
-  std::vector<WeightedSegment> out;
-  token_weights(escaped, 1.0, out);
-  for (WeightedSegment& s : out) {
-    s.text = replace_all(replace_all(s.text, kEscClose, ")"), kEscOpen, "(");
-  }
-  return out;
+std::string prompt_unescape_parens(std::string_view text) {
+  // escape_important then unescape_important, with nothing parsed in between.
+  return replace_all(replace_all(replace_all(replace_all(text, "\\)", kEscClose), "\\(", kEscOpen),
+                                 kEscClose, ")"),
+                     kEscOpen, "(");
 }
 
 bool TokenChunks::unweighted() const {
@@ -159,7 +164,7 @@ TokenChunks prompt_tokenize(const Tokenizer& tokenizer, std::string_view text,
   };
   std::vector<Group> groups;
   for (const WeightedSegment& seg : prompt_parse_weights(text))
-    for (const std::string& word : segment_words(seg.text))
+    for (const std::string& word : prompt_split_words(seg.text))
       groups.push_back({tokenizer.encode(word), seg.weight});
 
   const size_t max_len = size_t(options.max_length);

@@ -24,6 +24,15 @@ struct WeightedSegment {
 // "((x))" is exactly 1.2100000000000002, as in Python.
 std::vector<WeightedSegment> prompt_parse_weights(std::string_view text);
 
+// The words SDTokenizer tokenizes one by one: `text` split before every " embedding:" /
+// "\nembedding:" (that space or newline dropped), empty words removed.
+std::vector<std::string> prompt_split_words(const std::string& text);
+
+// What escape_important + unescape_important leave of a text whose weights are disabled
+// (disable_weights=True, as the LLM tokenizers of Z-Image and Qwen-Image call it): "\(" -> "(",
+// "\)" -> ")".
+std::string prompt_unescape_parens(std::string_view text);
+
 // Token rows for one prompt: [BOS] ... EOS [pad...]; with pad_to_max_length every row has
 // max_length tokens.
 struct TokenChunks {
