@@ -8,12 +8,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <span>
-#include <sstream>
 
 #include "core/file_read.h"
-#include "core/json_parse.h"
+#include "models/bpe.h"
 #include "models/byte_level.h"
 #include "models/clip_vocab_data.h"
 #include "models/unicode_class.h"
@@ -121,16 +119,7 @@ Result<std::unique_ptr<CLIPTokenizer>> CLIPTokenizer::load_text(std::string_view
                                                                 const std::string& vocab_name,
                                                                 const std::string& merges_name) {
   std::unique_ptr<CLIPTokenizer> t(new CLIPTokenizer());
-  Result<nlohmann::json> parsed = json_parse(vocab_text);
-  const nlohmann::json vocab = parsed.ok() ? std::move(parsed).value() : nlohmann::json();
-  if (!vocab.is_object())
-    return make_error(ErrorCode::CORRUPT, "'{}' is not a JSON object of token ids", vocab_name);
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it.value().is_number_integer())
-      return make_error(ErrorCode::CORRUPT, "'{}': id of '{}' is not an integer", vocab_name,
-                        it.key());
-    t->vocab_[it.key()] = it.value().get<int32_t>();
-  }
+  HR_ASSIGN_OR_RETURN(t->vocab_, bpe_read_vocab(vocab_text, vocab_name));
   auto special = [&](const char* name, int32_t& id) -> Status {
     auto f = t->vocab_.find(name);
     if (f == t->vocab_.end())
@@ -141,26 +130,7 @@ Result<std::unique_ptr<CLIPTokenizer>> CLIPTokenizer::load_text(std::string_view
   HR_TRY(special("<|startoftext|>", t->bos_));
   HR_TRY(special("<|endoftext|>", t->eos_));
 
-  std::istringstream lines{std::string(merges_text)};
-  std::string line;
-  int32_t rank = 0;
-  bool first = true;
-  while (std::getline(lines, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (first && line.rfind("#version", 0) == 0) {
-      first = false;
-      continue;
-    }
-    first = false;
-    if (line.empty()) continue;
-    size_t sp = line.find(' ');
-    if (sp == std::string::npos || sp == 0 || sp + 1 == line.size() ||
-        line.find(' ', sp + 1) != std::string::npos)
-      return make_error(ErrorCode::CORRUPT, "'{}': merge line {} is not two symbols: '{}'",
-                        merges_name, rank + 1, line);
-    t->ranks_.emplace(line, rank++);
-  }
-  if (rank == 0) return make_error(ErrorCode::CORRUPT, "'{}' has no merges", merges_name);
+  HR_ASSIGN_OR_RETURN(t->ranks_, bpe_read_merges(merges_text, merges_name));
   return t;
 }
 
@@ -182,33 +152,7 @@ void CLIPTokenizer::encode_piece(const std::string& piece, std::vector<int32_t>&
     std::vector<std::string> parts;
     for (char ch : piece) parts.push_back(sym[uint8_t(ch)]);
     if (!parts.empty()) parts.back() += "</w>";
-    std::string key;
-    while (parts.size() > 1) {
-      int32_t best = INT32_MAX;
-      size_t best_i = 0;
-      for (size_t i = 0; i + 1 < parts.size(); ++i) {
-        key.assign(parts[i]).append(" ").append(parts[i + 1]);
-        auto r = ranks_.find(key);
-        if (r != ranks_.end() && r->second < best) {
-          best = r->second;
-          best_i = i;
-        }
-      }
-      if (best == INT32_MAX) break;
-      // Merge every occurrence of the best pair, left to right.
-      std::string a = parts[best_i], b = parts[best_i + 1];
-      std::vector<std::string> merged;
-      merged.reserve(parts.size());
-      for (size_t i = 0; i < parts.size(); ++i) {
-        if (i + 1 < parts.size() && parts[i] == a && parts[i + 1] == b) {
-          merged.push_back(a + b);
-          ++i;
-        } else {
-          merged.push_back(std::move(parts[i]));
-        }
-      }
-      parts = std::move(merged);
-    }
+    parts = bpe_merge(std::move(parts), ranks_);
     for (const std::string& p : parts) {
       auto v = vocab_.find(p);
       ids.push_back(v != vocab_.end() ? v->second : eos_);  // unk = <|endoftext|>

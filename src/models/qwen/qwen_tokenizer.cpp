@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/file_read.h"
 #include "core/json_parse.h"
+#include "models/bpe.h"
 #include "models/byte_level.h"
 #include "models/qwen/qwen_pretokenizer.h"
 #include "models/qwen/qwen_vocab_data.h"
@@ -100,41 +100,10 @@ Result<std::unique_ptr<QwenTokenizer>> QwenTokenizer::load_text(
     std::string_view vocab_json, std::string_view merges_txt,
     std::string_view tokenizer_config_json, QwenAddedTokens added, const std::string& name) {
   std::unique_ptr<QwenTokenizer> t(new QwenTokenizer());
-  Result<nlohmann::json> parsed = json_parse(vocab_json);
-  const nlohmann::json vocab = parsed.ok() ? std::move(parsed).value() : nlohmann::json();
-  if (!vocab.is_object())
-    return make_error(ErrorCode::CORRUPT, "'{}/vocab.json' is not a JSON object of token ids",
-                      name);
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
-        it.value().get<int64_t>() > INT32_MAX / 2)
-      return make_error(ErrorCode::CORRUPT, "'{}/vocab.json': id of '{}' is not a valid id", name,
-                        it.key());
-    t->vocab_[it.key()] = it.value().get<int32_t>();
-  }
+  HR_ASSIGN_OR_RETURN(t->vocab_, bpe_read_vocab(vocab_json, name + "/vocab.json"));
   HR_ASSIGN_OR_RETURN(t->added_, parse_added_tokens(tokenizer_config_json, added, name));
 
-  std::istringstream lines{std::string(merges_txt)};
-  std::string line;
-  int32_t rank = 0;
-  bool first = true;
-  while (std::getline(lines, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (first && line.rfind("#version", 0) == 0) {
-      first = false;
-      continue;
-    }
-    first = false;
-    if (line.empty()) continue;
-    size_t sp = line.find(' ');
-    if (sp == std::string::npos || sp == 0 || sp + 1 == line.size() ||
-        line.find(' ', sp + 1) != std::string::npos)
-      return make_error(ErrorCode::CORRUPT,
-                        "'{}/merges.txt': merge line {} is not two symbols: '{}'", name, rank + 1,
-                        line);
-    t->ranks_.emplace(line, rank++);
-  }
-  if (rank == 0) return make_error(ErrorCode::CORRUPT, "'{}/merges.txt' has no merges", name);
+  HR_ASSIGN_OR_RETURN(t->ranks_, bpe_read_merges(merges_txt, name + "/merges.txt"));
 
   // Every byte symbol must be a piece, so that encoding never meets an unknown symbol.
   for (const std::string& sym : byte_level_symbols())
@@ -173,32 +142,7 @@ void QwenTokenizer::encode_piece(const std::string& piece, std::vector<int32_t>&
   std::vector<std::string> parts;
   parts.reserve(piece.size());
   for (char ch : piece) parts.push_back(sym[uint8_t(ch)]);
-  std::string key;
-  while (parts.size() > 1) {
-    int32_t best = INT32_MAX;
-    size_t best_i = 0;
-    for (size_t i = 0; i + 1 < parts.size(); ++i) {
-      key.assign(parts[i]).append(" ").append(parts[i + 1]);
-      auto r = ranks_.find(key);
-      if (r != ranks_.end() && r->second < best) {
-        best = r->second;
-        best_i = i;
-      }
-    }
-    if (best == INT32_MAX) break;
-    const std::string a = parts[best_i], b = parts[best_i + 1];
-    std::vector<std::string> merged;
-    merged.reserve(parts.size());
-    for (size_t i = 0; i < parts.size(); ++i) {
-      if (i + 1 < parts.size() && parts[i] == a && parts[i + 1] == b) {
-        merged.push_back(a + b);
-        ++i;
-      } else {
-        merged.push_back(std::move(parts[i]));
-      }
-    }
-    parts = std::move(merged);
-  }
+  parts = bpe_merge(std::move(parts), ranks_);
   std::vector<int32_t> ids;
   ids.reserve(parts.size());
   for (const std::string& p : parts) {
