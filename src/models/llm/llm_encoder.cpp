@@ -6,6 +6,7 @@
 #include <string>
 
 #include "models/rope_table.h"
+#include "models/token_rows.h"
 
 namespace hr {
 namespace {
@@ -148,26 +149,8 @@ Result<Graph> llm_encoder_graph(const LLMConfig& c, int64_t B, int64_t L, DType 
 
 Result<HostTensor> llm_encoder_run(Executor& ex, WeightSource& weights, const LLMConfig& c,
                                    const std::vector<std::vector<int32_t>>& rows, DType dtype) {
-  if (rows.empty() || rows[0].empty())
-    return make_error(ErrorCode::INVALID_ARGUMENT, "LLM encoder: no tokens");
-  const int64_t B = int64_t(rows.size()), L = int64_t(rows[0].size());
-  HostTensor ids(DType::I64, {B, L});
-  auto* p = static_cast<int64_t*>(ids.data());
-  for (int64_t b = 0; b < B; ++b) {
-    const std::vector<int32_t>& row = rows[size_t(b)];
-    if (int64_t(row.size()) != L)
-      return make_error(ErrorCode::INVALID_ARGUMENT,
-                        "LLM encoder: token row {} has {} ids, row 0 has {}", b, row.size(), L);
-    for (int64_t j = 0; j < L; ++j) {
-      const int32_t id = row[size_t(j)];
-      if (id < 0 || id >= c.vocab)
-        return make_error(ErrorCode::INVALID_ARGUMENT,
-                          "LLM encoder: token id {} (row {}, position {}) is outside the "
-                          "{}-entry vocabulary",
-                          id, b, j, c.vocab);
-      p[b * L + j] = id;
-    }
-  }
+  HR_ASSIGN_OR_RETURN(HostTensor ids, token_rows_tensor(rows, c.vocab, "LLM encoder"));
+  const int64_t B = ids.shape()[0], L = ids.shape()[1];
   HR_ASSIGN_OR_RETURN(HostTensor cs, llm_rope_table(c, L));
   HR_ASSIGN_OR_RETURN(Graph g, llm_encoder_graph(c, B, L, dtype));
   HR_ASSIGN_OR_RETURN(std::vector<HostTensor> outs,

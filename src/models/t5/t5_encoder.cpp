@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "models/layer_count.h"
+#include "models/token_rows.h"
 
 namespace hr {
 namespace {
@@ -266,26 +267,8 @@ Result<Graph> t5_encoder_graph(const T5Config& c, int64_t B, int64_t L, DType dt
 
 Result<HostTensor> t5_encoder_run(Executor& ex, WeightSource& weights, const T5Config& c,
                                   const std::vector<std::vector<int32_t>>& rows, DType dtype) {
-  if (rows.empty() || rows[0].empty())
-    return make_error(ErrorCode::INVALID_ARGUMENT, "T5 encoder: no tokens");
-  const int64_t B = int64_t(rows.size()), L = int64_t(rows[0].size());
-  HostTensor ids(DType::I64, {B, L});
-  auto* p = static_cast<int64_t*>(ids.data());
-  for (int64_t b = 0; b < B; ++b) {
-    const std::vector<int32_t>& row = rows[size_t(b)];
-    if (int64_t(row.size()) != L)
-      return make_error(ErrorCode::INVALID_ARGUMENT,
-                        "T5 encoder: token row {} has {} ids, row 0 has {}", b, row.size(), L);
-    for (int64_t j = 0; j < L; ++j) {
-      const int32_t id = row[size_t(j)];
-      if (id < 0 || id >= c.vocab)
-        return make_error(ErrorCode::INVALID_ARGUMENT,
-                          "T5 encoder: token id {} (row {}, position {}) is outside the "
-                          "{}-entry vocabulary",
-                          id, b, j, c.vocab);
-      p[b * L + j] = id;
-    }
-  }
+  HR_ASSIGN_OR_RETURN(HostTensor ids, token_rows_tensor(rows, c.vocab, "T5 encoder"));
+  const int64_t B = ids.shape()[0], L = ids.shape()[1];
   HostTensor buckets = t5_relative_bucket_table(L, c.relative_attention_num_buckets,
                                                 c.relative_attention_max_distance);
   HR_ASSIGN_OR_RETURN(Graph g, t5_encoder_graph(c, B, L, dtype));
