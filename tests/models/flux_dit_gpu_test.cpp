@@ -15,21 +15,13 @@
 #include "models/safetensors.h"
 #include "models/weight_load.h"
 #include "test_compare.h"
-#include "test_gpu.h"
+#include "test_cuda_dtype.h"
 #include "test_paths.h"
 
 namespace hr {
 namespace {
 
-class CudaFluxDit : public ::testing::TestWithParam<DType> {
- protected:
-  void SetUp() override {
-    auto b = cuda_backend_create(0);
-    HR_SKIP_UNLESS_GPU(b.ok(), b.status().message());
-    backend_ = std::move(b).value();
-  }
-  std::unique_ptr<Backend> backend_;
-};
+class CudaFluxDit : public test::CudaDtypeTest {};
 
 TEST_P(CudaFluxDit, MatchesComfyFlux) {
   const DType dt = GetParam();

@@ -13,7 +13,7 @@
 #include "models/sd/sd_vae.h"
 #include "models/sd/sd_unet.h"
 #include "test_compare.h"
-#include "test_gpu.h"
+#include "test_cuda_dtype.h"
 #include "test_paths.h"
 
 namespace hr {
@@ -21,15 +21,7 @@ namespace {
 
 using test::rel_err;
 
-class CudaGolden : public ::testing::TestWithParam<DType> {
- protected:
-  void SetUp() override {
-    auto b = cuda_backend_create(0);
-    HR_SKIP_UNLESS_GPU(b.ok(), b.status().message());
-    backend_ = std::move(b).value();
-  }
-  std::unique_ptr<Backend> backend_;
-};
+class CudaGolden : public test::CudaDtypeTest {};
 
 TEST_P(CudaGolden, UNetAndVAEMatchReference) {
   DType dt = GetParam();

@@ -15,21 +15,13 @@
 #include "models/llm/llm_encoder.h"
 #include "models/safetensors.h"
 #include "test_compare.h"
-#include "test_gpu.h"
+#include "test_cuda_dtype.h"
 #include "test_paths.h"
 
 namespace hr {
 namespace {
 
-class CudaLLMEncoder : public ::testing::TestWithParam<DType> {
- protected:
-  void SetUp() override {
-    auto b = cuda_backend_create(0);
-    HR_SKIP_UNLESS_GPU(b.ok(), b.status().message());
-    backend_ = std::move(b).value();
-  }
-  std::unique_ptr<Backend> backend_;
-};
+class CudaLLMEncoder : public test::CudaDtypeTest {};
 
 // GetParam(): the weights' stored dtype; the compute is f32 either way.
 TEST_P(CudaLLMEncoder, MatchesComfyLlama) {

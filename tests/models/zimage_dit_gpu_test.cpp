@@ -16,21 +16,13 @@
 #include "models/zimage/zimage_config.h"
 #include "models/zimage/zimage_dit.h"
 #include "test_compare.h"
-#include "test_gpu.h"
+#include "test_cuda_dtype.h"
 #include "test_paths.h"
 
 namespace hr {
 namespace {
 
-class CudaZImageDit : public ::testing::TestWithParam<DType> {
- protected:
-  void SetUp() override {
-    auto b = cuda_backend_create(0);
-    HR_SKIP_UNLESS_GPU(b.ok(), b.status().message());
-    backend_ = std::move(b).value();
-  }
-  std::unique_ptr<Backend> backend_;
-};
+class CudaZImageDit : public test::CudaDtypeTest {};
 
 TEST_P(CudaZImageDit, MatchesDiffusers) {
   const DType dt = GetParam();
