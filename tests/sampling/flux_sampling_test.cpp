@@ -16,23 +16,17 @@
 #include "sampling/model_sampling.h"
 #include "sampling/sample.h"
 #include "sampling/schedulers.h"
+#include "test_safetensors.h"
 
 namespace hr {
 namespace {
 
-const SafetensorsFile* golden() {
-  static const std::unique_ptr<SafetensorsFile> file = [] {
-    auto r = SafetensorsFile::open(test::data_path("flux/sampling_golden.safetensors"));
-    return r.ok() ? std::move(r).value() : nullptr;
-  }();
-  return file.get();
+const test::GoldenFile& golden_data() {
+  static const test::GoldenFile g("flux/sampling_golden.safetensors");
+  return g;
 }
-
-HostTensor golden_ref(const std::string& name) {
-  Result<HostTensor> t = golden()->load(name, DType::F32);
-  EXPECT_TRUE(t.ok()) << name << ": " << t.status().str();
-  return t.ok() ? std::move(t).value() : HostTensor();
-}
+const SafetensorsFile* golden() { return golden_data().file(); }
+HostTensor golden_ref(const std::string& name) { return golden_data().f32(name); }
 
 // Element-wise units in the last place, <= max_ulp; a NaN must meet a NaN.
 void expect_ulps(const float* got, const HostTensor& want, int64_t n, int64_t max_ulp,

@@ -15,23 +15,17 @@
 #include "sampling/model_sampling.h"
 #include "sampling/sample.h"
 #include "sampling/schedulers.h"
+#include "test_safetensors.h"
 
 namespace hr {
 namespace {
 
-const SafetensorsFile* golden() {
-  static const std::unique_ptr<SafetensorsFile> file = [] {
-    auto r = SafetensorsFile::open(test::data_path("zimage/sampling_golden.safetensors"));
-    return r.ok() ? std::move(r).value() : nullptr;
-  }();
-  return file.get();
+const test::GoldenFile& golden_data() {
+  static const test::GoldenFile g("zimage/sampling_golden.safetensors");
+  return g;
 }
-
-HostTensor golden_ref(const std::string& name) {
-  Result<HostTensor> t = golden()->load(name, DType::F32);
-  EXPECT_TRUE(t.ok()) << name << ": " << t.status().str();
-  return t.ok() ? std::move(t).value() : HostTensor();
-}
+const SafetensorsFile* golden() { return golden_data().file(); }
+HostTensor golden_ref(const std::string& name) { return golden_data().f32(name); }
 
 std::vector<float> values(const HostTensor& t) { return {t.f32(), t.f32() + t.numel()}; }
 
