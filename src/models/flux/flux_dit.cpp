@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "models/file_shapes.h"
+
 namespace hr {
 
 std::string FluxConfig::str() const {
@@ -244,33 +246,6 @@ Result<Graph> flux_dit_graph(const FluxConfig& cfg, int64_t batch, int64_t h_tok
 
 namespace {
 
-class FluxShapes {
- public:
-  FluxShapes(const SafetensorsFile& f, std::string_view prefix) : f_(f), prefix_(prefix) {}
-  const Shape* find(const std::string& name) const {
-    const SafetensorsEntry* e = f_.find(prefix_ + name);
-    return e ? &e->shape : nullptr;
-  }
-  Result<Shape> need(const std::string& name, int rank) const {
-    const Shape* s = find(name);
-    if (!s)
-      return make_error(ErrorCode::NOT_FOUND, "{}: Flux tensor '{}{}' is missing", f_.path(),
-                        prefix_, name);
-    if (s->rank != rank)
-      return make_error(ErrorCode::CORRUPT, "{}: Flux tensor '{}{}' has shape {}, expected rank {}",
-                        f_.path(), prefix_, name, s->str(), rank);
-    return *s;
-  }
-  int count(const char* pattern) const {
-    int n = 0;
-    while (find(fmt::format(fmt::runtime(pattern), n))) ++n;
-    return n;
-  }
-
- private:
-  const SafetensorsFile& f_;
-  std::string prefix_;
-};
 
 // Every weight the graph declares, against the file's names and shapes.
 Status check_weights(const FluxConfig& cfg, const SafetensorsFile& file, std::string_view prefix) {
@@ -291,7 +266,7 @@ Status check_weights(const FluxConfig& cfg, const SafetensorsFile& file, std::st
 }  // namespace
 
 Result<FluxConfig> flux_config_detect(const SafetensorsFile& file, std::string_view prefix) {
-  FluxShapes r(file, prefix);
+  FileShapes r(file, prefix, "Flux");
   FluxConfig c;
   HR_ASSIGN_OR_RETURN(Shape img_in, r.need("img_in.weight", 2));
   HR_ASSIGN_OR_RETURN(Shape txt_in, r.need("txt_in.weight", 2));

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "models/file_shapes.h"
 #include "models/zimage/zimage_dit.h"
 
 namespace hr {
@@ -23,34 +24,6 @@ ZImageConfig zimage_config_turbo() { return ZImageConfig{}; }
 
 namespace {
 
-class ZImageShapes {
- public:
-  ZImageShapes(const SafetensorsFile& f, std::string_view prefix) : f_(f), prefix_(prefix) {}
-  const Shape* find(const std::string& name) const {
-    const SafetensorsEntry* e = f_.find(prefix_ + name);
-    return e ? &e->shape : nullptr;
-  }
-  Result<Shape> need(const std::string& name, int rank) const {
-    const Shape* s = find(name);
-    if (!s)
-      return make_error(ErrorCode::NOT_FOUND, "{}: Z-Image tensor '{}{}' is missing", f_.path(),
-                        prefix_, name);
-    if (s->rank != rank)
-      return make_error(ErrorCode::CORRUPT,
-                        "{}: Z-Image tensor '{}{}' has shape {}, expected rank {}", f_.path(),
-                        prefix_, name, s->str(), rank);
-    return *s;
-  }
-  int count(const char* pattern) const {
-    int n = 0;
-    while (find(fmt::format(fmt::runtime(pattern), n))) ++n;
-    return n;
-  }
-
- private:
-  const SafetensorsFile& f_;
-  std::string prefix_;
-};
 
 // Every weight the graph declares, against the file's names and shapes.
 Status check_weights(const ZImageConfig& cfg, const SafetensorsFile& file,
@@ -75,7 +48,7 @@ Status check_weights(const ZImageConfig& cfg, const SafetensorsFile& file,
 }  // namespace
 
 Result<ZImageConfig> zimage_config_detect(const SafetensorsFile& file, std::string_view prefix) {
-  ZImageShapes r(file, prefix);
+  FileShapes r(file, prefix, "Z-Image");
   ZImageConfig c;
   HR_ASSIGN_OR_RETURN(Shape x_in, r.need("x_embedder.weight", 2));
   HR_ASSIGN_OR_RETURN(Shape cap, r.need("cap_embedder.1.weight", 2));
