@@ -11,6 +11,7 @@
 #include "graph/graph_cache.h"
 #include "models/checkpoint.h"
 #include "models/flux/flux_tokens.h"
+#include "models/latent_crop.h"
 #include "models/weight_load.h"
 
 namespace hr {
@@ -42,18 +43,6 @@ HostTensor pad_even(const HostTensor& x) {
     for (int64_t y = 0; y < hp; ++y)
       for (int64_t xx = 0; xx < wp; ++xx)
         out.f32()[(p * hp + y) * wp + xx] = x.f32()[(p * h + y % h) * w + xx % w];
-  return out;
-}
-
-// The rows [0, h) x [0, w) of a [B, C, hp, wp] tensor.
-HostTensor crop(HostTensor x, int64_t h, int64_t w) {
-  const Shape& s = x.shape();
-  const int64_t bc = s[0] * s[1], hp = s[2], wp = s[3];
-  if (hp == h && wp == w) return x;
-  HostTensor out(DType::F32, Shape{s[0], s[1], h, w});
-  for (int64_t p = 0; p < bc; ++p)
-    for (int64_t y = 0; y < h; ++y)
-      std::memcpy(out.f32() + (p * h + y) * w, x.f32() + (p * hp + y) * wp, size_t(w) * 4);
   return out;
 }
 
@@ -117,7 +106,7 @@ Result<HostTensor> flux_dit_run(Executor& ex, const FluxConfig& cfg_in, WeightSo
   HostTensor tokens = outs[0].dtype() == DType::F32 ? std::move(outs[0]) : outs[0].to(DType::F32);
   HR_ASSIGN_OR_RETURN(HostTensor out,
                       flux_unpatchify(tokens, cfg.out_channels / 4, 2 * ht, 2 * wt));
-  return crop(std::move(out), h, w);
+  return latent_crop(std::move(out), h, w);
 }
 
 Result<uint64_t> flux_dit_min_device_bytes(Executor& ex, const FluxConfig& cfg, const Shape& latent,

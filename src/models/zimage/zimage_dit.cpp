@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "graph/graph_cache.h"
+#include "models/latent_crop.h"
 
 namespace hr {
 
@@ -211,18 +212,6 @@ Result<std::shared_ptr<const Graph>> zimage_graph_shared(const ZImageConfig& cfg
       key, [&] { return zimage_dit_graph(cfg, batch, h_tokens, w_tokens, cap_tokens, dtype); });
 }
 
-// The rows [0, h) x [0, w) of a [B, C, hp, wp] tensor.
-HostTensor crop(HostTensor x, int64_t h, int64_t w) {
-  const Shape& s = x.shape();
-  const int64_t bc = s[0] * s[1], hp = s[2], wp = s[3];
-  if (hp == h && wp == w) return x;
-  HostTensor out(DType::F32, Shape{s[0], s[1], h, w});
-  for (int64_t p = 0; p < bc; ++p)
-    for (int64_t y = 0; y < h; ++y)
-      std::memcpy(out.f32() + (p * h + y) * w, x.f32() + (p * hp + y) * wp, size_t(w) * 4);
-  return out;
-}
-
 Status inputs_check(const ZImageConfig& cfg, const ZImageInputs& in) {
   if (!in.x || !in.sigma || !in.context)
     return make_error(ErrorCode::INVALID_ARGUMENT,
@@ -280,7 +269,7 @@ Result<HostTensor> zimage_dit_run(Executor& ex, const ZImageConfig& cfg, WeightS
     return make_error(ErrorCode::INTERNAL, "Z-Image graph returned {} outputs", outs.size());
   HostTensor tokens = outs[0].dtype() == DType::F32 ? std::move(outs[0]) : outs[0].to(DType::F32);
   HR_ASSIGN_OR_RETURN(HostTensor out, zimage_unpatchify(tokens, cfg.in_channels, ht, wt));
-  return crop(std::move(out), h, w);
+  return latent_crop(std::move(out), h, w);
 }
 
 Result<uint64_t> zimage_dit_min_device_bytes(Executor& ex, const ZImageConfig& cfg,
