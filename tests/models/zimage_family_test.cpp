@@ -2,7 +2,7 @@
 // detection, the family's data (ComfyUI's ZImage: flow, shift 3, multiplier 1, Flux latents),
 // Lumina2's refusal, and the component's run() on diffusers' Z-Image golden
 // (tests/data/zimage/dit_golden.safetensors, make_dit_golden.py) with the context taken from
-// conditioning entries.
+// conditioning entries; make-model's tiny files.
 #include "models/zimage/zimage_family.h"
 
 #include <gtest/gtest.h>
@@ -18,7 +18,10 @@
 #include "memory/executor_policies.h"
 #include "models/checkpoint.h"
 #include "models/safetensors.h"
+#include "models/llm/llm_config.h"
+#include "models/make_model.h"
 #include "models/zimage/zimage_dit.h"
+#include "models/zimage/zimage_make_model.h"
 #include "models/zimage/zimage_model.h"
 #include "test_compare.h"
 #include "test_paths.h"
@@ -223,6 +226,46 @@ TEST_F(ZImageModelTest, RefusesAContextOfTheWrongWidth) {
   Result<HostTensor> out = model_->run(cpu_.ex, model_->store, x, sigma, es);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), ErrorCode::INVALID_ARGUMENT);
+}
+
+// make-model's tiny folder: each file is detected as its component, with the configuration it
+// was written from.
+TEST(ZImageMakeModel, TinyFilesDetectAsTheirComponents) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("hr_zimage_make_" + std::to_string(getpid()));
+  MakeModelSpec spec;
+  spec.arch = "zimage";
+  spec.size = ModelSize::TINY;
+  Result<std::vector<MadeFile>> made = zimage_make_model_write(spec, dir.string());
+  ASSERT_TRUE(made.ok()) << made.status().str();
+  ASSERT_EQ(made->size(), 3u);
+  const ZImageMakeConfig cfg = zimage_make_config(ModelSize::TINY);
+  auto inspect = [&](const char* name) {
+    auto f = SafetensorsFile::open((dir / name).string());
+    EXPECT_TRUE(f.ok()) << f.status().str();
+    std::shared_ptr<const SafetensorsFile> file = std::move(f).value();
+    Result<CheckpointInfo> info = checkpoint_inspect(*file);
+    EXPECT_TRUE(info.ok()) << info.status().str();
+    return std::make_pair(file, std::move(info).value());
+  };
+  auto [dit_file, dit] = inspect("diffusion_models/z_image_turbo_bf16.safetensors");
+  EXPECT_EQ(dit.family_name(), "zimage");
+  EXPECT_EQ(dit.storage_dtype, DType::BF16);
+  Result<ZImageConfig> dc = zimage_config_detect(*dit_file, "");
+  ASSERT_TRUE(dc.ok()) << dc.status().str();
+  EXPECT_EQ(*dc, cfg.dit);
+  EXPECT_EQ(dc->axes_dim, (std::vector<int>{32, 48, 48}));  // head width 128
+  auto [te_file, te] = inspect("text_encoders/qwen_3_4b.safetensors");
+  ASSERT_EQ(te.text_encoders.size(), 1u);
+  EXPECT_EQ(te.text_encoders[0].kind, kZImageQwen3);
+  Result<LLMConfig> lc = llm_config_detect(*te_file, "");
+  ASSERT_TRUE(lc.ok()) << lc.status().str();
+  EXPECT_EQ(lc->vocab, 151936);
+  EXPECT_EQ(lc->hidden, dc->cap_feat_dim);
+  EXPECT_EQ(lc->layers, 2);
+  auto [vae_file, vae] = inspect("vae/ae.safetensors");
+  EXPECT_TRUE(vae.has_vae);
+  fs::remove_all(dir);
 }
 
 }  // namespace
