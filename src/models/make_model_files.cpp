@@ -69,7 +69,8 @@ Status tensor_fill(const MadePlanned& p, uint64_t seed, const SafetensorsSink& w
 }  // namespace
 
 void MadeComponent::add(const std::string& tensor, DType dtype, const Shape& shape) {
-  tensors.emplace(tensor, MadePlanned{{tensor, dtype, shape}, name, tensor, init_of(tensor, shape)});
+  tensors.emplace(tensor,
+                  MadePlanned{{tensor, dtype, shape}, name, tensor, init_of(tensor, shape)});
 }
 
 void MadeComponent::add_graph(const Graph& g, DType dtype) {
