@@ -72,8 +72,8 @@ int main(int argc, char** argv) {
 
   hr::MakeModelArgs mm;
   CLI::App* mm_cmd = app.add_subcommand("make-model", "write a random-weight checkpoint");
-  mm_cmd->add_option("--arch", mm.arch, "sd1, sd2, sdxl, sdxl-refiner or flux")
-      ->check(CLI::IsMember({"sd1", "sd2", "sdxl", "sdxl-refiner", "flux"}));
+  mm_cmd->add_option("--arch", mm.arch, "sd1, sd2, sdxl, sdxl-refiner, flux or zimage")
+      ->check(CLI::IsMember({"sd1", "sd2", "sdxl", "sdxl-refiner", "flux", "zimage"}));
   mm_cmd->add_option("--size", mm.size, "tiny or full")->check(CLI::IsMember({"tiny", "full"}));
   mm_cmd->add_option("--seed", mm.seed, "random seed");
   mm_cmd->add_option("--dtype", mm.dtype, "storage dtype: f16, bf16, f32")
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   mm_cmd->add_option("-o,--output", mm.output, "output .safetensors file (SD archs)");
   mm_cmd->add_option("--out-dir", mm.out_dir,
                      "models folder to write (flux: diffusion_models/, text_encoders/, vae/, "
-                     "checkpoints/)");
+                     "checkpoints/; zimage: the first three)");
   mm_cmd->add_flag("--no-checkpoint", mm.no_checkpoint,
                    "flux: leave out checkpoints/ (the single-file checkpoint; 34 GB at full size)");
 

@@ -10,6 +10,7 @@
 
 #include "models/flux/flux_family.h"
 #include "models/sd/sd_family.h"
+#include "models/zimage/zimage_family.h"
 
 namespace hr {
 namespace {
@@ -20,6 +21,7 @@ const std::vector<const ModelFamily*>& model_families_builtin() {
     std::vector<const ModelFamily*> v;
     for (const ModelFamily* f : sd_families()) v.push_back(f);
     for (const ModelFamily* f : flux_families()) v.push_back(f);
+    for (const ModelFamily* f : zimage_families()) v.push_back(f);
     return v;
   }();
   return families;
@@ -45,14 +47,18 @@ Status unsupported(const SafetensorsFile& f, const std::vector<const ModelFamily
       expected.push_back(fam->expected_keys);
     if (hint.empty() && fam->unsupported_hint) hint = fam->unsupported_hint(f);
   }
+  // "A", "A or B", "A, B or C".
+  std::string listed;
+  for (size_t i = 0; i < names.size(); ++i)
+    listed += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
   std::string found;
   const auto& es = f.entries();
   for (size_t i = 0; i < es.size() && i < 6; ++i)
     found += fmt::format("{}'{}' {}", i ? ", " : "", es[i].name, es[i].shape.str());
   return make_error(ErrorCode::UNSUPPORTED,
                     "{}: not a supported {} checkpoint{}. Expected {}. Found {} tensors: {}{}",
-                    f.path(), fmt::join(names, " or "), hint, fmt::join(expected, "; or "),
-                    es.size(), found, es.size() > 6 ? ", ..." : "");
+                    f.path(), listed, hint, fmt::join(expected, "; or "), es.size(), found,
+                    es.size() > 6 ? ", ..." : "");
 }
 
 }  // namespace

@@ -40,7 +40,7 @@ Result<MakeModelConfig> make_model_config(const MakeModelSpec& spec);
 void make_model_random_weights(const Graph& g, uint64_t seed, WeightSet& out);
 
 // Draw i of the standard-normal-like stream `seed` (Note [flux random init] in
-// models/flux/flux_make_model.cpp): counter-based, so a tensor's chunks are drawn in parallel.
+// models/make_model_files.cpp): counter-based, so a tensor's chunks are drawn in parallel.
 float make_model_normal_at(uint64_t seed, uint64_t i);
 
 // One tensor's random values by its name and shape (Note [random init]), from one seed drawn

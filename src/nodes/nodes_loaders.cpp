@@ -174,8 +174,12 @@ void nodes_register_loaders(NodeRegistry& r, const NodeEnv& env) {
   clip.class_type = "CLIPLoader";
   clip.display_name = "Load CLIP";
   clip.category = "advanced/loaders";
+  // Note [CLIPLoader types]: the file's keys choose the encoder, as ComfyUI's
+  // load_text_encoder_state_dicts routes a single file (detect_te_model): a CLIP file is SD's
+  // encoder and a Qwen3-4B file Z-Image's (ComfyUI takes it as Z-Image's for every type but
+  // flux / flux2); "lumina2" is the type Z-Image's workflows name.
   clip.inputs = {file_combo("clip_name", env, kCLIPFolder),
-                 spec_combo("type", {"stable_diffusion"})};
+                 spec_combo("type", {"stable_diffusion", "lumina2"})};
   clip.outputs = {{IoType::CLIP, "CLIP"}};
   clip.run = [](ExecContext& ctx, const NodeInputs& in) -> Result<std::vector<std::any>> {
     HR_ASSIGN_OR_RETURN(std::string path, model_file(ctx, kCLIPFolder, in.get_string("clip_name")));

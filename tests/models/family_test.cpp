@@ -202,8 +202,9 @@ TEST_F(FamilyRegistry, UnsupportedFileNamesEveryFamilysKeys) {
   ASSERT_FALSE(info.ok());
   EXPECT_EQ(info.status().code(), ErrorCode::UNSUPPORTED);
   const std::string& msg = info.status().message();
-  EXPECT_NE(msg.find("not a supported Stable Diffusion or Flux.1 checkpoint. Expected a UNet"),
-            std::string::npos)
+  EXPECT_NE(
+      msg.find("not a supported Stable Diffusion, Flux.1 or Z-Image checkpoint. Expected a UNet"),
+      std::string::npos)
       << msg;
   EXPECT_NE(msg.find("Found 1 tensors: 'something.else'"), std::string::npos) << msg;
 }

@@ -9,6 +9,7 @@
 #include "core/status.h"
 #include "models/flux/flux_dit.h"
 #include "models/make_model.h"
+#include "models/make_model_files.h"
 #include "models/sd/clip_text.h"
 #include "models/sd/vae.h"
 #include "models/t5/t5_encoder.h"
@@ -26,11 +27,7 @@ struct FluxMakeConfig {
 // autoencoder 83.7 M). TINY: the same layouts, small enough for tests (Note [tiny flux]).
 FluxMakeConfig flux_make_config(ModelSize size);
 
-struct FluxMadeFile {
-  std::string path;  // under the output folder
-  uint64_t params = 0;
-  uint64_t bytes = 0;  // tensor bytes
-};
+using FluxMadeFile = MadeFile;  // a file written, under the output folder
 
 // Writes, under out_dir (created as needed):
 //   diffusion_models/flux1-dev.safetensors  the DiT, BFL names, bf16
@@ -42,7 +39,7 @@ struct FluxMadeFile {
 //                                           the 34 GB the other four take)
 // Every tensor is made and written piece by piece (nothing the size of a file is held), from a
 // generator seeded by (seed, component, name): a tensor has the same values in its own file and
-// in the checkpoint (Note [flux random init] in flux_make_model.cpp).
+// in the checkpoint (Note [flux random init] in models/make_model_files.cpp).
 Result<std::vector<FluxMadeFile>> flux_make_model_write(const MakeModelSpec& spec,
                                                         const std::string& out_dir,
                                                         bool checkpoint = true);
