@@ -265,7 +265,6 @@ Status flux_axes_apply(FluxConfig& cfg, const ModelSettings& settings, const std
 
 Result<std::unique_ptr<DiffusionModel>> flux_model_create(const ComponentLoad& load) {
   const CheckpointInfo& ci = load.info;
-  const LoadOptions& options = load.options;
   HR_ASSIGN_OR_RETURN(FluxConfig cfg, flux_config_detect(*load.file, ci.diffusion_prefix));
   // Note [flux variants] in flux_family.cpp: img_in wider than 64 is Fill (384) or a control
   // model, whose extra input channels come from nodes headroom does not have.
@@ -276,21 +275,9 @@ Result<std::unique_ptr<DiffusionModel>> flux_model_create(const ComponentLoad& l
                       "conditioning headroom does not have; Flux dev/schnell have 64",
                       load.file->path(), cfg.in_channels,
                       cfg.in_channels == 384 ? "Flux Fill" : "not dev or schnell");
-  HR_ASSIGN_OR_RETURN(WeightFormats formats, weight_formats_for(*load.file, ci.diffusion_prefix,
-                                                                options.diffusion_weight_dtype));
-  if (options.diffusion_fp8_fast) formats = weight_formats_fast(std::move(formats));
-  if (formats.any()) {
-    cfg.storage = formats.storage;
-    cfg.storage_key = weight_storage_key(formats.storage.get());
-  }
+  HR_ASSIGN_OR_RETURN(WeightFormats formats, dit_weight_formats(load, cfg));
   HR_TRY(flux_axes_apply(cfg, ci.settings, load.file->path()));
-  auto model = std::make_unique<FluxModel>(*ci.family, std::move(cfg), options.diffusion_dtype);
-  model->path = load.file->path();
-  HR_TRY(weights_load_prefix(model->store, load.file, ci.diffusion_prefix, options.diffusion_dtype,
-                             &formats)
-             .with_context("loading the Flux diffusion model"));
-  if (formats.any()) model->store.set_storage(formats.storage);
-  return std::unique_ptr<DiffusionModel>(std::move(model));
+  return dit_model_load<FluxModel>(load, std::move(cfg), formats, "the Flux diffusion model");
 }
 
 FluxModel* flux_model(LoadedModel& model) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "models/diffusion_model.h"
+#include "models/dit_model.h"
 #include "models/flux/flux_dit.h"
 #include "models/model_config.h"
 
@@ -36,28 +37,14 @@ Result<HostTensor> flux_dit_run(Executor& ex, const FluxConfig& cfg, WeightSourc
 Result<uint64_t> flux_dit_min_device_bytes(Executor& ex, const FluxConfig& cfg, const Shape& latent,
                                            int64_t tokens, DType dtype);
 
-class FluxModel final : public DiffusionModel {
+class FluxModel final : public DiTModel<FluxConfig> {
  public:
-  FluxModel(const ModelFamily& family, FluxConfig config, DType dtype)
-      : family_(&family), config(std::move(config)), dtype(dtype) {}
-
-  const ModelFamily& family() const override { return *family_; }
-  WeightSet& weights() override { return store; }
-  ModelSamplingSpec sampling() const override { return family_->sampling; }
+  using DiTModel::DiTModel;
   Result<uint64_t> min_device_bytes(Executor& ex, const Shape& latent, int64_t tokens) override;
   // Note [flux entries]: entries that ComfyUI would not batch together run one call each.
   Result<HostTensor> run(Executor& ex, WeightSource& weights, const HostTensor& x,
                          const HostTensor& timesteps,
                          std::span<const CondEntry* const> entries) override;
-
- private:
-  const ModelFamily* family_;
-
- public:
-  FluxConfig config;
-  DType dtype = DType::F32;  // compute dtype
-  WeightSet store;
-  std::string path;  // the file it was loaded from (messages)
 };
 
 // The factory of the flux families: the configuration from the tensors (Fill and other input

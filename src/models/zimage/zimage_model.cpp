@@ -86,22 +86,9 @@ Result<HostTensor> ZImageModel::run(Executor& ex, WeightSource& weights, const H
 
 Result<std::unique_ptr<DiffusionModel>> zimage_model_create(const ComponentLoad& load) {
   const CheckpointInfo& ci = load.info;
-  const LoadOptions& options = load.options;
   HR_ASSIGN_OR_RETURN(ZImageConfig cfg, zimage_config_detect(*load.file, ci.diffusion_prefix));
-  HR_ASSIGN_OR_RETURN(WeightFormats formats, weight_formats_for(*load.file, ci.diffusion_prefix,
-                                                                options.diffusion_weight_dtype));
-  if (options.diffusion_fp8_fast) formats = weight_formats_fast(std::move(formats));
-  if (formats.any()) {
-    cfg.storage = formats.storage;
-    cfg.storage_key = weight_storage_key(formats.storage.get());
-  }
-  auto model = std::make_unique<ZImageModel>(*ci.family, std::move(cfg), options.diffusion_dtype);
-  model->path = load.file->path();
-  HR_TRY(weights_load_prefix(model->store, load.file, ci.diffusion_prefix, options.diffusion_dtype,
-                             &formats)
-             .with_context("loading the Z-Image diffusion model"));
-  if (formats.any()) model->store.set_storage(formats.storage);
-  return std::unique_ptr<DiffusionModel>(std::move(model));
+  HR_ASSIGN_OR_RETURN(WeightFormats formats, dit_weight_formats(load, cfg));
+  return dit_model_load<ZImageModel>(load, std::move(cfg), formats, "the Z-Image diffusion model");
 }
 
 ZImageModel* zimage_model(LoadedModel& model) {

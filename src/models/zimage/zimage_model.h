@@ -6,34 +6,21 @@
 #include <string>
 
 #include "models/diffusion_model.h"
+#include "models/dit_model.h"
 #include "models/zimage/zimage_config.h"
 
 namespace hr {
 
 struct LoadedModel;
 
-class ZImageModel final : public DiffusionModel {
+class ZImageModel final : public DiTModel<ZImageConfig> {
  public:
-  ZImageModel(const ModelFamily& family, ZImageConfig config, DType dtype)
-      : family_(&family), config(std::move(config)), dtype(dtype) {}
-
-  const ModelFamily& family() const override { return *family_; }
-  WeightSet& weights() override { return store; }
-  ModelSamplingSpec sampling() const override { return family_->sampling; }
+  using DiTModel::DiTModel;
   Result<uint64_t> min_device_bytes(Executor& ex, const Shape& latent, int64_t tokens) override;
   // Note [z-image entries]: entries whose contexts differ in length run one call each.
   Result<HostTensor> run(Executor& ex, WeightSource& weights, const HostTensor& x,
                          const HostTensor& timesteps,
                          std::span<const CondEntry* const> entries) override;
-
- private:
-  const ModelFamily* family_;
-
- public:
-  ZImageConfig config;
-  DType dtype = DType::F32;  // compute dtype
-  WeightSet store;
-  std::string path;  // the file it was loaded from (messages)
 };
 
 // The factory of the Z-Image family: the configuration from the tensors, the weights converted
