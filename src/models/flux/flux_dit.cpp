@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "models/dit_graph_builder.h"
 #include "models/file_shapes.h"
 
 namespace hr {
@@ -34,22 +35,13 @@ constexpr float kNormEps = 1e-6f;  // the LayerNorms (no affine) and the QK RMSN
 constexpr int kTimeDim = 256;      // timestep_embedding(t, 256)
 constexpr float kTimeFactor = 1000.0f;
 
-class FluxBuilder {
+class FluxBuilder : public DiTGraphBuilder {
  public:
-  FluxBuilder(const FluxConfig& cfg, DType dtype) : c_(cfg), dt_(dtype) {
-    g.set_weight_storage(cfg.storage);
-  }
-
-  Graph g;
+  FluxBuilder(const FluxConfig& cfg, DType dtype) : DiTGraphBuilder(cfg.storage, dtype), c_(cfg) {}
 
   Status build(int64_t batch, int64_t h_tokens, int64_t w_tokens, int64_t txt_tokens);
 
  private:
-  ValueId w(const std::string& name, Shape s) { return g.weight(name, TensorDesc{dt_, s}); }
-  ValueId linear(ValueId x, const std::string& name, int64_t in, int64_t out, bool bias = true) {
-    return g.linear(x, w(name + ".weight", {out, in}), bias ? w(name + ".bias", {out}) : kNoValue,
-                    name);
-  }
   // MLPEmbedder: out_layer(silu(in_layer(x))).
   ValueId mlp_embedder(ValueId x, const std::string& name, int64_t in) {
     const int64_t h = c_.hidden_size;
@@ -123,7 +115,6 @@ class FluxBuilder {
   ValueId final_layer(ValueId x);
 
   const FluxConfig& c_;
-  DType dt_;
   int64_t batch_ = 1;
   int64_t txt_len_ = 0;
   ValueId img_ = kNoValue, txt_ = kNoValue, x_ = kNoValue;

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "graph/graph_cache.h"
+#include "models/dit_graph_builder.h"
 #include "models/latent_crop.h"
 
 namespace hr {
@@ -26,22 +27,13 @@ namespace {
 constexpr int kTimeDim = 256;           // TimestepEmbedder frequency_embedding_size
 constexpr float kFinalNormEps = 1e-6f;  // FinalLayer's LayerNorm (no affine)
 
-class ZImageBuilder {
+class ZImageBuilder : public DiTGraphBuilder {
  public:
-  ZImageBuilder(const ZImageConfig& cfg, DType dtype) : c_(cfg), dt_(dtype) {
-    g.set_weight_storage(cfg.storage);
-  }
-
-  Graph g;
+  ZImageBuilder(const ZImageConfig& cfg, DType dtype) : DiTGraphBuilder(cfg.storage, dtype), c_(cfg) {}
 
   Status build(int64_t batch, int64_t h_tokens, int64_t w_tokens, int64_t cap_tokens);
 
  private:
-  ValueId w(const std::string& name, Shape s) { return g.weight(name, TensorDesc{dt_, s}); }
-  ValueId linear(ValueId x, const std::string& name, int64_t in, int64_t out, bool bias) {
-    return g.linear(x, w(name + ".weight", {out, in}), bias ? w(name + ".bias", {out}) : kNoValue,
-                    name);
-  }
   // ComfyUI / diffusers timestep_embedding((1 - sigma) * t_scale, 256): [cos, sin] of t f_i,
   // f_i = exp(-ln(1e4) i / 128); then t_embedder.mlp (Linear, SiLU, Linear).
   ValueId time_embedding(ValueId sigma) {
@@ -117,7 +109,6 @@ class ZImageBuilder {
   ValueId final_layer(ValueId x);
 
   const ZImageConfig& c_;
-  DType dt_;
   int64_t batch_ = 1;
   ValueId adaln_ = kNoValue;
 };
