@@ -61,6 +61,16 @@ HostTensor tensor_concat0(const HostTensor& a, const HostTensor& b) {
   return out;
 }
 
+HostTensor tensor_rows0(const HostTensor& t, int64_t from, int64_t n) {
+  Shape s = t.shape();
+  const size_t row_bytes = t.bytes() / size_t(s[0]);
+  s[0] = n;
+  HostTensor out(t.dtype(), s);
+  std::memcpy(out.data(), static_cast<const char*>(t.data()) + size_t(from) * row_bytes,
+              size_t(n) * row_bytes);
+  return out;
+}
+
 HostTensor cond_context_batch(std::span<const CondEntry* const> entries, int64_t per) {
   int64_t tokens = 1;
   for (const CondEntry* e : entries) tokens = std::lcm(tokens, e->cond->shape()[1]);

@@ -74,4 +74,7 @@ HostTensor context_repeat(const HostTensor& c, int64_t batch, int64_t target_tok
 // a and b stacked on axis 0 (same dtype and trailing shape).
 HostTensor tensor_concat0(const HostTensor& a, const HostTensor& b);
 
+// Rows [from, from + n) of a [N, ...] tensor along axis 0.
+HostTensor tensor_rows0(const HostTensor& t, int64_t from, int64_t n);
+
 }  // namespace hr

@@ -17,6 +17,7 @@
 #include "graph/executor.h"
 #include "memory/executor_policies.h"
 #include "models/checkpoint.h"
+#include "models/conditioning.h"
 #include "models/llm/llm_config.h"
 #include "models/make_model.h"
 #include "models/safetensors.h"
@@ -44,16 +45,6 @@ HostTensor load(const SafetensorsFile& f, const std::string& name) {
   Result<HostTensor> t = f.load(name, DType::F32);
   EXPECT_TRUE(t.ok()) << t.status().str();
   return t.ok() ? std::move(t).value() : HostTensor();
-}
-
-// Rows [from, from + n) of a [N, ...] tensor.
-HostTensor rows(const HostTensor& t, int64_t from, int64_t n) {
-  Shape s = t.shape();
-  const int64_t per = t.numel() / s[0];
-  s[0] = n;
-  HostTensor out(DType::F32, s);
-  std::memcpy(out.f32(), t.f32() + from * per, size_t(n * per) * 4);
-  return out;
 }
 
 // The first `tokens` tokens of a [1, L, C] context.
@@ -182,7 +173,7 @@ TEST_F(ZImageModelTest, RunMatchesDiffusersFromEntries) {
     HostTensor x = load(*golden_, p + ".x"), sigma = load(*golden_, p + ".sigma");
     HostTensor ctx = load(*golden_, p + ".context"), ref = load(*golden_, p + ".out");
     std::vector<CondEntry> es;
-    for (int64_t i = 0; i < x.shape()[0]; ++i) es.push_back(entry(rows(ctx, i, 1)));
+    for (int64_t i = 0; i < x.shape()[0]; ++i) es.push_back(entry(tensor_rows0(ctx, i, 1)));
     std::vector<const CondEntry*> ptrs;
     for (const CondEntry& e : es) ptrs.push_back(&e);
     Result<HostTensor> out = model_->run(cpu_.ex, model_->store, x, sigma, ptrs);
@@ -202,20 +193,23 @@ TEST_F(ZImageModelTest, EntriesOfOtherLengthsRunApart) {
   HostTensor ctx = load(*golden_, "golden.b.context");
   const int64_t len = ctx.shape()[1];
   ASSERT_GE(len, 2);
-  CondEntry e0 = entry(rows(ctx, 0, 1)), e1 = entry(first_tokens(rows(ctx, 1, 1), len - 1));
+  CondEntry e0 = entry(tensor_rows0(ctx, 0, 1));
+  CondEntry e1 = entry(first_tokens(tensor_rows0(ctx, 1, 1), len - 1));
   const CondEntry* es[] = {&e0, &e1};
   Result<HostTensor> out = model_->run(cpu_.ex, model_->store, x, sigma, es);
   ASSERT_TRUE(out.ok()) << out.status().str();
   for (int64_t i = 0; i < 2; ++i) {
-    HostTensor xi = rows(x, i, 1), si = rows(sigma, i, 1);
+    HostTensor xi = tensor_rows0(x, i, 1), si = tensor_rows0(sigma, i, 1);
     ZImageInputs in{&xi, &si, i == 0 ? e0.cond.get() : e1.cond.get()};
     Result<HostTensor> alone =
         zimage_dit_run(cpu_.ex, model_->config, model_->store, DType::F32, in);
     ASSERT_TRUE(alone.ok()) << alone.status().str();
-    EXPECT_LT(test::rel_err(rows(*out, i, 1), *alone), 1e-6) << "sample " << i;
+    EXPECT_LT(test::rel_err(tensor_rows0(*out, i, 1), *alone), 1e-6) << "sample " << i;
   }
   // The full-length row is also diffusers' row.
-  EXPECT_LT(test::rel_err(rows(*out, 0, 1), rows(load(*golden_, "golden.b.out"), 0, 1)), kRelTol);
+  EXPECT_LT(test::rel_err(tensor_rows0(*out, 0, 1),
+                          tensor_rows0(load(*golden_, "golden.b.out"), 0, 1)),
+            kRelTol);
 }
 
 // UNETLoader's weight_dtype fp8_e4m3fn: the DiT's weights stay fp8 (Note [fp8 at load]) and the

@@ -176,16 +176,6 @@ Result<EntryInputs> entry_inputs(const FluxConfig& cfg, DType dtype, const CondE
   return r;
 }
 
-// Rows [from, from + n) of a [N, ...] f32 tensor.
-HostTensor rows_of(const HostTensor& t, int64_t from, int64_t n) {
-  Shape s = t.shape();
-  const int64_t per = t.numel() / s[0];
-  s[0] = n;
-  HostTensor out(DType::F32, s);
-  std::memcpy(out.f32(), t.f32() + from * per, size_t(n * per) * 4);
-  return out;
-}
-
 }  // namespace
 
 // Note [flux entries]
@@ -226,7 +216,7 @@ Result<HostTensor> FluxModel::run(Executor& ex, WeightSource& weights, const Hos
       if (ins[i].has_guidance) g = tensor_concat0(g, ins[k].guidance);
     }
     const int64_t from = int64_t(i) * per, n = int64_t(j - i) * per;
-    HostTensor xs = rows_of(x, from, n), ts = rows_of(timesteps, from, n);
+    HostTensor xs = tensor_rows0(x, from, n), ts = tensor_rows0(timesteps, from, n);
     FluxInputs in{&xs, &ts, &txt, &y, ins[i].has_guidance ? &g : nullptr};
     HR_ASSIGN_OR_RETURN(HostTensor out, flux_dit_run(ex, config, weights, dtype, in));
     result = i == 0 ? std::move(out) : tensor_concat0(result, out);

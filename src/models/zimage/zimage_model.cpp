@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
 #include <vector>
 
 #include "models/checkpoint.h"
@@ -13,16 +12,6 @@
 
 namespace hr {
 namespace {
-
-// Rows [from, from + n) of a [N, ...] f32 tensor.
-HostTensor rows_of(const HostTensor& t, int64_t from, int64_t n) {
-  Shape s = t.shape();
-  const int64_t per = t.numel() / s[0];
-  s[0] = n;
-  HostTensor out(DType::F32, s);
-  std::memcpy(out.f32(), t.f32() + from * per, size_t(n * per) * 4);
-  return out;
-}
 
 // One entry's context [rows, L, cap_feat_dim] f32.
 Result<HostTensor> entry_context(const ZImageConfig& cfg, const CondEntry& e, int64_t rows) {
@@ -75,7 +64,7 @@ Result<HostTensor> ZImageModel::run(Executor& ex, WeightSource& weights, const H
     HostTensor context = std::move(ctx[i]);
     for (size_t k = i + 1; k < j; ++k) context = tensor_concat0(context, ctx[k]);
     const int64_t from = int64_t(i) * per, n = int64_t(j - i) * per;
-    HostTensor xs = rows_of(x, from, n), ts = rows_of(timesteps, from, n);
+    HostTensor xs = tensor_rows0(x, from, n), ts = tensor_rows0(timesteps, from, n);
     ZImageInputs in{&xs, &ts, &context};
     HR_ASSIGN_OR_RETURN(HostTensor out, zimage_dit_run(ex, config, weights, dtype, in));
     result = i == 0 ? std::move(out) : tensor_concat0(result, out);
