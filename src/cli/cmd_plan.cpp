@@ -98,6 +98,7 @@ int plan_workflow(const PlanArgs& a) {
   WorkflowPlanOptions o;
   o.backend = backend.get();
   o.compute_dtype = *dtype;
+  o.dtype_auto = a.dtype == "auto";
   o.unet_weights = policy->unet_weights;
   o.text_encoder_weights = policy->text_encoder_weights;
   o.budget = policy->budget;

@@ -54,6 +54,7 @@ ExecOptions run_exec_options(const RunArgs& args, const RunInputs& inputs, Backe
   opts.allocator = &allocator;
   opts.executor = &executor;
   opts.compute_dtype = dtype;
+  opts.dtype_auto = args.dtype == "auto";
   return opts;
 }
 

@@ -27,6 +27,10 @@ uint8_t f32_to_f8e5m2(float f);
 // The same cast of n floats to `fp8` (F8_E4M3 or F8_E5M2; others abort).
 void f32_to_f8(const float* src, DType fp8, uint8_t* dst, int64_t n);
 
+// The same cast of n 16-bit floats (`half` F16 or BF16, their bit patterns) to `fp8`: equal to
+// f32_to_f8 of the exactly widened values, by a table of all 65536 codes (Note [fp8 cast table]).
+void half_to_f8(const uint16_t* src, DType half, DType fp8, uint8_t* dst, int64_t n);
+
 // ComfyUI's string_to_seed(key) (comfy/model_patcher.py): a reflected CRC-32 that xors whole
 // code points, not bytes, into the register; see Note [comfy string seed]. `key` is UTF-8.
 uint32_t comfy_string_seed(std::string_view key);

@@ -2,9 +2,9 @@
 // model loading through the family's factories.
 #include "models/checkpoint.h"
 
-#include <map>
-
 #include <fmt/format.h>
+
+#include <map>
 
 #include "models/weight_load.h"
 
@@ -64,13 +64,31 @@ Result<CheckpointInfo> checkpoint_inspect(const SafetensorsFile& f,
   return info;
 }
 
+// Note [family compute dtype]
+// ComfyUI runs a diffusion model in the first of its family's supported_inference_dtypes the
+// device supports (model_management.unet_dtype): SD1/SDXL in f16, Flux.1 and Z-Image in bf16 on
+// a GPU with bf16 (sm_80 and later; f16 is not even in Z-Image's list), f32 on the CPU. headroom's
+// `--dtype auto` picks f16 on a GPU for the run (backend_open.h); the diffusion model of a family
+// whose list puts bf16 before f16 then computes in bf16 instead. That is also the dtype of the
+// released files (flux1-dev.safetensors, z_image_turbo_bf16.safetensors), so their weights load
+// as views of the file (Note [mapped weights]) instead of 12-24 GB converted to f16 at load
+// (52 s of UNETLoader for Flux.1-dev on the H200, 2026-12-04). An explicit --dtype is kept.
+DType diffusion_dtype_for(const ModelFamily& fam, const LoadOptions& o) {
+  if (!o.diffusion_dtype_auto || o.diffusion_dtype != DType::F16) return o.diffusion_dtype;
+  for (DType d : fam.inference_dtypes)
+    if (d == DType::F16 || d == DType::BF16) return d;
+  return o.diffusion_dtype;
+}
+
 Result<std::unique_ptr<LoadedModel>> model_load(std::shared_ptr<const SafetensorsFile> file,
-                                                const LoadOptions& options) {
-  HR_ASSIGN_OR_RETURN(CheckpointInfo info, checkpoint_inspect(*file, options.prediction));
+                                                const LoadOptions& requested) {
+  HR_ASSIGN_OR_RETURN(CheckpointInfo info, checkpoint_inspect(*file, requested.prediction));
   auto m = std::make_unique<LoadedModel>();
   m->info = std::move(info);
   m->file = file;
   const ModelFamily& fam = *m->info.family;
+  LoadOptions options = requested;
+  options.diffusion_dtype = diffusion_dtype_for(fam, requested);
   const ComponentLoad load{file, m->info, options};
   if (m->info.has_diffusion && options.load_diffusion) {
     if (!fam.diffusion_create)

@@ -54,6 +54,9 @@ Result<CheckpointInfo> checkpoint_inspect(const SafetensorsFile& file,
 
 struct LoadOptions {
   DType diffusion_dtype = DType::F32;  // compute dtypes; weights are converted on load
+  // --dtype auto on a backend with bf16: the family's preferred 16-bit dtype replaces an f16
+  // diffusion_dtype (Note [family compute dtype] in checkpoint.cpp).
+  bool diffusion_dtype_auto = false;
   DType vae_dtype = DType::F32;
   DType text_encoder_dtype = DType::F32;
   // Store the diffusion model / the text encoders in this fp8 dtype at load (UNETLoader's

@@ -112,6 +112,9 @@ struct ModelFamily {
       settings_describe;
 
   LatentFormat latent;
+  // ComfyUI's supported_inference_dtypes in its order of preference, for `--dtype auto` on a GPU
+  // (Note [family compute dtype] in checkpoint.cpp); empty: the run's compute dtype.
+  std::vector<DType> inference_dtypes;
   ModelSamplingSpec sampling;  // the default; a file's settings may name another prediction
   std::vector<std::string> text_encoder_kinds;
 

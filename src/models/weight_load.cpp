@@ -1,6 +1,7 @@
 // weights_load_prefix: checkpoint tensors into a WeightSet, one at a time.
 #include "models/weight_load.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -27,14 +28,31 @@ std::optional<DType> stored_dtype(const SafetensorsEntry& e, const std::string& 
   return load_dtype(e, dtype);
 }
 
+// n values of `src` (dtype `from`: F16 or BF16 by the cast table, else F32) rounded to fp8 as
+// torch casts, in chunks over the OpenMP threads (Note [fp8 cast table] in core/fp8_round.cpp).
+void cast_to_fp8(const void* src, DType from, DType fp8, uint8_t* dst, int64_t n) {
+  constexpr int64_t kChunk = int64_t(1) << 20;
+  const bool half = from == DType::F16 || from == DType::BF16;
+#pragma omp parallel for schedule(static) if (n > kChunk)
+  for (int64_t c = 0; c < (n + kChunk - 1) / kChunk; ++c) {
+    const int64_t i = c * kChunk, len = std::min(kChunk, n - i);
+    if (half)
+      half_to_f8(static_cast<const uint16_t*>(src) + i, from, fp8, dst + i, len);
+    else
+      f32_to_f8(static_cast<const float*>(src) + i, fp8, dst + i, len);
+  }
+}
+
 // A tensor in `target`: the file's bytes, converted, or (fp8 at load, Note [fp8 at load] in
-// weight_format.cpp) rounded to fp8 from float32 as torch casts.
-Result<HostTensor> tensor_load(const SafetensorsFile& file, const SafetensorsEntry& e, DType target) {
+// weight_format.cpp) rounded to fp8 from its 16-bit or float32 values as torch casts.
+Result<HostTensor> tensor_load(const SafetensorsFile& file, const SafetensorsEntry& e,
+                               DType target) {
   if (!dtype_is_fp8(target) || e.dtype == target) return file.load(e.name, target);
-  HR_ASSIGN_OR_RETURN(HostTensor f, file.load(e.name, DType::F32));
+  const bool half = e.dtype == DType::F16 || e.dtype == DType::BF16;
+  HR_ASSIGN_OR_RETURN(HostTensor f, file.load(e.name, half ? e.dtype : DType::F32));
   HostTensor q(target, e.shape);
   if (f.is_placeholder()) return HostTensor::placeholder(q.desc());
-  f32_to_f8(f.f32(), target, static_cast<uint8_t*>(q.data()), f.numel());
+  cast_to_fp8(f.data(), f.desc().dtype, target, static_cast<uint8_t*>(q.data()), f.numel());
   return q;
 }
 

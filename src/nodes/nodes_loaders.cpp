@@ -16,6 +16,8 @@ namespace {
 LoadOptions load_options(const ExecContext& ctx) {
   LoadOptions o;
   o.diffusion_dtype = ctx.opts.compute_dtype;
+  o.diffusion_dtype_auto = ctx.opts.dtype_auto && ctx.opts.backend &&
+                           ctx.opts.backend->op_supported(OpKind::LINEAR, DType::BF16);
   o.vae_dtype = ctx.opts.compute_dtype;
   o.text_encoder_dtype = ctx.opts.compute_dtype;
   o.diffusion_weight_dtype = ctx.opts.unet_weights;

@@ -17,6 +17,7 @@ namespace hr {
 Status compute_stack_open(const ComputeChoice& c, ComputeStack& s) {
   HR_ASSIGN_OR_RETURN(s.backend, backend_open(c.device, c.threads));
   HR_ASSIGN_OR_RETURN(s.dtype, compute_dtype_pick(c.dtype, *s.backend));
+  s.dtype_auto = c.dtype == "auto";
   HR_ASSIGN_OR_RETURN(s.preview, preview_method_parse(c.preview_method));
   HR_ASSIGN_OR_RETURN(s.policy, memory_policy_resolve(c.memory, s.backend->info()));
   s.allocator = std::make_unique<Allocator>(*s.backend, s.policy.budget, eviction_policy());
@@ -57,6 +58,7 @@ JobRuntime compute_runtime(ComputeStack& s, const NodeRegistry& registry,
   rt.exec.temp_dir = folders.temp_dir;
   rt.exec.backend = s.backend.get();
   rt.exec.compute_dtype = s.dtype;
+  rt.exec.dtype_auto = s.dtype_auto;
   rt.exec.unet_weights = s.policy.unet_weights;
   rt.exec.text_encoder_weights = s.policy.text_encoder_weights;
   rt.exec.allocator = s.allocator.get();
@@ -64,6 +66,7 @@ JobRuntime compute_runtime(ComputeStack& s, const NodeRegistry& registry,
   rt.exec.preview = s.preview == PreviewMethod::LATENT2RGB;
   rt.plan.backend = s.backend.get();
   rt.plan.compute_dtype = s.dtype;
+  rt.plan.dtype_auto = s.dtype_auto;
   rt.plan.unet_weights = s.policy.unet_weights;
   rt.plan.text_encoder_weights = s.policy.text_encoder_weights;
   rt.plan.models_dir = folders.models_dir;

@@ -29,6 +29,7 @@ struct ComputeChoice {
 struct ComputeStack {
   std::unique_ptr<Backend> backend;
   DType dtype = DType::F32;
+  bool dtype_auto = false;  // --dtype auto (Note [family compute dtype] in models/checkpoint.cpp)
   PreviewMethod preview = PreviewMethod::NONE;
   MemoryPolicy policy;
   std::unique_ptr<Allocator> allocator;

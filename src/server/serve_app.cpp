@@ -90,6 +90,7 @@ WorkflowPlanOptions plan_options(const ServeApp::Parts& p) {
   WorkflowPlanOptions plan;
   plan.backend = p.backend.get();
   plan.compute_dtype = p.dtype;
+  plan.dtype_auto = p.dtype_auto;
   plan.models_dir = p.opt.models_dir;
   plan.model_paths = p.model_paths;
   plan.input_dir = p.opt.server.input_dir;

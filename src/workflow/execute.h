@@ -48,6 +48,9 @@ struct ExecOptions {
   std::string tokenizer_dir;  // CLIP vocabulary folder (empty: discover)
   Backend* backend = nullptr;
   DType compute_dtype = DType::F32;  // UNet/VAE/CLIP compute dtype on `backend`
+  // compute_dtype came from --dtype auto: a family may prefer bf16 for its diffusion model
+  // (Note [family compute dtype] in models/checkpoint.cpp).
+  bool dtype_auto = false;
   // Stored in fp8 at load (MemoryPolicy's; UNETLoader's weight_dtype overrides the first).
   std::optional<DType> unet_weights, text_encoder_weights;
   Allocator* allocator = nullptr;

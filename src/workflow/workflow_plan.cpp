@@ -119,6 +119,7 @@ ExecOptions plan_exec_options(const WorkflowPlanOptions& o, Backend& backend, Al
   e.allocator = &allocator;
   e.executor = &executor;
   e.compute_dtype = o.compute_dtype;
+  e.dtype_auto = o.dtype_auto;
   e.unet_weights = o.unet_weights;
   e.text_encoder_weights = o.text_encoder_weights;
   e.plan_run = true;

@@ -23,6 +23,7 @@ class ModelPaths;
 struct WorkflowPlanOptions {
   Backend* backend = nullptr;        // whose op workspaces and weight placement to plan for
   DType compute_dtype = DType::F32;  // as ExecOptions::compute_dtype
+  bool dtype_auto = false;           // as ExecOptions::dtype_auto
   std::optional<DType> unet_weights, text_encoder_weights;  // as ExecOptions'
   uint64_t budget = UINT64_MAX;      // allocator-level budget (UINT64_MAX: none)
   uint64_t weights_cap = UINT64_MAX;  // as Allocator::set_weights_cap (--lowvram, --novram)

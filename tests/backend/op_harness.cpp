@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <ostream>
@@ -61,9 +61,10 @@ bool error_within(const ErrorStats& e, const Tolerance& t) {
 
 std::string error_str(const ErrorStats& e, const Tolerance& t, std::span<const double> out,
                       std::span<const double> ref) {
-  std::string s = fmt::format("rel L2 {:.3g} (tol {:.3g}), max abs {:.3g} = {:.3g} of max |ref| "
-                              "{:.3g} (tol {:.3g})",
-                              e.rel_l2, t.rel_l2, e.max_abs, e.rel_max, e.ref_max, t.rel_max);
+  std::string s = fmt::format(
+      "rel L2 {:.3g} (tol {:.3g}), max abs {:.3g} = {:.3g} of max |ref| "
+      "{:.3g} (tol {:.3g})",
+      e.rel_l2, t.rel_l2, e.max_abs, e.rel_max, e.ref_max, t.rel_max);
   if (e.nonfinite) s += fmt::format(", {} non-finite outputs", e.nonfinite);
   if (e.worst >= 0 && size_t(e.worst) < out.size() && size_t(e.worst) < ref.size())
     s += fmt::format(", worst at flat {}: out {} ref {}", e.worst, out[size_t(e.worst)],
@@ -360,8 +361,8 @@ OpResult op_case_run(Backend& backend, const OpCase& c, DType dtype, uint64_t se
     what += fmt::format(" ({} of {} rows checked)", idx.size(), n_rows);
   }
 
-  Result<RefTensor> ref = oracle ? oracle(c.kind, params, *ref_inputs)
-                                 : op_reference(c.kind, params, *ref_inputs);
+  Result<RefTensor> ref =
+      oracle ? oracle(c.kind, params, *ref_inputs) : op_reference(c.kind, params, *ref_inputs);
   if (!ref.ok()) {
     r.status = ref.status().with_context("oracle");
     r.message = what + ": " + r.status.str();
@@ -401,7 +402,6 @@ namespace {
 TensorDesc f32(Shape s) { return TensorDesc{DType::F32, s}; }
 TensorDesc i32(Shape s) { return TensorDesc{DType::I32, s}; }
 TensorDesc i64(Shape s) { return TensorDesc{DType::I64, s}; }
-
 
 OpParams conv_params(int sh, int sw, int pt, int pb, int pl, int pr, int groups = 1, int dil = 1) {
   OpParams p;
@@ -497,7 +497,8 @@ void add_variant_cases(std::vector<OpCase>& v) {
   v.push_back(make_case("conv3x3_nhwc_rgb_out", OpKind::CONV2D,
                         {f32({1, 16, 16, 32}), f32({3, 3, 3, 32}), f32({3})}, cl(same)));
   v.push_back(make_case("conv1x1_nhwc_nobias", OpKind::CONV2D,
-                        {f32({2, 8, 8, 64}), f32({32, 1, 1, 64})}, cl(conv_params(1, 1, 0, 0, 0, 0))));
+                        {f32({2, 8, 8, 64}), f32({32, 1, 1, 64})},
+                        cl(conv_params(1, 1, 0, 0, 0, 0))));
   v.push_back(make_case("conv3x3_nhwc_stride2", OpKind::CONV2D,
                         {f32({1, 16, 16, 32}), f32({32, 3, 3, 32}), f32({32})},
                         cl(conv_params(2, 2, 1, 1, 1, 1))));
@@ -528,8 +529,10 @@ void add_variant_cases(std::vector<OpCase>& v) {
   u.factor = 2;
   u.channels_last = true;
   auto exact = [](OpCase c) { return std::move(c.with_tol(0, 0, 0)); };
-  v.push_back(exact(make_case("upsample_x2_nhwc", OpKind::UPSAMPLE_NEAREST, {f32({1, 8, 8, 32})}, u)));
-  v.push_back(exact(make_case("upsample_x2_nhwc_odd", OpKind::UPSAMPLE_NEAREST, {f32({2, 5, 7, 4})}, u)));
+  v.push_back(
+      exact(make_case("upsample_x2_nhwc", OpKind::UPSAMPLE_NEAREST, {f32({1, 8, 8, 32})}, u)));
+  v.push_back(
+      exact(make_case("upsample_x2_nhwc_odd", OpKind::UPSAMPLE_NEAREST, {f32({2, 5, 7, 4})}, u)));
 }
 
 void add_norm_cases(std::vector<OpCase>& v) {
@@ -561,17 +564,23 @@ void add_norm_cases(std::vector<OpCase>& v) {
                                     {f32({3, 16}), f32({16}), f32({16})}, gn(4, 1e-5f, false))));
   // Channels-last (op.h), at UNet/VAE-like widths.
   v.push_back(norm_ranges(make_case("group_norm_32_nhwc", OpKind::GROUP_NORM,
-                                    {f32({2, 8, 8, 64}), f32({64}), f32({64})}, gn(32, 1e-5f, false, true))));
+                                    {f32({2, 8, 8, 64}), f32({64}), f32({64})},
+                                    gn(32, 1e-5f, false, true))));
   v.push_back(norm_ranges(make_case("group_norm_32_nhwc_silu_c320", OpKind::GROUP_NORM,
-                                    {f32({2, 12, 10, 320}), f32({320}), f32({320})}, gn(32, 1e-5f, true, true))));
+                                    {f32({2, 12, 10, 320}), f32({320}), f32({320})},
+                                    gn(32, 1e-5f, true, true))));
   v.push_back(norm_ranges(make_case("group_norm_32_nhwc_silu_c128_big", OpKind::GROUP_NORM,
-                                    {f32({1, 64, 64, 128}), f32({128}), f32({128})}, gn(32, 1e-6f, true, true))));
+                                    {f32({1, 64, 64, 128}), f32({128}), f32({128})},
+                                    gn(32, 1e-6f, true, true))));
   v.push_back(norm_ranges(make_case("group_norm_32_nhwc_c1280", OpKind::GROUP_NORM,
-                                    {f32({2, 4, 4, 1280}), f32({1280}), f32({1280})}, gn(32, 1e-5f, false, true))));
-  v.push_back(norm_ranges(make_case("group_norm_32_nhwc_rank3", OpKind::GROUP_NORM,
-                                    {f32({2, 77, 64}), f32({64}), f32({64})}, gn(32, 1e-6f, false, true))));
-  v.push_back(norm_ranges(make_case("group_norm_4_nhwc_c12", OpKind::GROUP_NORM,
-                                    {f32({3, 5, 12}), f32({12}), f32({12})}, gn(4, 1e-5f, true, true))));
+                                    {f32({2, 4, 4, 1280}), f32({1280}), f32({1280})},
+                                    gn(32, 1e-5f, false, true))));
+  v.push_back(
+      norm_ranges(make_case("group_norm_32_nhwc_rank3", OpKind::GROUP_NORM,
+                            {f32({2, 77, 64}), f32({64}), f32({64})}, gn(32, 1e-6f, false, true))));
+  v.push_back(
+      norm_ranges(make_case("group_norm_4_nhwc_c12", OpKind::GROUP_NORM,
+                            {f32({3, 5, 12}), f32({12}), f32({12})}, gn(4, 1e-5f, true, true))));
 
   // Note [single-pass group norm] at SD's shapes (batch 1 to keep the reference quick): group
   // widths 10 / 20 / 30 / 40 / 60 / 80 (packs of 8 that touch two groups in the 16-bit types),
@@ -600,8 +609,8 @@ void add_norm_cases(std::vector<OpCase>& v) {
       make_case("layer_norm_nobeta", OpKind::LAYER_NORM, {f32({2, 64, 320}), f32({320})})));
   v.push_back(norm_ranges(make_case("layer_norm_c1280", OpKind::LAYER_NORM,
                                     {f32({2, 16, 1280}), f32({1280}), f32({1280})})));
-  v.push_back(norm_ranges(make_case("layer_norm_c2048_nobeta", OpKind::LAYER_NORM,
-                                    {f32({3, 2048}), f32({2048})})));
+  v.push_back(norm_ranges(
+      make_case("layer_norm_c2048_nobeta", OpKind::LAYER_NORM, {f32({3, 2048}), f32({2048})})));
   v.push_back(norm_ranges(make_case("layer_norm_c768", OpKind::LAYER_NORM,
                                     {f32({1, 77, 768}), f32({768}), f32({768})})));
   v.push_back(norm_ranges(
@@ -650,10 +659,11 @@ void add_attention_cases(std::vector<OpCase>& v) {
   //   case / dtype                 rel L2: median  worst    tol      rel max: median  worst    tol
   //   this case f32 (CPU)                  5.2e-7  5.9e-7   1e-5              7.9e-7  1.1e-6   2e-5
   //   this case f32 (H200)                 2.5e-7  2.8e-7   1e-5              4.8e-7  8.3e-7   2e-5
-  //   this case f16 (H200)                 5.8e-4  6.6e-4   1e-3              8.1e-4  1.1e-3   1.7e-3
-  //   this case bf16 (H200)                4.8e-3  5.3e-3   8e-3              6.7e-3  9.4e-3   1.4e-2
-  //   attn_vae_4096_d512 f16 (H200)        1.4e-3  1.5e-3   2.3e-3            1.5e-3  2.3e-3   3.5e-3
-  //   attn_vae_4096_d512 bf16 (H200)       1.1e-2  1.2e-2   1.8e-2            1.2e-2  1.7e-2   2.6e-2
+  //   this case f16 (H200)                 5.8e-4  6.6e-4 1e-3              8.1e-4  1.1e-3   1.7e-3
+  //   this case bf16 (H200)                4.8e-3  5.3e-3 8e-3              6.7e-3  9.4e-3   1.4e-2
+  //   attn_vae_4096_d512 f16
+  //   (H200)        1.4e-3  1.5e-3   2.3e-3            1.5e-3  2.3e-3   3.5e-3 attn_vae_4096_d512
+  //   bf16 (H200)       1.1e-2  1.2e-2   1.8e-2            1.2e-2  1.7e-2   2.6e-2
   // (f32 keeps the harness defaults; the CPU runs f32 only.) The rounding of the scores is the
   // same arithmetic on any GPU, so another card should land in the same ranges; a seed that
   // fails prints its HEADROOM_TEST_SEED and replays.
@@ -763,6 +773,8 @@ void add_elementwise_cases(std::vector<OpCase>& v) {
                           OpKind::TANH};
   for (OpKind k : unary)
     v.push_back(make_case(std::string(op_name(k)), k, {f32({2, 64, 33})}).with_range(0, -5, 5));
+  // A count no vector width divides: the scalar path (Note [vectorised binary] in cuda_binary.cu).
+  v.push_back(make_case("gelu_tanh_odd", OpKind::GELU_TANH, {f32({3, 37})}).with_range(0, -5, 5));
   OpParams sc;
   sc.alpha = 0.18215f;  // the SD1 latent scale
   v.push_back(
@@ -785,6 +797,10 @@ void add_elementwise_cases(std::vector<OpCase>& v) {
       {"both_sides", {4, 1, 8}, {1, 5, 8}},
       {"lower_rank_a", {8}, {3, 5, 8}},
       {"row", {2, 77, 320}, {320}},
+      // A DiT's modulation term [1, 1, C] on tokens [1, N, C], as the first operand too.
+      {"modulation_first", {1, 1, 96}, {1, 40, 96}},
+      {"modulation", {1, 40, 96}, {1, 1, 96}},
+      {"odd_same", {3, 5, 7}, {3, 5, 7}},  // no vector width divides 105: scalar
   };
   const OpKind binary[] = {OpKind::ADD, OpKind::SUB, OpKind::MUL, OpKind::DIV};
   for (OpKind k : binary)
@@ -978,11 +994,11 @@ void add_fp8_linear_cases(std::vector<OpCase>& v) {
     for (const Shape& s : {Shape{3, 517}, Shape{4, 520}}) {  // CUDA: one at a time; eight
       OpParams p;
       p.dtype = DType::F8_E4M3;
-      OpCase q = make_case(fmt::format("cast_{}_to_f8_e4m3{}", dtype_name(from),
-                                       s[0] == 4 ? "_x8" : ""),
-                           OpKind::CAST, {TensorDesc{from, s}}, p)
-                     .with_range(0, -600.0, 600.0)
-                     .with_tol(0, 0, 0);
+      OpCase q =
+          make_case(fmt::format("cast_{}_to_f8_e4m3{}", dtype_name(from), s[0] == 4 ? "_x8" : ""),
+                    OpKind::CAST, {TensorDesc{from, s}}, p)
+              .with_range(0, -600.0, 600.0)
+              .with_tol(0, 0, 0);
       q.sweep = false;
       v.push_back(std::move(q));
     }
@@ -995,8 +1011,9 @@ void add_fp8_linear_cases(std::vector<OpCase>& v) {
       const char* name;
       bool scale, bias, add;
     };
-    for (const Form f : {Form{"plain", false, false, false}, Form{"scaled_bias", true, true, false},
-                         Form{"bias_add", false, true, true}, Form{"scaled_add", true, false, true}}) {
+    for (const Form f :
+         {Form{"plain", false, false, false}, Form{"scaled_bias", true, true, false},
+          Form{"bias_add", false, true, true}, Form{"scaled_add", true, false, true}}) {
       OpParams p;
       p.dtype = out;
       p.weight_scale = f.scale;
@@ -1050,9 +1067,8 @@ uint64_t seed_choose(const char* env_value, uint64_t fresh) {
 uint64_t op_seed() {
   static const uint64_t seed = [] {
     std::random_device rd;
-    const uint64_t fresh =
-        (uint64_t(rd()) << 32 ^ uint64_t(rd())) ^
-        uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    const uint64_t fresh = (uint64_t(rd()) << 32 ^ uint64_t(rd())) ^
+                           uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
     const char* e = std::getenv("HEADROOM_TEST_SEED");
     if (!e || !*e) e = std::getenv("HR_OP_SEED");
     return seed_choose(e, fresh);
@@ -1065,9 +1081,10 @@ namespace {
 class SeedAnnouncement final : public ::testing::Environment {
  public:
   void SetUp() override {
-    std::printf("op harness: random inputs from seed %llu; HEADROOM_TEST_SEED=%llu reproduces "
-                "them\n",
-                (unsigned long long)op_seed(), (unsigned long long)op_seed());
+    std::printf(
+        "op harness: random inputs from seed %llu; HEADROOM_TEST_SEED=%llu reproduces "
+        "them\n",
+        (unsigned long long)op_seed(), (unsigned long long)op_seed());
     std::fflush(stdout);
   }
 };
@@ -1102,8 +1119,10 @@ HarnessCuda& harness_cuda() {
   static HarnessCuda dev = [] {
     HarnessCuda d;
     Result<std::unique_ptr<Backend>> r = cuda_backend_create(0);
-    if (r.ok()) d.backend = std::move(r).value();
-    else d.why_not = r.status().str();
+    if (r.ok())
+      d.backend = std::move(r).value();
+    else
+      d.why_not = r.status().str();
     return d;
   }();
   return dev;

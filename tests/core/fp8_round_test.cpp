@@ -254,5 +254,22 @@ TEST(Fp8Round, EveryCodeRoundTrips) {
   }
 }
 
+// The table cast of 16-bit floats equals the rounding of their widened values, for every code.
+TEST(Fp8Round, HalfTableEqualsWidenedRounding) {
+  std::vector<uint16_t> all(65536);
+  for (uint32_t h = 0; h < 65536; ++h) all[h] = uint16_t(h);
+  std::vector<uint8_t> got(65536), want(65536);
+  std::vector<float> wide(65536);
+  for (DType half : {DType::F16, DType::BF16})
+    for (DType fp8 : {DType::F8_E4M3, DType::F8_E5M2}) {
+      for (uint32_t h = 0; h < 65536; ++h)
+        wide[h] = half == DType::F16 ? f16_to_f32(all[h]) : bf16_to_f32(all[h]);
+      f32_to_f8(wide.data(), fp8, want.data(), 65536);
+      half_to_f8(all.data(), half, fp8, got.data(), 65536);
+      for (uint32_t h = 0; h < 65536; ++h)
+        ASSERT_EQ(got[h], want[h]) << dtype_name(half) << " " << h << " to " << dtype_name(fp8);
+    }
+}
+
 }  // namespace
 }  // namespace hr

@@ -245,6 +245,24 @@ TEST_F(FluxFiles, SchnellHasNoGuidanceAndFlowSampling) {
   EXPECT_FALSE(flux_model(**m)->config.guidance_embed);
 }
 
+// Note [family compute dtype]: with --dtype auto on a bf16 backend an f16 run computes Flux's
+// DiT in bf16, ComfyUI's choice, so the bf16 file's weights are views of the file; an explicit
+// f16 converts them.
+TEST_F(FluxFiles, AutoDtypeComputesTheDiTInBf16) {
+  LoadOptions o;
+  o.diffusion_dtype = DType::F16;
+  o.load_vae = false;
+  for (bool autod : {true, false}) {
+    o.diffusion_dtype_auto = autod;
+    auto m = model_load(path("diffusion_models/flux1-dev.safetensors"), o);
+    ASSERT_TRUE(m.ok()) << m.status().str();
+    const HostTensor* w = (*m)->diffusion->weights().find("img_in.weight");
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->dtype(), autod ? DType::BF16 : DType::F16) << "auto " << autod;
+    EXPECT_EQ(w->is_view(), autod) << "auto " << autod;
+  }
+}
+
 TEST_F(FluxFiles, FillIsRefusedByName) {
   std::string p = dit_variant("fill.safetensors", [](FluxConfig& c) { c.in_channels = 384; });
   Result<CheckpointInfo> info = inspect(p);

@@ -130,6 +130,7 @@ ModelFamily flux_family_make(const char* name, FluxVariant variant, ModelSamplin
   f.unsupported_hint = flux_unsupported_hint;
   f.settings_describe = flux_settings_describe;
   f.latent = latent_format_flux();
+  f.inference_dtypes = {DType::BF16, DType::F16, DType::F32};  // ComfyUI's Flux
   f.sampling = sampling;
   f.text_encoder_kinds = {kFluxClipL, kFluxT5XXL};
   f.diffusion_create = flux_model_create;

@@ -138,6 +138,7 @@ ModelFamily zimage_family_make() {
   // 0.3611, shift 0.1159), which ZImage inherits; ZImage's sampling_settings are multiplier 1.0,
   // shift 3.0 on ModelSamplingDiscreteFlow (Lumina2.model_type: ModelType.FLOW), CONST.
   f.latent = latent_format_flux();
+  f.inference_dtypes = {DType::BF16, DType::F32};  // Lumina2's, bf16 first
   f.sampling = ModelSamplingSpec{ModelSamplingSpec::Kind::FLOW, Prediction::EPS, 3.0, 1.0};
   f.text_encoder_kinds = {kZImageQwen3};
   f.diffusion_create = zimage_model_create;
