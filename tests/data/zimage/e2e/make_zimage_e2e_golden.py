@@ -419,8 +419,8 @@ def make_models(models_dir, dit_model, mdg, vae, meta):
         file_meta = {"generator": "make_zimage_e2e_golden.py", "weight_seed": str(flux_e2e.WEIGHT_SEED),
                      "config": configs[part]}
         header, sha, check = write_model_file(path, rule_state_dict(shapes), file_meta)
-        meta.update({f"{part}.header": header, f"{part}.sha256": sha, f"{part}.checksum64": check,
-                     f"{part}.config": configs[part]})
+        meta.update({f"{part}.file": FILES[part], f"{part}.header": header, f"{part}.sha256": sha,
+                     f"{part}.checksum64": check, f"{part}.config": configs[part]})
         sds[part] = load_safetensors(path)
     return sds
 
