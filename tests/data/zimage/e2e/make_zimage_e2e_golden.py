@@ -92,6 +92,9 @@ FILES = {"dit": "diffusion_models/tiny-zimage.safetensors",
          "te": "text_encoders/tiny-qwen3.safetensors",
          "vae": "vae/tiny-flux-ae.safetensors"}
 GOLDEN = "zimage-e2e-golden.safetensors"
+# Cross-checks that failed (the references disagree with each other): printed, exit status 3
+# after every file is written, so the run shows what to look at before anything is committed.
+DISAGREEMENTS = []
 PNG = "zimage_e2e_0.png"
 WORKFLOW = "zimage-e2e-workflow.json"
 
@@ -254,9 +257,11 @@ def tokenize(local):
         if hasattr(transformers, cls):
             tok = getattr(transformers, cls).from_pretrained(folder, local_files_only=True)
             break
+    if tok is None:
+        sys.exit("transformers %s has no Qwen2Tokenizer" % transformers.__version__)
     ids = list(tok.encode(text, add_special_tokens=False))
-    if recorded is not None:
-        print("tokens equal tokenizer_ids.json's:", ids == recorded)
+    if recorded is not None and ids != recorded:
+        DISAGREEMENTS.append("tokens differ from tests/data/qwen/tokenizer_ids.json's")
     return ids, f"transformers {transformers.__version__} {type(tok).__name__}"
 
 
@@ -362,6 +367,9 @@ def encode_prompt(te_sd, local, g, meta):
         meta["text_encoder"] = f"transformers {transformers.__version__} Qwen3Model hidden_states[-2]"
         meta["text_encoder_vs_comfyui_llama"] = "%.3g" % rel_err(comfy_cond, cond)
         print("Qwen3: transformers vs ComfyUI Llama2_ rel err", meta["text_encoder_vs_comfyui_llama"])
+        if rel_err(comfy_cond, cond) > 1e-5:
+            DISAGREEMENTS.append("Qwen3: transformers and ComfyUI's Llama2_ differ by "
+                                 + meta["text_encoder_vs_comfyui_llama"])
     positive = [[cond, {"pooled_output": None, "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}]]
     return ids, positive
 
@@ -487,6 +495,9 @@ def main():
         else:
             p.error("no diffusers checkout found: give --diffusers")
     run(args)
+    for d in DISAGREEMENTS:
+        print("DISAGREEMENT:", d)
+    sys.exit(3 if DISAGREEMENTS else 0)
 
 
 if __name__ == "__main__":
