@@ -4,6 +4,7 @@
 // bench]).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "bench_common.h"
@@ -16,10 +17,12 @@ namespace hr::bench {
 
 // Note [z-image bench caption]
 // The DiT step reads the caption length of examples/zimage_turbo_workflow.json: its prompt in
-// Z-Image's chat template is kZImageTemplateTokens Qwen tokens (zimage_prompt_ids with the
-// built-in tokenizer, counted once by hand; the DiT pads them to 32 with cap_pad_token, so any
-// length from 1 to 32 computes the same joint sequence of 32 + 4096 tokens). bench/
-// torch_peer_zimage.py gives diffusers the same length (CAP_TOKENS).
+// Z-Image's chat template is kZImageTemplateTokens Qwen tokens (zimage_prompt_ids: <|im_start|>,
+// "user", "\n", one token for each of the prompt's 13 words and 2 commas, <|im_end|>, "\n",
+// <|im_start|>, "assistant", "\n"; every piece is one entry of data/qwen_tokenizer/vocab.json).
+// The DiT pads them to 32 with cap_pad_token, so any length from 1 to 32 costs the same: a joint
+// sequence of 32 + 4096 tokens. bench/torch_peer_zimage.py gives diffusers the same length
+// (CAP_TOKENS).
 constexpr int64_t kZImageTemplateTokens = 23;
 
 // Note [tiny z-image bench]

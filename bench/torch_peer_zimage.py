@@ -299,19 +299,18 @@ def table(hr_path, peer_path):
         peer = {}
     print(f"\ntorch {peer.get('torch', '?')}, transformers {peer.get('transformers', '?')}, "
           f"{peer.get('device', '?')} ({peer.get('size', '?')} size); shapes {peer.get('shapes')}")
-    print("| Z-Image row | headroom | ms | peer eager ms | peer torch.compile ms (compile s) "
+    print("| headroom row | dtype | ms | peer | peer eager ms | peer torch.compile ms (compile s) "
           "| headroom / eager | headroom / compile | goal |")
-    print("|---|---|---|---|---|---|---|---|")
-    rows = (("zimage_dit", "DiT step 1024^2 b1 (diffusers)", 0.85),
-            ("qwen3_4b_encode", "Qwen3-4B encode 128 tokens (transformers)", None))
-    for key, name, goal in rows:
+    print("|---|---|---|---|---|---|---|---|---|")
+    rows = (("zimage_dit", "diffusers", 0.85), ("qwen3_4b_encode", "transformers", None))
+    for key, lib, goal in rows:
         for (k, dt), r in sorted(hr.items()):
             base = "qwen3_4b_encode" if k == "qwen3_4b_encode_f32_cast" else k
             if base != key:
                 continue
-            what = "bf16 weights, f32 compute (as ComfyUI)" if k != base else dt
+            name = r.get("work", k)
             if not r.get("ok"):
-                print(f"| {name} | {what} | FAILED: {r.get('error', '')[:100]} | | | | | |")
+                print(f"| {name} | {dt} | FAILED: {r.get('error', '')[:100]} | | | | | | |")
                 continue
             # The peer's row in the same dtype, its bf16 one for the f32-compute row.
             p = peer.get("rows", {}).get(key, {}).get(dt if k == base else "bf16", {})
@@ -322,12 +321,12 @@ def table(hr_path, peer_path):
             g = "-"
             if goal and k == base and c:
                 g = f"<= {goal}x: {'met' if r['ms'] / c <= goal else 'MISSED'}"
-            print(f"| {name} | {what} | {r['ms']:.2f} | {f'{e:.2f}' if e else '-'} | "
+            print(f"| {name} | {dt} | {r['ms']:.2f} | {lib} | {f'{e:.2f}' if e else '-'} | "
                   f"{f'{c:.2f}' if c else '-'}{cs} | {re_} | {rc} | {g} |")
     print("\nheadroom: bench_models' median (captured replays); peer: diffusers' "
           "ZImageTransformer2DModel, transformers' Qwen3Model of 35 layers without the final norm "
-          "(hidden_states[-2]), medians of CUDA-event-timed calls. The f32-compute row is set "
-          "against the peer's bf16 one.")
+          "(hidden_states[-2]), medians of CUDA-event-timed calls. headroom's row with bf16 weights "
+          "in an f32 computation (as ComfyUI runs the encoder) is set against the peer's bf16 one.")
     for e in peer.get("errors", []):
         print("peer error:", e)
 

@@ -1,4 +1,4 @@
-# Z-Image on the H200 (issue 40 item 5): the DiT step against diffusers' torch.compile and streamed, Qwen3-4B against transformers, the workflow under budgets.
+# Z-Image on the H200 (issue 40 item 5): DiT vs torch.compile and streamed, Qwen3-4B vs transformers, workflow budgets.
 # Parts (ZIMAGE_PARTS, default "peer stream models"; "workflow" is best a call of its own), run
 # in this order, with a timestamp after each:
 #   peer      bench/torch_peer_zimage.py: diffusers' ZImageTransformer2DModel (Z-Image Turbo's
@@ -35,7 +35,7 @@
 # Before the call: `scripts/device.sh compare:prepare` (diffusers' source into bench/peers);
 # carry bench/peers and .debs.
 # Settings: ZIMAGE_PARTS="peer stream models"  BENCH_STEPS=5 (stream)  MODELS_STEPS=10
-#   ITERS=10 (peer)  COMPILE=1|0 (peer)  PEER_READY_WAIT=300  PEER_TIMEOUT=540 (both phases)
+#   ITERS=10 (peer)  COMPILE=1|0 (peer)  PEER_READY_WAIT=240  PEER_TIMEOUT=540 (both phases)
 #   STREAM_TIMEOUT=240  MODELS_TIMEOUT=240  ZIMAGE_MEM_BUDGETS="16 8 6"  ZIMAGE_MEM_FP8="6" (""
 #   for none)  ZIMAGE_MEM_RUN_TIMEOUT=150  MAKE_TIMEOUT=300  WORKFLOW_TIMEOUT=600
 #   ZIMAGE_MODELS=/tmp/zimage-models-SIZE  ZIMAGE_SIZE=full|tiny  ZIMAGE_DEVICE=cuda|cpu
@@ -99,7 +99,7 @@ stamp "build done ($bd)"
 # headroom's timed parts wait for the peer's compile and warm-up (its GPU work).
 if [ -n "$peer" ] && { want stream || want models; }; then
   waited=0
-  while [ ! -f "$READY" ] && kill -0 "$peer" 2> /dev/null && [ "$waited" -lt "${PEER_READY_WAIT:-300}" ]; do
+  while [ ! -f "$READY" ] && kill -0 "$peer" 2> /dev/null && [ "$waited" -lt "${PEER_READY_WAIT:-240}" ]; do
     sleep 1
     waited=$((waited + 1))
   done
@@ -132,7 +132,7 @@ fi
 if [ -n "$peer" ]; then
   touch "$GO"
   wait "$peer"
-  echo "peer exit $? (124: PEER_TIMEOUT)"
+  echo "peer exit $? (124: killed at PEER_TIMEOUT; 1: a row failed, its error below)"
   peer=""
   grep -E "^\[peer" "$OUT/zimage_peer.log" | cut -c1-250 | tail -10
   stamp "peer done"
