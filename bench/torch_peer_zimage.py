@@ -25,9 +25,10 @@ Writes $OUT/peer_zimage.json, saved after every step so a timeout keeps what was
 "compile_ms", "compile_s"}}}, "errors"} with KEY zimage_dit, qwen3_4b_encode (bench_models'
 workload keys). Run with PYTHONPATH=bench/peers/diffusers/src:bench (scripts/device.sh
 compare:prepare copies diffusers' source there; transformers is the GPU machine's own).
-  OUT (required)  PARTS=dit,qwen3  COMPILE=1|0  ITERS=10  CAP_TOKENS=23  QWEN_TOKENS=128
+  OUT (required)  PARTS=dit,qwen3  COMPILE=1|0  QWEN_COMPILE (default COMPILE)  ITERS=10
+  CAP_TOKENS=23  QWEN_TOKENS=128
   GO_FILE, READY_FILE (phases; unset: no wait)  GO_WAIT=900 (s)
-  DEVICE=cuda|cpu  SIZE=full|tiny (the CPU check: tiny configs of the same classes, f32, no compile)
+  DEVICE=cuda|cpu  SIZE=full|tiny (the CPU check: tiny configs of the same classes, f32)
 
 `python3 bench/torch_peer_zimage.py table HEADROOM_JSON PEER_JSON` prints headroom's rows
 (bench_models --json) against these, with the ratios and issue 40's goal for the DiT.
@@ -260,7 +261,8 @@ def measure():
     peer = Peer(os.environ["OUT"], int(os.environ.get("ITERS", "10")), device,
                 "tiny" if tiny else "full")
     dt = "bf16" if device == "cuda" else "f32"  # the CPU check computes in f32, as headroom's
-    compile_it = os.environ.get("COMPILE", "1") == "1" and device == "cuda"
+    compile_all = os.environ.get("COMPILE", "1")
+    compiled = {"dit": compile_all, "qwen3": os.environ.get("QWEN_COMPILE", compile_all)}
     makers = {"dit": make_dit, "qwen3": make_qwen3}
     cases = []
     try:  # phase 1
@@ -269,8 +271,10 @@ def measure():
                 case = makers[part](peer, tiny, dt)
                 if device == "cuda":
                     torch.cuda.empty_cache()  # the f32 parameters built before the cast
-                if compile_it:
+                if compiled[part] == "1" and hasattr(torch, "compile"):
                     peer.compile(case)
+                elif compiled[part] == "1":
+                    log(f"torch {torch.__version__} has no torch.compile: {part} eager only")
                 cases.append(case)
             except Exception as e:  # noqa: BLE001 - one part failing leaves the others
                 peer.error(f"{part} build", e)
