@@ -1,6 +1,7 @@
 # Z-Image on the H200 (issue 40 item 5): DiT vs torch.compile and streamed, Qwen3-4B vs transformers, workflow budgets.
-# Parts (ZIMAGE_PARTS, default "peer stream models"; "workflow" is best a call of its own), run
-# in this order, with a timestamp after each:
+# Parts (ZIMAGE_PARTS, default "peer stream models"; add "make" to write the workflow's files
+# while the peer compiles, then "workflow" in a later call on the warm machine), run in this
+# order, with a timestamp after each:
 #   peer      bench/torch_peer_zimage.py: diffusers' ZImageTransformer2DModel (Z-Image Turbo's
 #             config, random bf16, 1024^2 b1 with the template's caption) and transformers'
 #             Qwen3Model (Qwen3-4B, 35 layers: hidden_states[-2], 128 tokens, bf16), eager and
@@ -15,8 +16,10 @@
 #             step (key zimage_dit; goal <= 0.85x diffusers under torch.compile), the Qwen3-4B
 #             encode of 128 tokens (qwen3_4b_encode) and the same with bf16 weights in an f32
 #             computation, as ComfyUI and headroom's text encoder run it (qwen3_4b_encode_f32_cast).
-#   workflow  headroom make-model --arch zimage --size full (20 GB of random files in
-#             $ZIMAGE_MODELS, kept on a warm machine), then bench/flux_mem.py --name zimage_mem:
+#   make      headroom make-model --arch zimage --size full: 20 GB of random files in
+#             $ZIMAGE_MODELS (kept on a warm machine), written in the background after the build,
+#             while the peer compiles; the timed parts wait for it.
+#   workflow  (make first if the files are not there) bench/flux_mem.py --name zimage_mem:
 #             examples/zimage_turbo_workflow.json (1024^2, 8 steps res_multistep/simple cfg 1)
 #             with `headroom run --vram-budget` each of ZIMAGE_MEM_BUDGETS GiB and each of
 #             ZIMAGE_MEM_FP8 GiB with --fp8_e4m3fn-unet (UNETLoader's fp8_e4m3fn): completed, wall
@@ -35,16 +38,19 @@
 # Before the call: `scripts/device.sh compare:prepare` (diffusers' source into bench/peers);
 # carry bench/peers and .debs.
 # Settings: ZIMAGE_PARTS="peer stream models"  BENCH_STEPS=5 (stream)  MODELS_STEPS=10
-#   ITERS=10 (peer)  COMPILE=1|0 (peer)  PEER_READY_WAIT=240  PEER_TIMEOUT=540 (both phases)
+#   ITERS=10 (peer)  COMPILE=1|0 (peer)  QWEN_COMPILE (default COMPILE; 0 saves ~40 s)
+#   ZIMAGE_PEER_PARTS=dit,qwen3  PEER_READY_WAIT=240  PEER_TIMEOUT=540 (both phases)
 #   STREAM_TIMEOUT=240  MODELS_TIMEOUT=240  ZIMAGE_MEM_BUDGETS="16 8 6"  ZIMAGE_MEM_FP8="6" (""
 #   for none)  ZIMAGE_MEM_RUN_TIMEOUT=150  MAKE_TIMEOUT=300  WORKFLOW_TIMEOUT=600
 #   ZIMAGE_MODELS=/tmp/zimage-models-SIZE  ZIMAGE_SIZE=full|tiny  ZIMAGE_DEVICE=cuda|cpu
 #   ZIMAGE_BUILD_DIR (an existing build: no configure/build)
 # The CPU check of this script (tiny Z-Image, no GPU; the peer needs SHARED_PEERS=/work/shared/peers
-# scripts/device.sh compare:prepare first, and checks its DiT half only without transformers):
+# scripts/device.sh compare:prepare first, and a python3 with torch and diffusers' dependencies:
+# where those are missing its rows are errors, and bench/torch_peer_zimage_cpu.py checks the
+# peer's DiT half on its own):
 #   OUT=/tmp/zi ZIMAGE_BUILD_DIR=build ZIMAGE_SIZE=tiny ZIMAGE_DEVICE=cpu
-#   ZIMAGE_PARTS="peer stream models workflow" ZIMAGE_MEM_BUDGETS="1 0.02" ZIMAGE_MEM_FP8=0.02
-#   bash scripts/device.sh zimage
+#   ZIMAGE_PARTS="peer stream models make workflow" ZIMAGE_MEM_BUDGETS="1 0.02"
+#   ZIMAGE_MEM_FP8=0.02 bash scripts/device.sh zimage
 t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 )) s, $(date -u +%H:%M:%S)] $*"; }
 parts=" ${ZIMAGE_PARTS:-peer stream models} "
@@ -56,7 +62,7 @@ dt=bf16
 [ "$dev" = cpu ] && dt=f32  # the CPU computes in f32 only
 if [ "$size" = tiny ]; then px=64; else px=1024; fi
 bench_log="$OUT/zimage_bench.log"
-: > "$bench_log"
+{ want stream || want models; } && : > "$bench_log"
 [ "$dev" = cuda ] && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -2
 
 # The peer's phase 1 first, beside the build (Note in the header: `peer`).
@@ -72,6 +78,7 @@ rm -f "$GO" "$READY" "$OUT/peer_zimage.json" "$OUT/zimage_models.json"
 if want peer; then
   if [ -d bench/peers/diffusers/src/diffusers ]; then
     OUT="$OUT" GO_FILE="$GO" READY_FILE="$READY" DEVICE="$dev" SIZE="$size" \
+      PARTS="${ZIMAGE_PEER_PARTS:-dit,qwen3}" \
       CAP_TOKENS="${CAP_TOKENS:-23}" PYTHONPATH="$PWD/bench/peers/diffusers/src:$PWD/bench" \
       PYTHONUNBUFFERED=1 nice -n 10 timeout "${PEER_TIMEOUT:-540}" python3 bench/torch_peer_zimage.py \
       > "$OUT/zimage_peer.log" 2>&1 &
@@ -88,7 +95,7 @@ else
   targets=""
   want stream && targets+=" bench_streaming"
   want models && targets+=" bench_models"
-  want workflow && targets+=" headroom"
+  { want make || want workflow; } && targets+=" headroom"
   device_configure
   [ -n "$targets" ] && device_build build.log $targets
   rm -f "$OUT/configure.log" "$OUT/build.log"  # kept only when they fail (device_build exits)
@@ -96,7 +103,29 @@ else
 fi
 stamp "build done ($bd)"
 
+# make-model (parts make and workflow) in the background while the peer compiles; the timed parts
+# wait for its end (its CPU and disk work would disturb them).
+mem_log="$OUT/zimage_mem.log"
+{ want make || want workflow; } && : > "$mem_log"
+mm_pid=""
+if { want make || want workflow; } && [ ! -f "$models/.complete" ]; then
+  free_gb=$(df -BG --output=avail "$(dirname "$models")" | tail -1 | tr -dc 0-9)
+  echo "make-model --arch zimage --size $size into $models (${free_gb} GB free there; full size needs 21)" | tee -a "$mem_log"
+  rm -rf "$models"
+  ( timeout "${MAKE_TIMEOUT:-300}" "./$bd/headroom" make-model --arch zimage --size "$size" \
+      --out-dir "$models" >> "$mem_log" 2>&1 && touch "$models/.complete" ) &
+  mm_pid=$!
+fi
+make_wait() {
+  [ -z "$mm_pid" ] && return
+  wait "$mm_pid"
+  mm_pid=""
+  tail -4 "$mem_log"
+  stamp "make-model done"
+}
+
 # headroom's timed parts wait for the peer's compile and warm-up (its GPU work).
+if { want stream || want models; }; then make_wait; fi
 if [ -n "$peer" ] && { want stream || want models; }; then
   waited=0
   while [ ! -f "$READY" ] && kill -0 "$peer" 2> /dev/null && [ "$waited" -lt "${PEER_READY_WAIT:-240}" ]; do
@@ -141,18 +170,8 @@ if want peer || want models; then
   python3 bench/torch_peer_zimage.py table "$OUT/zimage_models.json" "$OUT/peer_zimage.json"
 fi
 
+make_wait  # `make` alone, or before `workflow`
 if want workflow; then
-  mem_log="$OUT/zimage_mem.log"
-  : > "$mem_log"
-  if [ ! -f "$models/.complete" ]; then
-    free_gb=$(df -BG --output=avail "$(dirname "$models")" | tail -1 | tr -dc 0-9)
-    echo "make-model --arch zimage --size $size into $models (${free_gb} GB free there; full size needs 21)" | tee -a "$mem_log"
-    rm -rf "$models"
-    timeout "${MAKE_TIMEOUT:-300}" "./$bd/headroom" make-model --arch zimage --size "$size" \
-      --out-dir "$models" >> "$mem_log" 2>&1 && touch "$models/.complete"
-    tail -4 "$mem_log"
-    stamp "make-model done"
-  fi
   if [ -f "$models/.complete" ]; then
     scratch=/tmp/zimage-mem.$$
     rm -rf "$scratch"
