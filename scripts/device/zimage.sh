@@ -39,7 +39,9 @@
 # carry bench/peers and .debs.
 # Settings: ZIMAGE_PARTS="peer stream models"  BENCH_STEPS=5 (stream)  MODELS_STEPS=10
 #   ITERS=10 (peer)  COMPILE=1|0 (peer)  QWEN_COMPILE (default COMPILE; 0 saves ~40 s)
-#   ZIMAGE_PEER_PARTS=dit,qwen3  PEER_READY_WAIT=240  PEER_TIMEOUT=540 (both phases)
+#   ZIMAGE_PEER_PARTS=dit,qwen3  PEER_READY_WAIT=240 (0: headroom times while the peer compiles,
+#   ~100 s shorter; the peer's few warm-up calls may then overlap a timed row)
+#   PEER_TIMEOUT=540 (both phases)
 #   STREAM_TIMEOUT=240  MODELS_TIMEOUT=240  ZIMAGE_MEM_BUDGETS="16 8 6"  ZIMAGE_MEM_FP8="6" (""
 #   for none)  ZIMAGE_MEM_RUN_TIMEOUT=150  MAKE_TIMEOUT=300  WORKFLOW_TIMEOUT=600
 #   ZIMAGE_MODELS=/tmp/zimage-models-SIZE  ZIMAGE_SIZE=full|tiny  ZIMAGE_DEVICE=cuda|cpu
