@@ -25,13 +25,19 @@
 #             ZIMAGE_MEM_FP8 GiB with --fp8_e4m3fn-unet (UNETLoader's fp8_e4m3fn): completed, wall
 #             s, s/step, both lenses' peaks, host RSS, `headroom plan`'s peak against the run's
 #             (goal within 2 %). One watchdog per run (ZIMAGE_MEM_RUN_TIMEOUT).
-# Estimated seconds on the H200 (16 cores), cold machine: configure + build of bench_streaming and
-# bench_models ~90; the peer's phase 1 beside it ~150-200 (the 6 B DiT's compile 1-2 minutes, as
-# Flux's 115 s; Qwen3's under one), so headroom's timed parts start at ~200 s; stream ~40 (6.15 G
-# random weights made, 5 rows of 9 steps); models ~40 (the DiT's and Qwen3's weights made again);
-# the peer's timing ~15. Default total ~5 minutes (COMPILE=0: ~3). workflow: headroom's build
-# ~60 more when cold, make-model ~40, four runs of ~20-40 each (load, 8 steps, decode; the fp8 one
-# quantizes 6.15 G values at load), ~3-4 minutes.
+# Estimated seconds on the H200 (16 cores), cold machine, per part:
+#   build     ~90: configure, bench_streaming and bench_models (+ headroom, ~20 more, with make or
+#             workflow)
+#   peer      phase 1 ~150-200 beside the build (imports and models ~20; the 6 B DiT's compile 1-2
+#             minutes, as Flux's 115 s; Qwen3's ~40, QWEN_COMPILE=0 drops it), so the timed parts
+#             start at ~200 s; phase 2 (timing) ~15 after them
+#   make      ~40 beside the peer's compile (no extra wall time while the compile is longer)
+#   stream    ~40 (6.15 G random weights made ~10, resident + 4 rows of 9 steps)
+#   models    ~40 (the DiT's and Qwen3's weights made again, 15 runs each)
+#   workflow  ~150-200 (4 runs of ~30-45: load 20 GB, plan, 8 steps, decode; the fp8 one quantizes
+#             6.15 G values at load)
+# Default (peer stream models): ~5 minutes; COMPILE=0: ~3. Then workflow on the warm machine:
+# ~3-4 minutes (plus make ~40 when it did not run before).
 # Files under $OUT (6 at most): zimage_bench.log (stream and models), zimage_models.json,
 # zimage_peer.log, peer_zimage.json; workflow: zimage_mem.log (make-model, the table, every run's
 # log), zimage_mem.json. configure.log and build.log stay only when they fail.
