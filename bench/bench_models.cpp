@@ -1,18 +1,23 @@
-// Model-level benchmark: full-size UNet and Flux DiT steps and VAE decodes with random weights on the CPU or
-// CUDA backend, in one or more dtypes. Prints, per workload and dtype, the median ms of the timed
-// runs (captured replays where the backend captures), the median ms of uncaptured runs, how far
-// a captured replay's output is from an uncaptured run's (Note [replay check]), and allocator-
-// and driver-level peaks. Every run's status is checked: a failed run is reported on stderr and
-// in the table, and the exit code is 1. PyTorch figures are not built in (they move from run to
-// run): scripts/device.sh compare measures them in the same run and joins them with --json's rows.
+// Model-level benchmark: full-size UNet, Flux and Z-Image DiT steps, text encodes and VAE decodes
+// with random weights on the CPU or CUDA backend, in one or more dtypes. Prints, per workload and
+// dtype, the median ms of the timed runs (captured replays where the backend captures), the median
+// ms of uncaptured runs, how far a captured replay's output is from an uncaptured run's (Note
+// [replay check]), and allocator- and driver-level peaks. Every run's status is checked: a failed
+// run is reported on stderr and in the table, and the exit code is 1. PyTorch figures are not built
+// in (they move from run to run): scripts/device.sh compare measures them in the same run and joins
+// them with --json's rows.
 //
 //   bench_models [--device cpu|cuda] [--dtype f16|bf16|f32|f16,bf16] [--steps N]
-//                [--only sd15|sdxl|unet|vae|flux|t5|flux-vae|flux-all] [--size full|tiny]
-//                [--json PATH]
+//                [--only sd15|sdxl|unet|vae|flux|t5|flux-vae|flux-all|zimage|qwen3|zimage-all]
+//                [--size full|tiny] [--json PATH]
 // (the Flux rows only when asked: flux the Flux.1-dev DiT step 1024x1024 b1, t5 the T5-XXL encode
 // of 256 tokens in each dtype and as ComfyUI runs it, flux-vae the Flux VAE decode 1024x1024, keys
 // flux_dit, t5xxl_encode, t5xxl_encode_f32_cast, flux_vae_decode; --size tiny: Note [tiny flux
 // bench] in bench_flux.h)
+// (the Z-Image rows only when asked: zimage the Z-Image Turbo DiT step 1024x1024 b1 with the
+// template's caption, qwen3 the Qwen3-4B encode of 128 tokens in each dtype and as ComfyUI runs
+// it, zimage-all both; keys zimage_dit, qwen3_4b_encode, qwen3_4b_encode_f32_cast, the ones
+// bench/torch_peer_zimage.py writes; --size tiny: Note [tiny z-image bench] in bench_zimage.h)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -29,6 +34,7 @@
 #include "backend/backend.h"
 #include "bench_common.h"
 #include "bench_flux.h"
+#include "bench_zimage.h"
 #include "graph/executor.h"
 #include "graph/planner.h"
 #include "memory/eviction.h"
@@ -277,6 +283,16 @@ int main(int argc, char** argv) {
       }
     }
   }
+  const bench::ZImageBenchSize zimage = bench::zimage_bench_size(args.size);
+  const bool zimage_all = only == "zimage-all";
+  for (DType dt : dtypes) {
+    if (only == "zimage" || zimage_all) add(bench::workload_zimage(zimage, dt), dt, steps);
+    if (only == "qwen3" || zimage_all) add(bench::workload_qwen3(zimage, dt), dt, steps);
+  }
+  // Qwen3-4B as ComfyUI and headroom's text encoder run it (Note [LLM encoder precision] in
+  // models/llm/llm_encoder.cpp): bf16 weights cast at use into an f32 computation.
+  if (only == "qwen3" || zimage_all)
+    add(bench::workload_qwen3(zimage, DType::F32, DType::BF16), DType::F32, steps);
   // T5-XXL as ComfyUI runs it (Note [T5 precision] in models/t5/t5_encoder.cpp): f16 weights
   // cast at use into an f32 computation, once whatever --dtype says.
   if (only == "t5" || only == "flux-all")

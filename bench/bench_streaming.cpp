@@ -5,13 +5,16 @@
 // Then the SD VAE decode at 2048x2048 under a 1 GiB budget (tiled) against untiled.
 //
 //   bench_streaming [--device cuda] [--dtype f16] [--steps 10]
-//                   [--only sd15|sdxl|vae|switch|fp8|flux|flux-fp8|flux-all] [--size full|tiny]
+//                   [--only sd15|sdxl|vae|switch|fp8|flux|flux-fp8|flux-all|zimage]
+//                   [--size full|tiny]
 // (switch: SDXL model switches under a one-model budget, Note [weight block cache]; only alone)
 // (fp8: the SDXL step with its weights stored in fp8 and dequantized before use, resident and at
 // 75/50/25/0 % resident against its floor, then f16 and fp8 within one 2 GiB budget)
 // (flux: the Flux.1-dev DiT step 1024x1024 b1 resident and at 75/50/25/0 % resident; flux-fp8:
 // bf16 against fp8 and fp8 _fast resident, fp8 at 75/50/25/0 %, both within 8 GiB; flux-all: both
 // on one set of weights; --size tiny: the tiny Flux, Note [tiny flux bench] in bench_flux.h)
+// (zimage: the Z-Image Turbo DiT step 1024x1024 b1 with the template's caption, resident and at
+// 75/50/25/0 % resident; --size tiny: Note [tiny z-image bench] in bench_zimage.h)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -22,6 +25,7 @@
 
 #include "bench_common.h"
 #include "bench_flux.h"
+#include "bench_zimage.h"
 #include "core/bytes.h"
 #include "graph/planner.h"
 #include "graph/residency.h"
@@ -405,9 +409,9 @@ Row flux_row(Backend& b, bench::Workload& w, uint64_t budget, int steps, double 
   return r;
 }
 
-// Each streamed row from `first` on against its floor and issue 39's goal (<= 1.15x).
-void flux_floor_summary(const std::vector<Row>& rows, size_t first) {
-  std::printf("\nFlux streamed rows against their floors (goal <= 1.15x):\n");
+// Each streamed row from `first` on against its floor and the goal of issues 39 and 40 (<= 1.15x).
+void floor_summary(const char* family, const std::vector<Row>& rows, size_t first) {
+  std::printf("\n%s streamed rows against their floors (goal <= 1.15x):\n", family);
   for (size_t i = first; i < rows.size(); ++i) {
     const Row& r = rows[i];
     if (r.streamed == 0 || r.floor_ms <= 0) continue;
@@ -483,7 +487,24 @@ void flux_rows(Backend& b, const bench::FluxBenchSize& size, DType dt, int steps
     rows.push_back(flux_row(b, *plain, UINT64_MAX, steps, bw, 0, "resident (no budget)"));
   if (fp8 && rows.size() > first && rows[first].ms > 0)  // else failed: its row says why
     flux_fp8_rows(b, size, dt, steps, bw, *plain, rows[first].ms, rows);
-  flux_floor_summary(rows, first);
+  floor_summary("Flux", rows, first);
+}
+
+// The Z-Image Turbo DiT step (bench_zimage.h, issue 40): resident and at each budget of
+// budgets_wanted() against its floor, then every streamed row against the goal.
+void zimage_rows(Backend& b, const bench::ZImageBenchSize& size, DType dt, int steps, double bw,
+                 std::vector<Row>& rows) {
+  const auto t0 = Clock::now();
+  auto w = bench::workload_zimage(size, dt);
+  if (!w.ok()) {
+    std::printf("Z-Image workload: %s\n", w.status().str().c_str());
+    return;
+  }
+  w->name += fmt::format(", {}", dtype_name(dt));
+  std::printf("%s: random weights made in %.1f s\n", w->name.c_str(), ms_since(t0) / 1e3);
+  const size_t first = rows.size();
+  unet_rows(b, *w, steps, bw, rows, false);
+  floor_summary("Z-Image", rows, first);
 }
 
 }  // namespace
@@ -516,6 +537,8 @@ int main(int argc, char** argv) {
   if (args.only == "flux" || args.only == "flux-fp8" || args.only == "flux-all")
     flux_rows(*backend, bench::flux_bench_size(args.size), dt, args.steps, bw,
               args.only != "flux-fp8", args.only != "flux", rows);
+  if (args.only == "zimage")
+    zimage_rows(*backend, bench::zimage_bench_size(args.size), dt, args.steps, bw, rows);
   if (args.only == "switch") {  // not part of the default run: it needs two models in host memory
     auto w = bench::workload_sdxl(dt);
     if (w.ok()) switch_rows(*backend, *w, args.steps);

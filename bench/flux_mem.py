@@ -1,14 +1,17 @@
-"""The Flux.1 workflow under VRAM budgets (issue 39 item 6; scripts/device/flux-mem.sh runs it).
+"""A workflow under VRAM budgets: Flux.1's (issue 39 item 6; scripts/device/flux-mem.sh) and
+Z-Image's (issue 40 item 5; scripts/device/zimage.sh, --name zimage_mem).
 
 For each budget (and each budget of --fp8, run with --fp8_e4m3fn-unet): `headroom plan --json`
 for the predicted peak, then `headroom run` of the workflow, printing per run: completed or the
 error, wall time, s/step (from the sampler's progress lines, the first step left out: it uploads),
 the peak in both lenses (allocator level and driver level, as `headroom run` reports them), the
 host peak RSS (the child's ru_maxrss) against the bytes of the model files the workflow loads, and
-the plan's predicted peak against the run's allocator-level peak. Writes OUT/flux_mem.json.
+the plan's predicted peak against the run's allocator-level peak. Writes OUT/NAME.json; the
+workflow copy, the images and one log per run go to --scratch (default OUT).
 
   python3 bench/flux_mem.py --headroom BIN --models-dir DIR --workflow WF --out OUT
       [--device cuda] [--budgets "24 12 8"] [--fp8 "8"] [--px 1024] [--steps 20]
+      [--run-timeout 240] [--name flux_mem] [--scratch DIR] [--title "Flux.1-dev workflow"]
 """
 import argparse
 import json
@@ -32,15 +35,14 @@ def gib(b):
     return "-" if b is None else f"{b / (1 << 30):.2f}"
 
 
-def workflow_for(path, px, steps, out):
-    """The workflow with EmptySD3LatentImage's size and KSampler's steps set."""
+def workflow_for(path, px, steps, dst):
+    """The workflow with EmptySD3LatentImage's size and KSampler's steps set, written to dst."""
     wf = json.load(open(path))
     for node in wf.values():
         if node["class_type"] == "EmptySD3LatentImage":
             node["inputs"].update(width=px, height=px)
         if node["class_type"] == "KSampler":
             node["inputs"]["steps"] = steps
-    dst = os.path.join(out, "flux_mem_workflow.json")
     json.dump(wf, open(dst, "w"), indent=1)
     return dst, wf
 
@@ -49,7 +51,7 @@ def model_files(wf, models_dir):
     """The files the workflow's loaders name, found under the models folder, with their bytes."""
     names = set()
     for node in wf.values():
-        for k in ("unet_name", "clip_name1", "clip_name2", "vae_name", "ckpt_name"):
+        for k in ("unet_name", "clip_name", "clip_name1", "clip_name2", "vae_name", "ckpt_name"):
             if k in node["inputs"]:
                 names.add(node["inputs"][k])
     found = {}
@@ -63,7 +65,11 @@ def model_files(wf, models_dir):
 def plan(args, wf_path, budget, fp8):
     cmd = [args.headroom, "plan", wf_path, "--models-dir", args.models_dir, "--device",
            args.device, "--vram-budget", f"{budget}GiB", "--json"] + fp8
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.run_timeout)
+    except subprocess.TimeoutExpired:
+        return {"peak": None, "fits": None, "rc": None,
+                "error": f"killed after --run-timeout {args.run_timeout} s"}
     try:
         j = json.loads(p.stdout)
         return {"peak": j.get("peak"), "fits": j.get("fits"), "rc": p.returncode}
@@ -76,7 +82,7 @@ def run(args, wf_path, budget, fp8, log_path):
     """One `headroom run`, its stderr read line by line with arrival times."""
     cmd = [args.headroom, "run", wf_path, "--models-dir", args.models_dir, "--device",
            args.device, "--vram-budget", f"{budget}GiB",
-           "--output-dir", os.path.join(args.out, "images")] + fp8
+           "--output-dir", os.path.join(args.scratch, "images")] + fp8
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     watchdog = threading.Timer(args.run_timeout, p.kill)  # one stuck run must not take the call
@@ -142,10 +148,16 @@ def main():
     ap.add_argument("--fp8", default="8")
     ap.add_argument("--px", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--run-timeout", type=float, default=240, help="seconds per headroom run")
+    ap.add_argument("--run-timeout", type=float, default=240,
+                    help="seconds per headroom run (and per plan)")
+    ap.add_argument("--name", default="flux_mem", help="OUT/NAME.json, NAME_run_*.log")
+    ap.add_argument("--scratch", help="the workflow copy, images and run logs (default --out)")
+    ap.add_argument("--title", default="Flux.1-dev workflow")
     args = ap.parse_args()
-    os.makedirs(os.path.join(args.out, "images"), exist_ok=True)
-    wf_path, wf = workflow_for(args.workflow, args.px, args.steps, args.out)
+    args.scratch = args.scratch or args.out
+    os.makedirs(os.path.join(args.scratch, "images"), exist_ok=True)
+    wf_path, wf = workflow_for(args.workflow, args.px, args.steps,
+                               os.path.join(args.scratch, f"{args.name}_workflow.json"))
     files = model_files(wf, args.models_dir)
     model_bytes = sum(files.values())
     print(f"model files: {', '.join(f'{k} {gib(v)} GiB' for k, v in sorted(files.items()))}; "
@@ -159,7 +171,8 @@ def main():
         pl = plan(args, wf_path, budget, flags)
         pl["seconds"] = time.monotonic() - t0
         tag = f"{budget}gib{'_fp8' if fp8 else ''}"
-        r = run(args, wf_path, budget, flags, os.path.join(args.out, f"flux_mem_run_{tag}.log"))
+        r = run(args, wf_path, budget, flags,
+                os.path.join(args.scratch, f"{args.name}_run_{tag}.log"))
         r.update(case=name, budget_gib=float(budget), fp8=fp8, plan=pl)
         if pl.get("peak") and r.get("alloc_peak"):
             r["plan_vs_run"] = pl["peak"] / r["alloc_peak"]
@@ -170,9 +183,11 @@ def main():
               f"in {r['wall_s']:.1f} s (plan {pl['seconds']:.1f} s)",
               flush=True)
         json.dump({"model_files": files, "rows": rows},
-                  open(os.path.join(args.out, "flux_mem.json"), "w"), indent=1)
-    print(f"\nFlux.1-dev workflow {args.px}x{args.px}, {args.steps} steps euler/simple cfg 1, "
-          f"device {args.device}; model files {gib(model_bytes)} GiB\n")
+                  open(os.path.join(args.out, f"{args.name}.json"), "w"), indent=1)
+    ks = next((n["inputs"] for n in wf.values() if n["class_type"] == "KSampler"), {})
+    print(f"\n{args.title} {args.px}x{args.px}, {args.steps} steps {ks.get('sampler_name')}/"
+          f"{ks.get('scheduler')} cfg {ks.get('cfg')}, device {args.device}; model files "
+          f"{gib(model_bytes)} GiB\n")
     print("| --vram-budget | result | wall s | s/step | allocator-level peak GiB | driver-level "
           "peak GiB (this process) | host peak RSS GiB | RSS / model files (goal <= 1.1x) | plan "
           "predicted GiB | plan / run (goal within 2 %) |")
