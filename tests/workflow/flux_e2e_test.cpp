@@ -4,18 +4,18 @@
 // ComfyUI's own run (flux-e2e-golden.safetensors, made by make_flux_e2e_golden.py): tokens, both
 // encoders' conditioning and pooled output, noise, sigmas, the sampler's trajectory and latent,
 // the decoded image and the PNG.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "backend/allocator.h"
 #include "backend/backend.h"
 #include "core/png_io.h"
+#include "dit_e2e_checks.h"
 #include "graph/executor.h"
 #include "memory/eviction.h"
 #include "memory/executor_policies.h"
@@ -48,13 +48,13 @@ namespace fs = std::filesystem;
 constexpr double kStageTol = 1e-4;
 
 // The workflow's node ids (flux-e2e-workflow.json).
-constexpr const char* kPositive = "2";   // CLIPTextEncode, the prompt
-constexpr const char* kNegative = "3";   // CLIPTextEncode, ""
-constexpr const char* kGuided = "4";     // FluxGuidance 3.5 on the positive
-constexpr const char* kModel = "6";      // ModelSamplingFlux
-constexpr const char* kSampler = "7";    // KSampler
-constexpr const char* kDecode = "8";     // VAEDecode
-constexpr const char* kSave = "9";       // SaveImage
+constexpr const char* kPositive = "2";  // CLIPTextEncode, the prompt
+constexpr const char* kNegative = "3";  // CLIPTextEncode, ""
+constexpr const char* kGuided = "4";    // FluxGuidance 3.5 on the positive
+constexpr const char* kModel = "6";     // ModelSamplingFlux
+constexpr const char* kSampler = "7";   // KSampler
+constexpr const char* kDecode = "8";    // VAEDecode
+constexpr const char* kSave = "9";      // SaveImage
 constexpr const char* kCheckpoint = "tiny-flux.safetensors";
 
 std::string e2e_path(const std::string& f) { return test::data_path("flux/e2e/" + f); }
@@ -83,8 +83,8 @@ class FluxE2E : public ::testing::TestWithParam<SettingsIn> {
       std::ofstream(dir_ / "models/checkpoints/tiny-flux.yaml")
           << "headroom:\n  text_encoder_heads: [2]\n  flux:\n    axes_dim: [2, 2, 4]\n";
     } else {
-      Status st = checkpoint_with_settings(ckpt, {{"headroom.flux.axes_dim", "2,2,4"},
-                                                  {"headroom.clip.heads", "2"}});
+      Status st = checkpoint_with_settings(
+          ckpt, {{"headroom.flux.axes_dim", "2,2,4"}, {"headroom.clip.heads", "2"}});
       ASSERT_TRUE(st.ok()) << st.str();
     }
     auto g = SafetensorsFile::open(e2e_path("flux-e2e-golden.safetensors"));
@@ -140,9 +140,7 @@ class FluxE2E : public ::testing::TestWithParam<SettingsIn> {
 
   void expect_close(const HostTensor& got, const HostTensor& want, double tol,
                     const std::string& what) {
-    const double e = test::rel_err(got, want);
-    std::printf("  %-22s rel err %.3g\n", what.c_str(), e);
-    EXPECT_LT(e, tol) << what;
+    test::expect_stage(got, want, tol, what);
   }
 
   // One golden row of token ids / weights against a tokenizer's first chunk.
@@ -181,16 +179,17 @@ TEST_P(FluxE2E, EveryStageMatchesComfyUI) {
   ASSERT_TRUE(clip_tok.ok() && t5_tok.ok());
   ChunkOptions clip_opts;
   clip_opts.pad = (*clip_tok)->eos();
-  for (const auto& [side, text] : {std::pair<std::string, std::string>{"positive", golden_meta("prompt")},
-                                   {"negative", golden_meta("negative")}}) {
+  for (const auto& [side, text] :
+       {std::pair<std::string, std::string>{"positive", golden_meta("prompt")},
+        {"negative", golden_meta("negative")}}) {
     expect_tokens(prompt_tokenize(**clip_tok, text, clip_opts), "tokens." + side + ".l");
     expect_tokens(prompt_tokenize(**t5_tok, text, t5xxl_chunk_options(256)),
                   "tokens." + side + ".t5xxl");
   }
 
   // CLIPTextEncode: T5's conditioning and CLIP-L's pooled output of both prompts.
-  for (const auto& [side, id] : {std::pair<std::string, const char*>{"positive", kPositive},
-                                 {"negative", kNegative}}) {
+  for (const auto& [side, id] :
+       {std::pair<std::string, const char*>{"positive", kPositive}, {"negative", kNegative}}) {
     auto cond = output_of<Conditioning>(pe_, id, 0);
     ASSERT_TRUE(cond && cond->entries.size() == 1) << side;
     expect_close(*cond->entries[0].cond, golden("cond." + side), kStageTol, "cond." + side);
@@ -222,15 +221,9 @@ TEST_P(FluxE2E, EveryStageMatchesComfyUI) {
   ASSERT_TRUE(image);
   expect_close(*image->pixels, golden("image"), kStageTol, "image");
   ASSERT_EQ(ui_.at(kSave)["images"].size(), 1u);
-  auto png = png_read((dir_ / "output" / ui_.at(kSave)["images"][0]["filename"].get<std::string>())
-                          .string());
-  ASSERT_TRUE(png.ok()) << png.status().str();
-  auto want_png = png_read(e2e_path("flux_e2e_0.png"));
-  ASSERT_TRUE(want_png.ok()) << want_png.status().str();
-  const test::PngStats s = test::png_compare(*png, *want_png);
-  std::printf("  png: %s\n", test::png_describe(s).c_str());
-  EXPECT_TRUE(test::png_within(s, test::kF32PngBounds)) << test::png_describe(s);
-  EXPECT_LE(s.max_abs, 1) << "every value within one level";
+  test::expect_png_within_one_level(
+      (dir_ / "output" / ui_.at(kSave)["images"][0]["filename"].get<std::string>()).string(),
+      e2e_path("flux_e2e_0.png"));
 }
 
 // The sampler's trajectory, step by step: the workflow's patched model and guided conditioning
@@ -243,56 +236,17 @@ TEST_P(FluxE2E, SamplerTrajectoryMatchesComfyUI) {
   auto model = output_of<ModelValue>(pe_, kModel, 0);
   auto pos = output_of<Conditioning>(pe_, kGuided, 0);
   auto neg = output_of<Conditioning>(pe_, kNegative, 0);
-  ASSERT_TRUE(model && pos && neg);
-  const std::unique_ptr<ModelSampling> ms = model_sampling_create(model->sampling_spec());
-  auto call = [&](const Conditioning& c) -> ModelFn {
-    return [&, entry = &c.entries.at(0)](const HostTensor& x, float t) -> Result<HostTensor> {
-      HostTensor ts(DType::F32, Shape{x.shape()[0]});
-      for (int64_t i = 0; i < ts.numel(); ++i) ts.f32()[i] = t;
-      const CondEntry* entries[] = {entry};
-      return model->model->diffusion->run(*ex_, model->weights(), x, ts, entries);
-    };
-  };
-  int uncond_calls = 0;
-  ModelFn uncond = [&](const HostTensor& x, float t) {
-    ++uncond_calls;
-    return call(*neg)(x, t);
-  };
-  SampleParams p;
-  p.sampler = "euler";
-  auto sigmas = ksampler_sigmas(*ms, "simple", "euler", std::stoi(golden_meta("steps")));
-  ASSERT_TRUE(sigmas.ok());
-  p.sigmas = *sigmas;
-  p.seed = std::stoull(golden_meta("seed"));
-  std::vector<HostTensor> xs, x0s;
-  p.callback = [&](int, int, const HostTensor& x, const HostTensor& x0) {
-    xs.push_back(x.clone());
-    x0s.push_back(x0.clone());
-  };
-  const LatentFormat& format = model->model->latent_format();
-  const Shape shape = golden("noise").shape();
-  HostTensor noise = prepare_noise(shape, p.seed);
-  auto out = sample(*ms, cfg_denoiser(*ms, call(*pos), uncond, 1.0f), noise,
-                    HostTensor(DType::F32, shape), p);
-  ASSERT_TRUE(out.ok()) << out.status().str();
-  EXPECT_EQ(uncond_calls, 0) << "cfg 1 skips the negative";
-
-  HostTensor want_x = golden("steps.x"), want_x0 = golden("steps.denoised");
-  const int64_t steps = want_x.shape()[0], per = want_x.numel() / steps;
-  ASSERT_EQ(int64_t(xs.size()), steps);
-  for (int64_t i = 0; i < steps; ++i) {
-    HostTensor wx(DType::F32, shape), wd(DType::F32, shape);
-    std::copy_n(want_x.f32() + i * per, per, wx.f32());
-    std::copy_n(want_x0.f32() + i * per, per, wd.f32());
-    expect_close(xs[size_t(i)], wx, kStageTol, fmt::format("step {} x", i));
-    expect_close(x0s[size_t(i)], wd, kStageTol, fmt::format("step {} denoised", i));
-  }
-  HostTensor end = std::move(out).value();
-  format.process_out(end.f32(), end.numel());
-  expect_close(end, golden("latent"), kStageTol, "latent (sampler)");
   auto latent = output_of<Latent>(pe_, kSampler, 0);
-  ASSERT_TRUE(latent);
-  EXPECT_EQ(test::rel_err(end, *latent->samples), 0.0) << "KSampler runs the same steps";
+  ASSERT_TRUE(model && pos && neg && latent);
+  test::TrajectoryGolden g{"euler",
+                           "simple",
+                           std::stoi(golden_meta("steps")),
+                           std::stoull(golden_meta("seed")),
+                           golden("noise"),
+                           golden("steps.x"),
+                           golden("steps.denoised"),
+                           golden("latent")};
+  test::expect_trajectory(*model, *pos, *neg, *ex_, g, *latent->samples, kStageTol);
 }
 
 INSTANTIATE_TEST_SUITE_P(Settings, FluxE2E,
