@@ -54,6 +54,28 @@ struct TrajectoryGolden {
   HostTensor noise, steps_x, steps_denoised, latent;
 };
 
+// KSampler's sigmas (g's scheduler, sampler and steps on `ms`) and initial noise (g's seed)
+// against the golden's.
+inline void expect_sampling_inputs(const ModelSampling& ms, const TrajectoryGolden& g,
+                                   const HostTensor& want_sigmas) {
+  auto sigmas = ksampler_sigmas(ms, g.scheduler, g.sampler, g.steps);
+  ASSERT_TRUE(sigmas.ok()) << sigmas.status().str();
+  HostTensor got(DType::F32, Shape{int64_t(sigmas->size())});
+  std::copy(sigmas->begin(), sigmas->end(), got.f32());
+  expect_stage(got, want_sigmas, 1e-6, "sigmas");
+  expect_stage(prepare_noise(g.noise.shape(), g.seed), g.noise, 1e-7, "noise");
+}
+
+// KSampler's latent (VAE space) and VAEDecode's image within `tol` of the golden's, and the PNG
+// SaveImage wrote within one level of the reference's.
+inline void expect_decoded(const Latent& latent, const ImageValue& image,
+                           const HostTensor& want_latent, const HostTensor& want_image, double tol,
+                           const std::string& png_path, const std::string& want_png_path) {
+  expect_stage(*latent.samples, want_latent, tol, "latent");
+  expect_stage(*image.pixels, want_image, tol, "image");
+  expect_png_within_one_level(png_path, want_png_path);
+}
+
 // The workflow's patched model and positive conditioning through sample() at cfg 1 (the
 // negative must never be called: ComfyUI's cfg-1 optimisation), each step within `tol` of the
 // golden's, and the end, back in VAE space, equal to the KSampler node's `node_latent`.

@@ -160,6 +160,13 @@ class ZImageE2E : public ::testing::Test {
     auto it = gold_->metadata().find(key);
     return it == gold_->metadata().end() ? "" : it->second;
   }
+  // The golden's KSampler settings, noise and callback record.
+  test::TrajectoryGolden trajectory_golden() {
+    return test::TrajectoryGolden{
+        golden_meta("sampler"),           golden_meta("scheduler"), std::stoi(golden_meta("steps")),
+        std::stoull(golden_meta("seed")), golden("noise"),          golden("steps.x"),
+        golden("steps.denoised"),         golden("latent")};
+  }
   void expect_close(const HostTensor& got, const HostTensor& want, double tol,
                     const std::string& what) {
     test::expect_stage(got, want, tol, what);
@@ -209,25 +216,15 @@ TEST_F(ZImageE2E, EveryStageMatchesTheReference) {
   EXPECT_DOUBLE_EQ(spec.shift, std::stod(golden_meta("shift")));
   EXPECT_DOUBLE_EQ(spec.multiplier, 1.0);
   const std::unique_ptr<ModelSampling> ms = model_sampling_create(spec);
-  auto sigmas = ksampler_sigmas(*ms, golden_meta("scheduler"), golden_meta("sampler"),
-                                std::stoi(golden_meta("steps")));
-  ASSERT_TRUE(sigmas.ok()) << sigmas.status().str();
-  HostTensor got_sigmas(DType::F32, Shape{int64_t(sigmas->size())});
-  std::copy(sigmas->begin(), sigmas->end(), got_sigmas.f32());
-  expect_close(got_sigmas, golden("sigmas"), 1e-6, "sigmas");
-  HostTensor want_noise = golden("noise");
-  HostTensor noise = prepare_noise(want_noise.shape(), std::stoull(golden_meta("seed")));
-  expect_close(noise, want_noise, 1e-7, "noise");
+  test::expect_sampling_inputs(*ms, trajectory_golden(), golden("sigmas"));
 
   // KSampler's latent (VAE space), VAEDecode's image and SaveImage's PNG.
   auto latent = output_of<Latent>(pe_, kSampler, 0);
-  ASSERT_TRUE(latent);
-  expect_close(*latent->samples, golden("latent"), kStageTol, "latent");
   auto image = output_of<ImageValue>(pe_, kDecode, 0);
-  ASSERT_TRUE(image);
-  expect_close(*image->pixels, golden("image"), kStageTol, "image");
+  ASSERT_TRUE(latent && image);
   ASSERT_EQ(ui_.at(kSave)["images"].size(), 1u);
-  test::expect_png_within_one_level(
+  test::expect_decoded(
+      *latent, *image, golden("latent"), golden("image"), kStageTol,
       (dir_ / "output" / ui_.at(kSave)["images"][0]["filename"].get<std::string>()).string(),
       e2e_path("zimage_e2e_0.png"));
 }
@@ -244,11 +241,8 @@ TEST_F(ZImageE2E, SamplerTrajectoryMatchesTheReference) {
   auto neg = output_of<Conditioning>(pe_, kNegative, 0);
   auto latent = output_of<Latent>(pe_, kSampler, 0);
   ASSERT_TRUE(model && pos && neg && latent);
-  test::TrajectoryGolden g{
-      golden_meta("sampler"),           golden_meta("scheduler"), std::stoi(golden_meta("steps")),
-      std::stoull(golden_meta("seed")), golden("noise"),          golden("steps.x"),
-      golden("steps.denoised"),         golden("latent")};
-  test::expect_trajectory(*model, *pos, *neg, *ex_, g, *latent->samples, kStageTol);
+  test::expect_trajectory(*model, *pos, *neg, *ex_, trajectory_golden(), *latent->samples,
+                          kStageTol);
 }
 
 }  // namespace
