@@ -27,6 +27,8 @@
 #include "memory/executor_policies.h"
 #include "models/qwen/qwen_chat_template.h"
 #include "models/qwen/qwen_tokenizer.h"
+#include "models/safetensors.h"
+#include "models/zimage/zimage_family.h"
 #include "nodes/nodes.h"
 #include "nodes/values.h"
 #include "png_compare.h"
@@ -136,7 +138,11 @@ class ZImageE2E : public ::testing::Test {
     if (!f) return make_error(ErrorCode::NOT_FOUND, "{}", e2e_path("zimage-e2e-workflow.json"));
     std::stringstream text;
     text << f.rdbuf();
-    PromptValidation v = prompt_validate_text(text.str(), registry_);
+    return execute_text(text.str());
+  }
+
+  Status execute_text(const std::string& text) {
+    PromptValidation v = prompt_validate_text(text, registry_);
     if (!v.ok) return make_error(ErrorCode::INVALID_ARGUMENT, "{}", v.summary());
     prompt_ = v.prompt;
     ExecOptions o;
@@ -243,6 +249,55 @@ TEST_F(ZImageE2E, SamplerTrajectoryMatchesTheReference) {
   ASSERT_TRUE(model && pos && neg && latent);
   test::expect_trajectory(*model, *pos, *neg, *ex_, trajectory_golden(), *latent->samples,
                           kStageTol);
+}
+
+// The three files as one single-file checkpoint in ComfyUI's layout (the DiT under
+// "model.diffusion_model.", the VAE under "vae.", Qwen3-4B under kZImageQwen3Prefix).
+Status single_file_write(const fs::path& models, const fs::path& out) {
+  const std::pair<const char*, std::string> parts[] = {
+      {"diffusion_models/tiny-zimage.safetensors", "model.diffusion_model."},
+      {"vae/tiny-flux-ae.safetensors", "vae."},
+      {"text_encoders/tiny-qwen3.safetensors", kZImageQwen3Prefix}};
+  std::vector<HostTensor> tensors;
+  std::vector<std::string> names;
+  for (const auto& [rel, prefix] : parts) {
+    HR_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> f,
+                        SafetensorsFile::open((models / rel).string()));
+    for (const SafetensorsEntry& e : f->entries()) {
+      HR_ASSIGN_OR_RETURN(HostTensor t, f->load(e.name));
+      tensors.push_back(std::move(t));
+      names.push_back(prefix + e.name);
+    }
+  }
+  std::vector<std::pair<std::string, const HostTensor*>> list;
+  for (size_t i = 0; i < names.size(); ++i) list.emplace_back(names[i], &tensors[i]);
+  fs::create_directories(out.parent_path());
+  return safetensors_write(out.string(), list);
+}
+
+// CheckpointLoaderSimple on the same weights in one file (detected as Z-Image with all three
+// components) draws the same picture as the three loaders.
+TEST_F(ZImageE2E, SingleFileCheckpointDrawsTheSamePicture) {
+  const fs::path models = dir_ / "models";
+  Status w = single_file_write(models, models / "checkpoints" / "tiny-zimage-all.safetensors");
+  ASSERT_TRUE(w.ok()) << w.str();
+  std::ifstream f(e2e_path("zimage-e2e-workflow.json"));
+  nlohmann::json wf = nlohmann::json::parse(f);
+  wf["1"] = {{"class_type", "CheckpointLoaderSimple"},
+             {"inputs", {{"ckpt_name", "tiny-zimage-all.safetensors"}}}};
+  wf.erase("2");
+  wf.erase("3");
+  wf[kPositive]["inputs"]["clip"] = {"1", 1};
+  wf[kDecode]["inputs"]["vae"] = {"1", 2};
+  Status st = execute_text(wf.dump());
+  ASSERT_TRUE(st.ok()) << st.str();
+  auto latent = output_of<Latent>(pe_, kSampler, 0);
+  ASSERT_TRUE(latent);
+  expect_close(*latent->samples, golden("latent"), kStageTol, "latent (single file)");
+  ASSERT_EQ(ui_.at(kSave)["images"].size(), 1u);
+  test::expect_png_within_one_level(
+      (dir_ / "output" / ui_.at(kSave)["images"][0]["filename"].get<std::string>()).string(),
+      e2e_path("zimage_e2e_0.png"));
 }
 
 }  // namespace
