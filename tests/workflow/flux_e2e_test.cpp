@@ -16,6 +16,7 @@
 #include "backend/backend.h"
 #include "core/png_io.h"
 #include "dit_e2e_checks.h"
+#include "e2e_run.h"
 #include "graph/executor.h"
 #include "memory/eviction.h"
 #include "memory/executor_policies.h"
@@ -59,12 +60,7 @@ constexpr const char* kCheckpoint = "tiny-flux.safetensors";
 
 std::string e2e_path(const std::string& f) { return test::data_path("flux/e2e/" + f); }
 
-template <class T>
-std::shared_ptr<const T> output_of(const PromptExecutor& pe, const std::string& id, size_t slot) {
-  const std::vector<std::any>* outs = pe.node_outputs(id);
-  if (!outs || outs->size() <= slot) return nullptr;
-  return std::any_cast<std::shared_ptr<const T>>((*outs)[slot]);
-}
+using test::output_of;
 
 // Where the settings the tensors cannot show are stated: the tiny DiT's RoPE axes [2, 2, 4]
 // (head width 8) and CLIP-L's 2 heads (the generator's dit_config / clip_l_config).
@@ -92,8 +88,7 @@ class FluxE2E : public ::testing::TestWithParam<SettingsIn> {
     gold_ = std::move(g).value();
     nodes_register(registry_, NodeEnv{(dir_ / "models").string(), (dir_ / "input").string()});
     backend_ = cpu_backend_create(1);  // one thread: tiny ops, shared 2-core CI machines
-    alloc_ = std::make_unique<Allocator>(*backend_, Allocator::kUnlimited, eviction_policy());
-    ex_ = std::make_unique<Executor>(*backend_, *alloc_, executor_policies_default(*backend_));
+    run_ = std::make_unique<test::CaseRun>(*backend_, dir_ / "output");
   }
   void TearDown() override {
     if (!dir_.empty()) fs::remove_all(dir_);
@@ -116,16 +111,7 @@ class FluxE2E : public ::testing::TestWithParam<SettingsIn> {
     PromptValidation v = prompt_validate_text(text.str(), registry_);
     if (!v.ok) return make_error(ErrorCode::INVALID_ARGUMENT, "{}", v.summary());
     prompt_ = v.prompt;
-    ExecOptions o;
-    o.models_dir = (dir_ / "models").string();
-    o.output_dir = (dir_ / "output").string();
-    o.backend = backend_.get();
-    o.allocator = alloc_.get();
-    o.executor = ex_.get();
-    o.compute_dtype = DType::F32;
-    HR_ASSIGN_OR_RETURN(ExecResult r, pe_.execute(prompt_, o));
-    ui_ = r.ui_outputs;
-    return Status();
+    return run_->execute(prompt_, dir_ / "models", DType::F32);
   }
 
   HostTensor golden(const std::string& name) {
@@ -172,11 +158,8 @@ class FluxE2E : public ::testing::TestWithParam<SettingsIn> {
   std::unique_ptr<SafetensorsFile> gold_;
   NodeRegistry registry_;
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Allocator> alloc_;
-  std::unique_ptr<Executor> ex_;
+  std::unique_ptr<test::CaseRun> run_;
   Prompt prompt_;
-  PromptExecutor pe_;
-  std::map<std::string, Json> ui_;
 };
 
 TEST_P(FluxE2E, EveryStageMatchesComfyUI) {
@@ -201,7 +184,7 @@ TEST_P(FluxE2E, EveryStageMatchesComfyUI) {
   // CLIPTextEncode: T5's conditioning and CLIP-L's pooled output of both prompts.
   for (const auto& [side, id] :
        {std::pair<std::string, const char*>{"positive", kPositive}, {"negative", kNegative}}) {
-    auto cond = output_of<Conditioning>(pe_, id, 0);
+    auto cond = output_of<Conditioning>(run_->pe, id, 0);
     ASSERT_TRUE(cond && cond->entries.size() == 1) << side;
     expect_close(*cond->entries[0].cond, golden("cond." + side), kStageTol, "cond." + side);
     ASSERT_NE(cond->entries[0].pooled(), nullptr) << side;
@@ -209,7 +192,7 @@ TEST_P(FluxE2E, EveryStageMatchesComfyUI) {
   }
 
   // ModelSamplingFlux's shift, the sigmas and the noise KSampler uses (the functions it calls).
-  auto model = output_of<ModelValue>(pe_, kModel, 0);
+  auto model = output_of<ModelValue>(run_->pe, kModel, 0);
   ASSERT_TRUE(model);
   const ModelSamplingSpec spec = model->sampling_spec();
   EXPECT_EQ(spec.kind, ModelSamplingSpec::Kind::FLUX);
@@ -218,13 +201,13 @@ TEST_P(FluxE2E, EveryStageMatchesComfyUI) {
   test::expect_sampling_inputs(*ms, trajectory_golden(), golden("sigmas"));
 
   // KSampler's latent (VAE space), VAEDecode's image and SaveImage's PNG.
-  auto latent = output_of<Latent>(pe_, kSampler, 0);
-  auto image = output_of<ImageValue>(pe_, kDecode, 0);
+  auto latent = output_of<Latent>(run_->pe, kSampler, 0);
+  auto image = output_of<ImageValue>(run_->pe, kDecode, 0);
   ASSERT_TRUE(latent && image);
-  ASSERT_EQ(ui_.at(kSave)["images"].size(), 1u);
+  ASSERT_EQ(run_->ui.at(kSave)["images"].size(), 1u);
   test::expect_decoded(
       *latent, *image, golden("latent"), golden("image"), kStageTol,
-      (dir_ / "output" / ui_.at(kSave)["images"][0]["filename"].get<std::string>()).string(),
+      (dir_ / "output" / run_->ui.at(kSave)["images"][0]["filename"].get<std::string>()).string(),
       e2e_path("flux_e2e_0.png"));
 }
 
@@ -235,12 +218,12 @@ TEST_P(FluxE2E, EveryStageMatchesComfyUI) {
 TEST_P(FluxE2E, SamplerTrajectoryMatchesComfyUI) {
   Status st = execute();
   ASSERT_TRUE(st.ok()) << st.str();
-  auto model = output_of<ModelValue>(pe_, kModel, 0);
-  auto pos = output_of<Conditioning>(pe_, kGuided, 0);
-  auto neg = output_of<Conditioning>(pe_, kNegative, 0);
-  auto latent = output_of<Latent>(pe_, kSampler, 0);
+  auto model = output_of<ModelValue>(run_->pe, kModel, 0);
+  auto pos = output_of<Conditioning>(run_->pe, kGuided, 0);
+  auto neg = output_of<Conditioning>(run_->pe, kNegative, 0);
+  auto latent = output_of<Latent>(run_->pe, kSampler, 0);
   ASSERT_TRUE(model && pos && neg && latent);
-  test::expect_trajectory(*model, *pos, *neg, *ex_, trajectory_golden(), *latent->samples,
+  test::expect_trajectory(*model, *pos, *neg, run_->ex, trajectory_golden(), *latent->samples,
                           kStageTol);
 }
 

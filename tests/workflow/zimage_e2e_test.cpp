@@ -22,6 +22,7 @@
 #include "backend/backend.h"
 #include "core/png_io.h"
 #include "dit_e2e_checks.h"
+#include "e2e_run.h"
 #include "graph/executor.h"
 #include "memory/eviction.h"
 #include "memory/executor_policies.h"
@@ -69,12 +70,7 @@ constexpr const char* kGolden = "zimage-e2e-golden.safetensors";
 
 std::string e2e_path(const std::string& f) { return test::data_path("zimage/e2e/" + f); }
 
-template <class T>
-std::shared_ptr<const T> output_of(const PromptExecutor& pe, const std::string& id, size_t slot) {
-  const std::vector<std::any>* outs = pe.node_outputs(id);
-  if (!outs || outs->size() <= slot) return nullptr;
-  return std::any_cast<std::shared_ptr<const T>>((*outs)[slot]);
-}
+using test::output_of;
 
 // Note [zimage e2e dry run]
 // The golden needs transformers and diffusers (the GPU machine). To check this test's wiring
@@ -129,8 +125,7 @@ class ZImageE2E : public ::testing::Test {
     ASSERT_NE(gold_, nullptr);
     nodes_register(registry_, NodeEnv{(dir_ / "models").string(), (dir_ / "input").string()});
     backend_ = cpu_backend_create(1);  // one thread: tiny ops, shared 2-core CI machines
-    alloc_ = std::make_unique<Allocator>(*backend_, Allocator::kUnlimited, eviction_policy());
-    ex_ = std::make_unique<Executor>(*backend_, *alloc_, executor_policies_default(*backend_));
+    run_ = std::make_unique<test::CaseRun>(*backend_, dir_ / "output");
   }
 
   Status execute() {
@@ -145,16 +140,7 @@ class ZImageE2E : public ::testing::Test {
     PromptValidation v = prompt_validate_text(text, registry_);
     if (!v.ok) return make_error(ErrorCode::INVALID_ARGUMENT, "{}", v.summary());
     prompt_ = v.prompt;
-    ExecOptions o;
-    o.models_dir = (dir_ / "models").string();
-    o.output_dir = (dir_ / "output").string();
-    o.backend = backend_.get();
-    o.allocator = alloc_.get();
-    o.executor = ex_.get();
-    o.compute_dtype = DType::F32;
-    HR_ASSIGN_OR_RETURN(ExecResult r, pe_.execute(prompt_, o));
-    ui_ = r.ui_outputs;
-    return Status();
+    return run_->execute(prompt_, dir_ / "models", DType::F32);
   }
 
   HostTensor golden(const std::string& name) {
@@ -183,11 +169,8 @@ class ZImageE2E : public ::testing::Test {
   static inline std::string setup_error_;
   NodeRegistry registry_;
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Allocator> alloc_;
-  std::unique_ptr<Executor> ex_;
+  std::unique_ptr<test::CaseRun> run_;
   Prompt prompt_;
-  PromptExecutor pe_;
-  std::map<std::string, Json> ui_;
 };
 
 TEST_F(ZImageE2E, EveryStageMatchesTheReference) {
@@ -206,8 +189,8 @@ TEST_F(ZImageE2E, EveryStageMatchesTheReference) {
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(ids[i], want[i]) << "token " << i;
 
   // CLIPTextEncode (Qwen3's hidden_states[-2] for every token) and ConditioningZeroOut.
-  auto pos = output_of<Conditioning>(pe_, kPositive, 0);
-  auto neg = output_of<Conditioning>(pe_, kNegative, 0);
+  auto pos = output_of<Conditioning>(run_->pe, kPositive, 0);
+  auto neg = output_of<Conditioning>(run_->pe, kNegative, 0);
   ASSERT_TRUE(pos && pos->entries.size() == 1 && neg && neg->entries.size() == 1);
   expect_close(*pos->entries[0].cond, golden("cond.positive"), kStageTol, "cond.positive");
   const HostTensor& zero = *neg->entries[0].cond;
@@ -215,7 +198,7 @@ TEST_F(ZImageE2E, EveryStageMatchesTheReference) {
   for (int64_t i = 0; i < zero.numel(); ++i) ASSERT_EQ(zero.f32()[i], 0.0f) << "negative " << i;
 
   // ModelSamplingAuraFlow's model sampling, the sigmas and the noise KSampler uses.
-  auto model = output_of<ModelValue>(pe_, kModel, 0);
+  auto model = output_of<ModelValue>(run_->pe, kModel, 0);
   ASSERT_TRUE(model);
   const ModelSamplingSpec spec = model->sampling_spec();
   EXPECT_EQ(spec.kind, ModelSamplingSpec::Kind::FLOW);
@@ -225,13 +208,13 @@ TEST_F(ZImageE2E, EveryStageMatchesTheReference) {
   test::expect_sampling_inputs(*ms, trajectory_golden(), golden("sigmas"));
 
   // KSampler's latent (VAE space), VAEDecode's image and SaveImage's PNG.
-  auto latent = output_of<Latent>(pe_, kSampler, 0);
-  auto image = output_of<ImageValue>(pe_, kDecode, 0);
+  auto latent = output_of<Latent>(run_->pe, kSampler, 0);
+  auto image = output_of<ImageValue>(run_->pe, kDecode, 0);
   ASSERT_TRUE(latent && image);
-  ASSERT_EQ(ui_.at(kSave)["images"].size(), 1u);
+  ASSERT_EQ(run_->ui.at(kSave)["images"].size(), 1u);
   test::expect_decoded(
       *latent, *image, golden("latent"), golden("image"), kStageTol,
-      (dir_ / "output" / ui_.at(kSave)["images"][0]["filename"].get<std::string>()).string(),
+      (dir_ / "output" / run_->ui.at(kSave)["images"][0]["filename"].get<std::string>()).string(),
       e2e_path("zimage_e2e_0.png"));
 }
 
@@ -242,12 +225,12 @@ TEST_F(ZImageE2E, EveryStageMatchesTheReference) {
 TEST_F(ZImageE2E, SamplerTrajectoryMatchesTheReference) {
   Status st = execute();
   ASSERT_TRUE(st.ok()) << st.str();
-  auto model = output_of<ModelValue>(pe_, kModel, 0);
-  auto pos = output_of<Conditioning>(pe_, kPositive, 0);
-  auto neg = output_of<Conditioning>(pe_, kNegative, 0);
-  auto latent = output_of<Latent>(pe_, kSampler, 0);
+  auto model = output_of<ModelValue>(run_->pe, kModel, 0);
+  auto pos = output_of<Conditioning>(run_->pe, kPositive, 0);
+  auto neg = output_of<Conditioning>(run_->pe, kNegative, 0);
+  auto latent = output_of<Latent>(run_->pe, kSampler, 0);
   ASSERT_TRUE(model && pos && neg && latent);
-  test::expect_trajectory(*model, *pos, *neg, *ex_, trajectory_golden(), *latent->samples,
+  test::expect_trajectory(*model, *pos, *neg, run_->ex, trajectory_golden(), *latent->samples,
                           kStageTol);
 }
 
@@ -291,12 +274,12 @@ TEST_F(ZImageE2E, SingleFileCheckpointDrawsTheSamePicture) {
   wf[kDecode]["inputs"]["vae"] = {"1", 2};
   Status st = execute_text(wf.dump());
   ASSERT_TRUE(st.ok()) << st.str();
-  auto latent = output_of<Latent>(pe_, kSampler, 0);
+  auto latent = output_of<Latent>(run_->pe, kSampler, 0);
   ASSERT_TRUE(latent);
   expect_close(*latent->samples, golden("latent"), kStageTol, "latent (single file)");
-  ASSERT_EQ(ui_.at(kSave)["images"].size(), 1u);
+  ASSERT_EQ(run_->ui.at(kSave)["images"].size(), 1u);
   test::expect_png_within_one_level(
-      (dir_ / "output" / ui_.at(kSave)["images"][0]["filename"].get<std::string>()).string(),
+      (dir_ / "output" / run_->ui.at(kSave)["images"][0]["filename"].get<std::string>()).string(),
       e2e_path("zimage_e2e_0.png"));
 }
 
