@@ -193,7 +193,7 @@ def main():
         ("composite.overhang", "LatentComposite", {"samples_to": "a", "samples_from": "d"}, {}, {"x": 24, "y": 16, "feather": 0}),
         ("composite.feather", "LatentComposite", {"samples_to": "big", "samples_from": "c"}, {}, {"x": 40, "y": 32, "feather": 16}),
         ("composite.feather_corner", "LatentComposite", {"samples_to": "a_nm2_bi", "samples_from": "c"}, {}, {"x": 0, "y": 0, "feather": 16}),
-        ("composite.feather_wide", "LatentComposite", {"samples_to": "big", "samples_from": "c"}, {}, {"x": 8, "y": 8, "feather": 48}),
+        ("composite.feather_wide", "LatentComposite", {"samples_to": "big", "samples_from": "c"}, {}, {"x": 8, "y": 8, "feather": 64}),
         ("composite.feather_overhang", "LatentComposite", {"samples_to": "a", "samples_from": "e"}, {}, {"x": 16, "y": 8, "feather": 24}),
         ("composite.channels_broadcast", "LatentComposite", {"samples_to": "a", "samples_from": "c1"}, {}, {"x": 8, "y": 0, "feather": 0}),
         ("composite.batch_too_big", "LatentComposite", {"samples_to": "c", "samples_from": "a"}, {}, {"x": 0, "y": 0, "feather": 0}),
