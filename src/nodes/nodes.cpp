@@ -13,6 +13,7 @@ void nodes_register(NodeRegistry& r, const NodeEnv& env) {
   nodes_register_flux(r, env);
   nodes_register_model_advanced(r, env);
   nodes_register_images(r, env);
+  nodes_register_latent(r, env);
 }
 
 std::shared_ptr<const ModelPaths> model_paths_of(const NodeEnv& env) {

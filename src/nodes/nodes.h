@@ -37,6 +37,7 @@ void nodes_register_sampling(NodeRegistry& r, const NodeEnv& env);
 void nodes_register_flux(NodeRegistry& r, const NodeEnv& env);
 void nodes_register_model_advanced(NodeRegistry& r, const NodeEnv& env);
 void nodes_register_images(NodeRegistry& r, const NodeEnv& env);
+void nodes_register_latent(NodeRegistry& r, const NodeEnv& env);
 
 // Small builders for input specs.
 InputSpec spec_int(const std::string& name, double def, double min, double max, double step = 1);

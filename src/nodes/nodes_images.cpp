@@ -56,6 +56,7 @@ std::vector<std::any> latent_out(HostTensor samples, const Latent& like) {
   Latent l;
   l.samples = share(std::move(samples));
   l.batch_index = like.batch_index;
+  l.noise_mask = like.noise_mask;
   return {std::make_shared<const Latent>(std::move(l))};
 }
 

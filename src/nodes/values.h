@@ -62,6 +62,9 @@ struct CLIPValue {
 struct Latent {
   std::shared_ptr<const HostTensor> samples;
   std::vector<int64_t> batch_index;  // empty: 0..B-1
+  // ComfyUI's "noise_mask" [Bm, 1, H, W] (SetLatentNoiseMask); null: none. Nodes that copy the
+  // latent dict carry it as ComfyUI does (unchanged unless the node rewrites it).
+  std::shared_ptr<const HostTensor> noise_mask;
 };
 
 // IMAGE: [B, H, W, C] float32 in [0, 1] (ComfyUI's layout). MASK: [B, H, W].

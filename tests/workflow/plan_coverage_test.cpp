@@ -170,6 +170,32 @@ Json two_pass_upscale() {
       {"9", node("SaveImage", {{"filename_prefix", "two_pass/x"}, {"images", link("8")}})}};
 }
 
+// The latent nodes (nodes_latent.cpp) between two passes: batch picked, repeated and joined,
+// composited, blended, cropped, flipped, rotated and combined; host-only work the plan must
+// carry through to the second sampler and the decode.
+Json latent_nodes_between_passes() {
+  Json wf = two_pass_upscale();
+  for (const char* id : {"10", "11"}) wf.erase(id);
+  auto l = [](const char* id) { return link(id); };
+  wf["30"] = node("LatentFromBatch", {{"samples", l("3")}, {"batch_index", 1}, {"length", 1}});
+  wf["31"] = node("RepeatLatentBatch", {{"samples", l("30")}, {"amount", 2}});
+  wf["32"] = node("LatentBatch", {{"samples1", l("3")}, {"samples2", l("31")}});
+  wf["33"] = node("LatentComposite", {{"samples_to", l("32")}, {"samples_from", l("30")},
+                                      {"x", 16}, {"y", 16}, {"feather", 8}});
+  wf["34"] = node("LatentCompositeMasked", {{"destination", l("33")}, {"source", l("31")},
+                                            {"x", 8}, {"y", 0}, {"resize_source", false}});
+  wf["35"] = node("LatentBlend", {{"samples1", l("34")}, {"samples2", l("32")}, {"blend_factor", 0.5}});
+  wf["36"] = node("LatentCrop", {{"samples", l("35")}, {"width", 64}, {"height", 64}, {"x", 0}, {"y", 0}});
+  wf["37"] = node("LatentFlip", {{"samples", l("36")}, {"flip_method", "y-axis: horizontally"}});
+  wf["38"] = node("LatentRotate", {{"samples", l("37")}, {"rotation", "90 degrees"}});
+  wf["39"] = node("LatentAdd", {{"samples1", l("38")}, {"samples2", l("3")}});
+  wf["40"] = node("LatentSubtract", {{"samples1", l("39")}, {"samples2", l("30")}});
+  wf["41"] = node("LatentMultiply", {{"samples", l("40")}, {"multiplier", 0.5}});
+  wf["12"]["inputs"]["latent_image"] = l("41");
+  wf["9"]["inputs"]["filename_prefix"] = "latent_nodes/x";
+  return wf;
+}
+
 // The two passes with the UNet stored in fp8 at load (Note [fp8 at load]): the plan counts fp8
 // weights and the dequantized copies in the arena.
 Json two_pass_fp8() {
@@ -512,6 +538,7 @@ const std::vector<Case>& cases() {
                                       {"img2img", image_to_image()},
                                       {"two-pass upscale", two_pass_upscale()},
                                       {"two-pass, fp8 UNet", two_pass_fp8()},
+                                      {"latent nodes", latent_nodes_between_passes(), false},
                                       {"sd1 with two LoRAs", sd1_loras()},
                                       {"sd1, fp8 UNet with a LoRA", sd1_fp8_lora()},
                                       {"cond/uncond split", cfg_split(), false},
