@@ -1,0 +1,185 @@
+// The Flux LoRA key map and patching against ComfyUI's (tests/data/lora/keymap-tiny-flux.json,
+// flux_cases.json, flux_lora.golden.safetensors; made by make_flux_lora_golden.py with
+// ComfyUI's model_lora_keys_unet / flux_to_diffusers, load_lora and calculate_weight on the tiny
+// Flux of tests/data/flux/dit_golden.safetensors).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+
+#include "models/flux/flux_lora_keys.h"
+#include "models/flux/flux_model.h"
+#include "models/lora_cases.h"
+
+namespace hr {
+namespace {
+
+using namespace test;
+
+constexpr const char* kCheckpoint = "flux/dit_golden.safetensors";
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << "cannot open " << path;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return json::parse(ss.str());
+}
+
+std::string target_str(const LoraTarget& t) {
+  return t.weight + " rows " + std::to_string(t.row_offset) + "+" + std::to_string(t.rows);
+}
+
+// The checkpoint's weights without its "golden." test tensors (what ComfyUI's model holds),
+// as a bare Flux DiT file.
+std::unique_ptr<LoadedModel> load_weights_only() {
+  auto src = SafetensorsFile::open(test::data_path(kCheckpoint));
+  EXPECT_TRUE(src.ok()) << src.status().str();
+  if (!src.ok()) return nullptr;
+  std::vector<HostTensor> ts;
+  std::vector<std::string> names;
+  for (const SafetensorsEntry& e : (*src)->entries()) {
+    if (e.name.starts_with("golden.")) continue;
+    ts.push_back((*src)->load(e.name).value());
+    names.push_back(e.name);
+  }
+  std::vector<std::pair<std::string, const HostTensor*>> list;
+  for (size_t i = 0; i < ts.size(); ++i) list.push_back({names[i], &ts[i]});
+  const std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                     ("hr_flux_lora_" + std::to_string(getpid()) + ".safetensors");
+  EXPECT_TRUE(safetensors_write(path.string(), list, {}).ok());
+  auto m = model_load(path.string());
+  std::filesystem::remove(path);
+  EXPECT_TRUE(m.ok()) << m.status().str();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+// Stems ComfyUI maps that headroom's leaves out (Note [flux lora keys]).
+std::string left_out_reason(const json& t) {
+  if (t["key"].is_null()) return "no such tensor in the model";
+  if (t.contains("function")) return "ComfyUI applies " + t["function"].get<std::string>();
+  return "";
+}
+
+TEST(FluxLoraKeys, MatchesComfyUI) {
+  const json g = read_json(test::data_path("lora/keymap-tiny-flux.json"));
+  ASSERT_EQ(g["checkpoint"], kCheckpoint);
+  std::unique_ptr<LoadedModel> m = load_weights_only();
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->family().lora_keys, &flux_lora_keys) << m->family().name;
+  auto map = m->family().lora_keys(m->diffusion.get(), nullptr);
+  ASSERT_TRUE(map.ok()) << map.status().str();
+  std::set<std::string> comfy;
+  int compared = 0, left_out = 0, sliced = 0;
+  for (const auto& [stem, t] : g["unet"].items()) {
+    comfy.insert(stem);
+    auto it = map->find(stem);
+    if (std::string why = left_out_reason(t); !why.empty()) {
+      EXPECT_EQ(it, map->end()) << stem << " (" << why << ") is mapped";
+      ++left_out;
+      continue;
+    }
+    ASSERT_NE(it, map->end()) << "ComfyUI's stem " << stem << " -> " << t["key"]
+                              << " is not in headroom's map";
+    LoraTarget want{LoraComponent::DIFFUSION, 0, t["key"].get<std::string>(), -1, 0};
+    if (!t["offset"].is_null()) {
+      want.row_offset = t["offset"];
+      want.rows = t["rows"];
+      ++sliced;
+    }
+    EXPECT_EQ(it->second, want) << stem << ": headroom " << target_str(it->second)
+                                << ", ComfyUI " << target_str(want);
+    ++compared;
+  }
+  for (const auto& [stem, t] : *map)
+    EXPECT_TRUE(comfy.count(stem)) << "headroom maps " << stem << " -> " << target_str(t)
+                                   << ", ComfyUI does not";
+  EXPECT_EQ(size_t(compared), map->size());
+  EXPECT_GE(compared, 250);  // a guard against a golden that lost its stems
+  EXPECT_EQ(sliced, 3 * (2 * 3 * 2 + 4 * 1) + 1);  // q/k/v of 2 double, 4 of 1 single, linear1_qkv
+  EXPECT_EQ(left_out, 6);  // controlnet_x_embedder's and norm_out.linear's three dialects
+}
+
+// A few stems by hand, in case both sides drift together.
+TEST(FluxLoraKeys, SpotChecks) {
+  std::unique_ptr<LoadedModel> m = load_weights_only();
+  ASSERT_TRUE(m);
+  auto map = flux_lora_keys(m->diffusion.get(), nullptr);
+  ASSERT_TRUE(map.ok()) << map.status().str();
+  const auto at = [&](const std::string& stem) {
+    auto it = map->find(stem);
+    EXPECT_NE(it, map->end()) << stem;
+    return it == map->end() ? LoraTarget{} : it->second;
+  };
+  const LoraTarget mlp{LoraComponent::DIFFUSION, 0, "single_blocks.0.linear1.weight", 96, 128};
+  EXPECT_EQ(at("transformer.single_transformer_blocks.0.proj_mlp"), mlp);
+  EXPECT_EQ(at("lora_transformer_single_transformer_blocks_0_proj_mlp"), mlp);
+  const LoraTarget k{LoraComponent::DIFFUSION, 0, "double_blocks.1.txt_attn.qkv.weight", 32, 32};
+  EXPECT_EQ(at("transformer.transformer_blocks.1.attn.add_k_proj"), k);
+  const LoraTarget qkv{LoraComponent::DIFFUSION, 0, "double_blocks.0.img_attn.qkv.weight", -1, 0};
+  EXPECT_EQ(at("lora_unet_double_blocks_0_img_attn_qkv"), qkv);
+  EXPECT_EQ(at("diffusion_model.double_blocks.0.img_attn.qkv"), qkv);
+  EXPECT_EQ(map->count("transformer.norm_out.linear"), 0u);
+}
+
+TEST(FluxLoraKeys, RefusesAnotherFamilysModel) {
+  auto m = model_load(test::golden_path("tiny-sd1.safetensors"));
+  ASSERT_TRUE(m.ok()) << m.status().str();
+  auto map = flux_lora_keys((*m)->diffusion.get(), nullptr);
+  ASSERT_FALSE(map.ok());
+  EXPECT_EQ(map.status().code(), ErrorCode::INVALID_ARGUMENT);
+}
+
+// Each case's LoRA read through headroom's map and applied by PatchedWeights on the CPU: every
+// patched tensor equals ComfyUI's float32 result within 1e-6 of its largest magnitude, and the
+// keys left unloaded are ComfyUI's.
+class FluxLoraPatch : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FluxLoraPatch, F32MatchesComfyUI) {
+  const json all = read_json(test::data_path("lora/flux_cases.json"));
+  const json c = all["cases"][GetParam()];
+  Applied a;
+  a.backend = cpu_backend_create(1);
+  a.alloc = std::make_unique<Allocator>(*a.backend, Allocator::kUnlimited, eviction_policy());
+  LoadOptions o;
+  o.diffusion_dtype = DType::F32;
+  auto m = model_load(test::data_path(all["checkpoint"]), o);
+  ASSERT_TRUE(m.ok()) << m.status().str();
+  a.model = std::move(*m);
+  auto map = flux_lora_keys(a.model->diffusion.get(), nullptr);
+  ASSERT_TRUE(map.ok()) << map.status().str();
+  auto f = open_file(test::data_path("lora/" + c["file"].get<std::string>()));
+  ASSERT_TRUE(f);
+  auto p = lora_patches_read(*f, *map, LoraStrengths{c["strength_model"].get<float>(), 1.0f});
+  ASSERT_TRUE(p.ok()) << p.status().str();
+  EXPECT_EQ(p->not_loaded, c["not_loaded"].get<std::vector<std::string>>());
+  for (const auto& [w, n] : c["patch_count"].items())
+    EXPECT_EQ(p->diffusion[w].size(), size_t(n.get<int>())) << w;
+  a.diffusion = view(std::shared_ptr<WeightSet>(a.model, &a.model->diffusion->weights()),
+                     std::move(p->diffusion), a);
+  auto golden = open_file(test::data_path("lora/flux_lora.golden.safetensors"));
+  ASSERT_TRUE(golden);
+  int checked = 0;
+  for (const std::string weight : c["patched"]) {
+    ASSERT_TRUE(a.diffusion->weight_patched(weight, WeightLayout::STORED)) << weight;
+    const HostTensor* base = a.diffusion->base().find(weight);
+    ASSERT_NE(base, nullptr) << weight;
+    auto got = a.diffusion->weight_get(weight, base->desc(), WeightLayout::STORED);
+    ASSERT_TRUE(got.ok()) << weight << ": " << got.status().str();
+    auto want = golden->load(GetParam() + "/" + weight, DType::F32);
+    ASSERT_TRUE(want.ok()) << want.status().str();
+    const Diff d = compare(as_f32(got->data, DType::F32, base->numel()),
+                           std::vector<float>(want->f32(), want->f32() + want->numel()));
+    EXPECT_LE(d.max_abs, 1e-6 * d.scale) << GetParam() << " " << weight;
+    ++checked;
+  }
+  EXPECT_EQ(checked, int(c["patched"].size()));
+  EXPECT_GT(checked, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, FluxLoraPatch, ::testing::Values("flux_diffusers", "flux_kohya"));
+
+}  // namespace
+}  // namespace hr
