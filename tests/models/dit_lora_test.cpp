@@ -1,7 +1,9 @@
-// The Flux LoRA key map and patching against ComfyUI's (tests/data/lora/keymap-tiny-flux.json,
-// flux_cases.json, flux_lora.golden.safetensors; made by make_flux_lora_golden.py with
-// ComfyUI's model_lora_keys_unet / flux_to_diffusers, load_lora and calculate_weight on the tiny
-// Flux of tests/data/flux/dit_golden.safetensors).
+// The Flux and Z-Image LoRA key maps and patching against ComfyUI's (tests/data/lora/
+// keymap-tiny-{flux,zimage}.json, {flux,zimage}_cases.json, {flux,zimage}_lora.golden.safetensors;
+// made by make_flux_lora_golden.py / make_zimage_lora_golden.py with ComfyUI's
+// model_lora_keys_unet, load_lora and calculate_weight on the tiny DiTs of
+// tests/data/{flux,zimage}/dit_golden.safetensors; Z-Image's diffusers stems restate newer
+// ComfyUI, see that script).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -12,13 +14,14 @@
 #include "models/flux/flux_lora_keys.h"
 #include "models/flux/flux_model.h"
 #include "models/lora_cases.h"
+#include "models/zimage/zimage_lora_keys.h"
 
 namespace hr {
 namespace {
 
 using namespace test;
 
-constexpr const char* kCheckpoint = "flux/dit_golden.safetensors";
+constexpr const char* kFlux = "flux/dit_golden.safetensors";
 
 json read_json(const std::string& path) {
   std::ifstream in(path);
@@ -34,8 +37,8 @@ std::string target_str(const LoraTarget& t) {
 
 // The checkpoint's weights without its "golden." test tensors (what ComfyUI's model holds),
 // as a bare Flux DiT file.
-std::unique_ptr<LoadedModel> load_weights_only() {
-  auto src = SafetensorsFile::open(test::data_path(kCheckpoint));
+std::unique_ptr<LoadedModel> load_weights_only(const std::string& checkpoint) {
+  auto src = SafetensorsFile::open(test::data_path(checkpoint));
   EXPECT_TRUE(src.ok()) << src.status().str();
   if (!src.ok()) return nullptr;
   std::vector<HostTensor> ts;
@@ -56,19 +59,21 @@ std::unique_ptr<LoadedModel> load_weights_only() {
   return m.ok() ? std::move(*m) : nullptr;
 }
 
-// Stems ComfyUI maps that headroom's leaves out (Note [flux lora keys]).
+// Stems ComfyUI maps that headroom's leaves out (Note [flux lora keys], [zimage lora keys]).
 std::string left_out_reason(const json& t) {
   if (t["key"].is_null()) return "no such tensor in the model";
   if (t.contains("function")) return "ComfyUI applies " + t["function"].get<std::string>();
   return "";
 }
 
-TEST(FluxLoraKeys, MatchesComfyUI) {
-  const json g = read_json(test::data_path("lora/keymap-tiny-flux.json"));
-  ASSERT_EQ(g["checkpoint"], kCheckpoint);
-  std::unique_ptr<LoadedModel> m = load_weights_only();
+// Every stem of ComfyUI's map is in headroom's with the same target and slice (or left out for
+// a listed reason), and headroom's has no other; `sliced` / `left_out` count the stems of each.
+void expect_same_map(const std::string& golden, LoraKeysFn fn, int min_compared, int sliced_want,
+                     int left_out_want) {
+  const json g = read_json(test::data_path("lora/" + golden));
+  std::unique_ptr<LoadedModel> m = load_weights_only(g["checkpoint"]);
   ASSERT_TRUE(m);
-  ASSERT_EQ(m->family().lora_keys, &flux_lora_keys) << m->family().name;
+  ASSERT_EQ(m->family().lora_keys, fn) << m->family().name;
   auto map = m->family().lora_keys(m->diffusion.get(), nullptr);
   ASSERT_TRUE(map.ok()) << map.status().str();
   std::set<std::string> comfy;
@@ -97,14 +102,26 @@ TEST(FluxLoraKeys, MatchesComfyUI) {
     EXPECT_TRUE(comfy.count(stem)) << "headroom maps " << stem << " -> " << target_str(t)
                                    << ", ComfyUI does not";
   EXPECT_EQ(size_t(compared), map->size());
-  EXPECT_GE(compared, 250);  // a guard against a golden that lost its stems
-  EXPECT_EQ(sliced, 3 * (2 * 3 * 2 + 4 * 1) + 1);  // q/k/v of 2 double, 4 of 1 single, linear1_qkv
-  EXPECT_EQ(left_out, 6);  // controlnet_x_embedder's and norm_out.linear's three dialects
+  EXPECT_GE(compared, min_compared) << golden;  // a guard against a golden that lost its stems
+  EXPECT_EQ(sliced, sliced_want) << golden;
+  EXPECT_EQ(left_out, left_out_want) << golden;
+}
+
+// Sliced: three dialects of q/k/v in 2 double blocks (img and txt) and of q/k/v/proj_mlp in 1
+// single block, and linear1_qkv; left out: controlnet_x_embedder's and norm_out.linear's three.
+TEST(FluxLoraKeys, MatchesComfyUI) {
+  expect_same_map("keymap-tiny-flux.json", &flux_lora_keys, 250, 3 * (2 * 3 * 2 + 4) + 1, 6);
+}
+
+// Sliced: four dialects of q/k/v in 2 layers and 1 block of each refiner; left out: the four of
+// the context refiner's adaLN_modulation.0, which it does not have.
+TEST(ZImageLoraKeys, MatchesComfyUI) {
+  expect_same_map("keymap-tiny-zimage.json", &zimage_lora_keys, 300, 4 * 3 * 4, 4);
 }
 
 // A few stems by hand, in case both sides drift together.
 TEST(FluxLoraKeys, SpotChecks) {
-  std::unique_ptr<LoadedModel> m = load_weights_only();
+  std::unique_ptr<LoadedModel> m = load_weights_only(kFlux);
   ASSERT_TRUE(m);
   auto map = flux_lora_keys(m->diffusion.get(), nullptr);
   ASSERT_TRUE(map.ok()) << map.status().str();
@@ -135,11 +152,13 @@ TEST(FluxLoraKeys, RefusesAnotherFamilysModel) {
 // Each case's LoRA read through headroom's map and applied by PatchedWeights on the CPU: every
 // patched tensor equals ComfyUI's float32 result within 1e-6 of its largest magnitude, and the
 // keys left unloaded are ComfyUI's.
-class FluxLoraPatch : public ::testing::TestWithParam<std::string> {};
+class DiTLoraPatch : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(FluxLoraPatch, F32MatchesComfyUI) {
-  const json all = read_json(test::data_path("lora/flux_cases.json"));
+TEST_P(DiTLoraPatch, F32MatchesComfyUI) {
+  const std::string family = GetParam().substr(0, GetParam().find('_'));
+  const json all = read_json(test::data_path("lora/" + family + "_cases.json"));
   const json c = all["cases"][GetParam()];
+  ASSERT_FALSE(c.is_null()) << GetParam();
   Applied a;
   a.backend = cpu_backend_create(1);
   a.alloc = std::make_unique<Allocator>(*a.backend, Allocator::kUnlimited, eviction_policy());
@@ -148,7 +167,8 @@ TEST_P(FluxLoraPatch, F32MatchesComfyUI) {
   auto m = model_load(test::data_path(all["checkpoint"]), o);
   ASSERT_TRUE(m.ok()) << m.status().str();
   a.model = std::move(*m);
-  auto map = flux_lora_keys(a.model->diffusion.get(), nullptr);
+  ASSERT_NE(a.model->family().lora_keys, nullptr);
+  auto map = a.model->family().lora_keys(a.model->diffusion.get(), nullptr);
   ASSERT_TRUE(map.ok()) << map.status().str();
   auto f = open_file(test::data_path("lora/" + c["file"].get<std::string>()));
   ASSERT_TRUE(f);
@@ -159,7 +179,7 @@ TEST_P(FluxLoraPatch, F32MatchesComfyUI) {
     EXPECT_EQ(p->diffusion[w].size(), size_t(n.get<int>())) << w;
   a.diffusion = view(std::shared_ptr<WeightSet>(a.model, &a.model->diffusion->weights()),
                      std::move(p->diffusion), a);
-  auto golden = open_file(test::data_path("lora/flux_lora.golden.safetensors"));
+  auto golden = open_file(test::data_path("lora/" + family + "_lora.golden.safetensors"));
   ASSERT_TRUE(golden);
   int checked = 0;
   for (const std::string weight : c["patched"]) {
@@ -179,7 +199,9 @@ TEST_P(FluxLoraPatch, F32MatchesComfyUI) {
   EXPECT_GT(checked, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, FluxLoraPatch, ::testing::Values("flux_diffusers", "flux_kohya"));
+INSTANTIATE_TEST_SUITE_P(Cases, DiTLoraPatch,
+                         ::testing::Values("flux_diffusers", "flux_kohya", "zimage_diffusers",
+                                           "zimage_kohya"));
 
 }  // namespace
 }  // namespace hr
