@@ -5,7 +5,6 @@
 // tests/data/{flux,zimage}/dit_golden.safetensors; Z-Image's diffusers stems restate newer
 // ComfyUI, see that script).
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -15,6 +14,8 @@
 #include "models/flux/flux_model.h"
 #include "models/lora_cases.h"
 #include "models/zimage/zimage_lora_keys.h"
+#include "test_gpu.h"
+#include "test_safetensors.h"
 
 namespace hr {
 namespace {
@@ -94,13 +95,13 @@ void expect_same_map(const std::string& golden, LoraKeysFn fn, int min_compared,
       want.rows = t["rows"];
       ++sliced;
     }
-    EXPECT_EQ(it->second, want) << stem << ": headroom " << target_str(it->second)
-                                << ", ComfyUI " << target_str(want);
+    EXPECT_EQ(it->second, want) << stem << ": headroom " << target_str(it->second) << ", ComfyUI "
+                                << target_str(want);
     ++compared;
   }
   for (const auto& [stem, t] : *map)
-    EXPECT_TRUE(comfy.count(stem)) << "headroom maps " << stem << " -> " << target_str(t)
-                                   << ", ComfyUI does not";
+    EXPECT_TRUE(comfy.count(stem))
+        << "headroom maps " << stem << " -> " << target_str(t) << ", ComfyUI does not";
   EXPECT_EQ(size_t(compared), map->size());
   EXPECT_GE(compared, min_compared) << golden;  // a guard against a golden that lost its stems
   EXPECT_EQ(sliced, sliced_want) << golden;
@@ -117,6 +118,73 @@ TEST(FluxLoraKeys, MatchesComfyUI) {
 // the context refiner's adaLN_modulation.0, which it does not have.
 TEST(ZImageLoraKeys, MatchesComfyUI) {
   expect_same_map("keymap-tiny-zimage.json", &zimage_lora_keys, 300, 4 * 3 * 4, 4);
+}
+
+// The single-file tiny Flux of the e2e test (DiT under "model.diffusion_model.", CLIP-L and T5
+// under "text_encoders.") with its text encoders: ComfyUI's key map of both components
+// (keymap-tiny-flux-e2e.json: model_lora_keys_unet then model_lora_keys_clip).
+TEST(FluxLoraKeys, CheckpointWithTextEncodersMatchesComfyUI) {
+  const json g = read_json(test::data_path("lora/keymap-tiny-flux-e2e.json"));
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() /
+      ("hr_flux_lora_e2e_" + std::to_string(getpid()) + ".safetensors");
+  // The settings the tensors cannot show (flux_e2e_test's): CLIP-L's 2 heads, the RoPE axes.
+  auto src = SafetensorsFile::open(test::data_path(g["checkpoint"]));
+  ASSERT_TRUE(src.ok()) << src.status().str();
+  std::map<std::string, std::string> meta = (*src)->metadata();
+  meta["headroom.clip.heads"] = "2";
+  meta["headroom.flux.axes_dim"] = "2,2,4";
+  ASSERT_TRUE(
+      test::safetensors_write_part(test::data_path(g["checkpoint"]), "", path.string(), meta).ok());
+  auto m = model_load(path.string());
+  ASSERT_TRUE(m.ok()) << m.status().str();
+  auto te = text_encoder_load((*m)->file, (*m)->info);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(te.ok()) << te.status().str();
+  auto map = flux_lora_keys((*m)->diffusion.get(), te->get());
+  ASSERT_TRUE(map.ok()) << map.status().str();
+  const CheckpointInfo& info = (*m)->info;
+  std::set<std::string> comfy;
+  int compared = 0, text = 0;
+  for (const char* section : {"unet", "clip"})
+    for (const auto& [stem, t] : g[section].items()) {
+      comfy.insert(stem);
+      auto it = map->find(stem);
+      if (!left_out_reason(t).empty()) {
+        EXPECT_EQ(it, map->end()) << stem << " is mapped";
+        continue;
+      }
+      ASSERT_NE(it, map->end()) << "ComfyUI's stem " << stem << " -> " << t["key"]
+                                << " is not in headroom's map";
+      const std::string key = t["key"];
+      LoraTarget want;
+      if (std::string(section) == "unet") {
+        want.weight = key.substr(info.diffusion_prefix.size());
+      } else {
+        want.component = LoraComponent::TEXT_ENCODER;
+        want.encoder = -1;
+        for (size_t i = 0; i < info.text_encoders.size(); ++i)
+          if (key.starts_with(info.text_encoders[i].prefix)) {
+            want.encoder = int(i);
+            want.weight = key.substr(info.text_encoders[i].prefix.size());
+          }
+        ++text;
+      }
+      if (!t["offset"].is_null()) {
+        want.row_offset = t["offset"];
+        want.rows = t["rows"];
+      }
+      EXPECT_EQ(it->second, want) << stem << ": headroom " << target_str(it->second) << " encoder "
+                                  << it->second.encoder << ", ComfyUI " << target_str(want)
+                                  << " encoder " << want.encoder;
+      ++compared;
+    }
+  for (const auto& [stem, t] : *map)
+    EXPECT_TRUE(comfy.count(stem))
+        << "headroom maps " << stem << " -> " << target_str(t) << ", ComfyUI does not";
+  EXPECT_EQ(size_t(compared), map->size());
+  EXPECT_GE(text, 100);
+  EXPECT_GE(compared, 250);
 }
 
 // A few stems by hand, in case both sides drift together.
@@ -149,18 +217,16 @@ TEST(FluxLoraKeys, RefusesAnotherFamilysModel) {
   EXPECT_EQ(map.status().code(), ErrorCode::INVALID_ARGUMENT);
 }
 
-// Each case's LoRA read through headroom's map and applied by PatchedWeights on the CPU: every
+// Each case's LoRA read through headroom's map and applied by PatchedWeights on `backend`: every
 // patched tensor equals ComfyUI's float32 result within 1e-6 of its largest magnitude, and the
 // keys left unloaded are ComfyUI's.
-class DiTLoraPatch : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(DiTLoraPatch, F32MatchesComfyUI) {
-  const std::string family = GetParam().substr(0, GetParam().find('_'));
+void check_dit_case(const std::string& name, std::unique_ptr<Backend> backend) {
+  const std::string family = name.substr(0, name.find('_'));
   const json all = read_json(test::data_path("lora/" + family + "_cases.json"));
-  const json c = all["cases"][GetParam()];
-  ASSERT_FALSE(c.is_null()) << GetParam();
+  const json c = all["cases"][name];
+  ASSERT_FALSE(c.is_null()) << name;
   Applied a;
-  a.backend = cpu_backend_create(1);
+  a.backend = std::move(backend);
   a.alloc = std::make_unique<Allocator>(*a.backend, Allocator::kUnlimited, eviction_policy());
   LoadOptions o;
   o.diffusion_dtype = DType::F32;
@@ -188,16 +254,40 @@ TEST_P(DiTLoraPatch, F32MatchesComfyUI) {
     ASSERT_NE(base, nullptr) << weight;
     auto got = a.diffusion->weight_get(weight, base->desc(), WeightLayout::STORED);
     ASSERT_TRUE(got.ok()) << weight << ": " << got.status().str();
-    auto want = golden->load(GetParam() + "/" + weight, DType::F32);
+    std::vector<char> bytes(base->bytes());
+    if (a.backend->memory_is_host()) {
+      std::memcpy(bytes.data(), got->data, bytes.size());
+    } else {
+      ASSERT_TRUE(a.backend->copy_d2h(bytes.data(), got->data, bytes.size(), nullptr).ok());
+      ASSERT_TRUE(a.backend->stream_sync(nullptr).ok());
+    }
+    auto want = golden->load(name + "/" + weight, DType::F32);
     ASSERT_TRUE(want.ok()) << want.status().str();
-    const Diff d = compare(as_f32(got->data, DType::F32, base->numel()),
+    const Diff d = compare(as_f32(bytes.data(), DType::F32, base->numel()),
                            std::vector<float>(want->f32(), want->f32() + want->numel()));
-    EXPECT_LE(d.max_abs, 1e-6 * d.scale) << GetParam() << " " << weight;
+    EXPECT_LE(d.max_abs, 1e-6 * d.scale) << name << " " << weight;
     ++checked;
   }
   EXPECT_EQ(checked, int(c["patched"].size()));
   EXPECT_GT(checked, 0);
 }
+
+class DiTLoraPatch : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DiTLoraPatch, F32MatchesComfyUI) { check_dit_case(GetParam(), cpu_backend_create(1)); }
+
+// The same on CUDA (the patch ops on the device; skips without one, Note [required GPU]).
+class CudaLoraDiT : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaLoraDiT, F32MatchesComfyUI) {
+  auto b = cuda_backend_create(0);
+  HR_SKIP_UNLESS_GPU(b.ok(), "no CUDA device");
+  check_dit_case(GetParam(), std::move(b).value());
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaLoraDiT,
+                         ::testing::Values("flux_diffusers", "flux_kohya", "zimage_diffusers",
+                                           "zimage_kohya"));
 
 INSTANTIATE_TEST_SUITE_P(Cases, DiTLoraPatch,
                          ::testing::Values("flux_diffusers", "flux_kohya", "zimage_diffusers",

@@ -2,12 +2,13 @@
 // diffusers transformer names (comfy/utils.py flux_to_diffusers) as rows of BFL's fused tensors.
 #include "models/flux/flux_lora_keys.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <string_view>
 
-#include <fmt/format.h>
-
 #include "models/flux/flux_model.h"
+#include "models/text_encoder.h"
 
 namespace hr {
 namespace {
@@ -24,11 +25,17 @@ namespace {
 //    block's img_attn.qkv, add_q/k/v_proj of txt_attn.qkv, and a single block's to_q/to_k/to_v
 //    and proj_mlp are rows [0,H), [H,2H), [2H,3H), [3H,7H) of linear1 (H the hidden size);
 //  - "diffusion_model.single_blocks.N.linear1_qkv": rows [0, 3H) of linear1.
+// The text encoders (ComfyUI's model_lora_keys_clip on FluxClipModel, whose keys are headroom's
+// store names behind "clip_l.transformer." / "t5xxl.transformer."): every weight K under
+// "text_encoders." + K; CLIP-L's q/k/v/out projections and MLP of layers < 32 under kohya's
+// "lora_te_" and "lora_te1_" + "text_model_encoder_layers_N_<layer>" and diffusers'
+// "text_encoder.text_model.encoder.layers.N.<layer>"; its text_projection as
+// "lora_te1_text_projection"; every T5 weight X as "lora_te2_" + X and "lora_te3_" + X ('.' ->
+// '_'; OneTrainer's Flux numbering, "lora_te1_" when there are no CLIP-L layers).
 // Left out: diffusers' norm_out.linear, which ComfyUI maps onto final_layer.adaLN_modulation.1
 // with its two row halves swapped (swap_scale_shift): a LoraTarget is one row range, not a
 // permutation, so a LoRA on it reports those stems as not loaded. Stems of tensors the model
-// lacks (guidance_in on schnell, controlnet_x_embedder) are not in the map. The text encoders
-// are not mapped yet: a LoRA's "lora_te1_..." / T5 keys report as not loaded.
+// lacks (guidance_in on schnell, controlnet_x_embedder) are not in the map.
 struct DiffusersName {
   std::string diffusers;  // without ".weight"
   std::string weight;     // headroom's (BFL) name
@@ -84,7 +91,8 @@ std::vector<DiffusersName> flux_diffusers_names(const FluxConfig& c) {
       out.push_back({from + "attn." + std::string(kImg[j]), to + "img_attn.qkv.weight", j * h, h});
       out.push_back({from + "attn." + std::string(kTxt[j]), to + "txt_attn.qkv.weight", j * h, h});
     }
-    for (const auto& [d, w] : kDoubleBlock) out.push_back({from + std::string(d), to + std::string(w)});
+    for (const auto& [d, w] : kDoubleBlock)
+      out.push_back({from + std::string(d), to + std::string(w)});
   }
   for (int i = 0; i < c.depth_single_blocks; ++i) {
     const std::string from = fmt::format("single_transformer_blocks.{}.", i);
@@ -137,9 +145,72 @@ void dit_keys(LoraKeyMap& map, const FluxModel& flux) {
   }
 }
 
+// ComfyUI's LORA_CLIP_MAP: the CLIP layers kohya and diffusers LoRAs name.
+constexpr std::array<std::string_view, 6> kClipLayers = {"mlp.fc1",          "mlp.fc2",
+                                                         "self_attn.k_proj", "self_attn.q_proj",
+                                                         "self_attn.v_proj", "self_attn.out_proj"};
+constexpr int kClipLayersSearched = 32;  // ComfyUI looks at layers 0..31
+
+// "clip_l.transformer.text_model.encoder.layers.N.<layer>.weight" (N < 32, <layer> one of
+// kClipLayers) -> "N.<layer>", else "".
+std::string clip_l_layer(std::string_view key) {
+  constexpr std::string_view kLayers = "clip_l.transformer.text_model.encoder.layers.";
+  constexpr std::string_view kWeight = ".weight";
+  if (!key.starts_with(kLayers) || !key.ends_with(kWeight)) return "";
+  const std::string_view rest =
+      key.substr(kLayers.size(), key.size() - kLayers.size() - kWeight.size());
+  const size_t dot = rest.find('.');
+  if (dot == 0 || dot == std::string_view::npos || dot > 2 ||
+      rest.substr(0, dot).find_first_not_of("0123456789") != std::string_view::npos)
+    return "";
+  if (std::stoi(std::string(rest.substr(0, dot))) >= kClipLayersSearched) return "";
+  for (std::string_view l : kClipLayers)
+    if (rest.substr(dot + 1) == l) return std::string(rest);
+  return "";
+}
+
+void text_keys(LoraKeyMap& map, const TextEncoder& text) {
+  constexpr std::string_view kWeight = ".weight";
+  constexpr std::string_view kT5 = "t5xxl.transformer.";
+  const std::vector<std::shared_ptr<WeightSet>> stores = text.stores();
+  // (comfy key, target) of every weight, in ComfyUI's names.
+  std::vector<std::pair<std::string, LoraTarget>> weights;
+  bool clip_l_present = false;
+  for (size_t i = 0; i < stores.size(); ++i) {
+    if (!stores[i]) continue;
+    const std::string prefix = text.comfy_key_prefix(i);
+    for (const std::string& name : stores[i]->names()) {
+      if (!name.ends_with(kWeight)) continue;
+      const std::string key = prefix + name;
+      weights.push_back({key, LoraTarget{LoraComponent::TEXT_ENCODER, int(i), name, -1, 0}});
+      clip_l_present = clip_l_present || !clip_l_layer(key).empty();
+    }
+  }
+  for (const auto& [key, t] : weights) {
+    map["text_encoders." + key.substr(0, key.size() - kWeight.size())] = t;
+    if (const std::string layer = clip_l_layer(key); !layer.empty()) {
+      const std::string kohya = "text_model_encoder_layers_" + dots_to_underscores(layer);
+      map["lora_te_" + kohya] = t;
+      map["lora_te1_" + kohya] = t;
+      map["text_encoder.text_model.encoder.layers." + layer] = t;
+    } else if (key == "clip_l.transformer.text_projection.weight") {
+      map["lora_te1_text_projection"] = t;
+    } else if (key.starts_with(kT5)) {
+      const std::string x =
+          dots_to_underscores(key.substr(kT5.size(), key.size() - kT5.size() - kWeight.size()));
+      if (clip_l_present) {
+        map["lora_te2_" + x] = t;
+        map["lora_te3_" + x] = t;
+      } else {
+        map["lora_te1_" + x] = t;
+      }
+    }
+  }
+}
+
 }  // namespace
 
-Result<LoraKeyMap> flux_lora_keys(const DiffusionModel* diffusion, const TextEncoder* /*text*/) {
+Result<LoraKeyMap> flux_lora_keys(const DiffusionModel* diffusion, const TextEncoder* text) {
   LoraKeyMap map;
   if (diffusion) {
     const auto* flux = dynamic_cast<const FluxModel*>(diffusion);
@@ -149,6 +220,7 @@ Result<LoraKeyMap> flux_lora_keys(const DiffusionModel* diffusion, const TextEnc
                         diffusion->family().name);
     dit_keys(map, *flux);
   }
+  if (text) text_keys(map, *text);
   return map;
 }
 

@@ -7,7 +7,7 @@
 namespace hr {
 
 // ModelFamily::lora_keys of the Flux families. `diffusion` must be a FluxModel
-// (INVALID_ARGUMENT otherwise); `text` is not mapped (Note [flux lora keys]).
+// (INVALID_ARGUMENT otherwise); `text` is mapped by its stores' ComfyUI keys (CLIP-L, T5-XXL).
 Result<LoraKeyMap> flux_lora_keys(const DiffusionModel* diffusion, const TextEncoder* text);
 
 }  // namespace hr

@@ -3,11 +3,11 @@
 // diffusers' to_q/to_k/to_v as row thirds of the fused attention.qkv.
 #include "models/zimage/zimage_lora_keys.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <string_view>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "models/zimage/zimage_model.h"
 

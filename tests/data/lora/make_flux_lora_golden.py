@@ -16,6 +16,8 @@ Writes (beside this file):
                                  one unmatched key
   flux_lora.golden.safetensors   the patched float32 tensors of each case under "<case>/<name>"
   flux_cases.json                per case: file, strength, patched tensors, not-loaded keys
+  keymap-tiny-flux-e2e.json      the key map (DiT and text encoders: model_lora_keys_clip) of the
+                                 single-file tiny Flux of tests/data/flux/e2e
 Usage: make_flux_lora_golden.py COMFYUI_DIR (archive step in README.md).
 """
 import json
@@ -39,27 +41,27 @@ CONFIG = dict(in_channels=16, out_channels=16, vec_in_dim=16, context_in_dim=24,
 H = CONFIG["hidden_size"]
 
 
-def flux_standin(comfy, sd):
+def flux_standin(comfy, sd, config=CONFIG):
     """What model_lora_keys_unet reads of a Flux model: isinstance Flux, state_dict(),
     model_config.unet_config."""
     class FluxStandIn(comfy.model_base.Flux):
         def __init__(self):  # no module construction: only the two attributes below
             object.__setattr__(self, "_sd", sd)
-            object.__setattr__(self, "model_config", types.SimpleNamespace(unet_config=dict(CONFIG)))
+            object.__setattr__(self, "model_config", types.SimpleNamespace(unet_config=dict(config)))
 
         def state_dict(self):
             return self._sd
     return FluxStandIn()
 
 
-def target_json(t, sd):
+def target_json(t, sd, checkpoint_prefix=""):
     function = None
     if isinstance(t, str):
         key, offset = t, None
     else:
         key, offset = t[0], t[1]
         function = t[2].__name__ if len(t) > 2 else None
-    out = {"comfy_key": key, "key": key[len("diffusion_model."):] if key in sd else None,
+    out = {"comfy_key": key, "key": checkpoint_prefix + key if key in sd else None,
            "offset": None, "rows": None}
     if offset is not None:
         assert offset[0] == 0, t
@@ -117,11 +119,49 @@ def load_checkpoint(path):
     return {"diffusion_model." + k: v for k, v in full.items() if not k.startswith("golden.")}
 
 
+def strip(target):
+    """A target of the bare DiT file: the checkpoint key is ComfyUI's without "diffusion_model."."""
+    if target["key"] is not None:
+        target["key"] = target["key"][len("diffusion_model."):]
+    return target
+
+
+E2E_CHECKPOINT = "flux/e2e/tiny-flux.safetensors"
+# its dit_config metadata, in flux_to_diffusers' terms
+E2E_CONFIG = {"hidden_size": 16, "depth": 1, "depth_single_blocks": 1}
+
+
+def write_e2e_keymap(comfy):
+    """keymap-tiny-flux-e2e.json: load_lora_for_models' key map (model_lora_keys_unet, then
+    model_lora_keys_clip into the same dict) of the single-file tiny Flux, its DiT under
+    "model.diffusion_model." and CLIP-L / T5 under "text_encoders." as ComfyUI converts them
+    (BASE.process_clip_state_dict strips "text_encoders."). "key" is the checkpoint's name."""
+    full = mlg.read_safetensors(os.path.join(HERE, "..", E2E_CHECKPOINT))
+    dit = "model.diffusion_model."
+    unet_sd = {"diffusion_model." + k[len(dit):]: v for k, v in full.items() if k.startswith(dit)}
+    clip_sd = {k[len("text_encoders."):]: v for k, v in full.items() if k.startswith("text_encoders.")}
+    key_map = comfy.lora.model_lora_keys_unet(flux_standin(comfy, unet_sd, E2E_CONFIG), {})
+    key_map = comfy.lora.model_lora_keys_clip(mlg.StandIn(clip_sd), key_map)
+    out = {"checkpoint": E2E_CHECKPOINT, "unet": {}, "clip": {}}
+    for stem in sorted(key_map):
+        t = key_map[stem]
+        key = t if isinstance(t, str) else t[0]
+        if key.startswith("diffusion_model."):
+            out["unet"][stem] = target_json(t, unet_sd, "model.")
+        else:
+            out["clip"][stem] = target_json(t, clip_sd, "text_encoders.")
+    with open(os.path.join(HERE, "keymap-tiny-flux-e2e.json"), "w") as f:
+        json.dump(out, f, indent=0, sort_keys=True)
+        f.write("\n")
+    print("keymap-tiny-flux-e2e.json: {} unet, {} clip stems".format(len(out["unet"]), len(out["clip"])))
+
+
 def write_goldens(comfy, family, checkpoint, sd, key_map, cases):
     """keymap-tiny-<family>.json, the cases' LoRA files, <family>_lora.golden.safetensors and
     <family>_cases.json from ComfyUI's load_lora / add_patches / calculate_weight."""
     with open(os.path.join(HERE, "keymap-tiny-{}.json".format(family)), "w") as f:
-        json.dump({"checkpoint": checkpoint, "unet": {s: target_json(key_map[s], sd) for s in sorted(key_map)},
+        json.dump({"checkpoint": checkpoint,
+                   "unet": {s: strip(target_json(key_map[s], sd)) for s in sorted(key_map)},
                    "clip": {}}, f, indent=0, sort_keys=True)
         f.write("\n")
     print("keymap-tiny-{}.json: {} stems".format(family, len(key_map)))
@@ -181,6 +221,7 @@ def main():
     sd = load_checkpoint(CHECKPOINT)
     key_map = comfy.lora.model_lora_keys_unet(flux_standin(comfy, sd), {})
     write_goldens(comfy, "flux", CHECKPOINT, sd, key_map, CASES)
+    write_e2e_keymap(comfy)
 
 
 if __name__ == "__main__":
