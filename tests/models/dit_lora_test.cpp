@@ -209,6 +209,38 @@ TEST(FluxLoraKeys, SpotChecks) {
   EXPECT_EQ(map->count("transformer.norm_out.linear"), 0u);
 }
 
+// Z-Image's text encoder: ComfyUI's generic "text_encoders.<comfy key>" stem for every weight
+// (model_lora_keys_clip's first loop, which keymap-tiny-flux-e2e.json holds for Flux), here on
+// a stand-in encoder of two tensors.
+class StandInEncoder final : public TextEncoder {
+ public:
+  explicit StandInEncoder(std::shared_ptr<WeightSet> w) : w_(std::move(w)) {}
+  const ModelFamily& family() const override { return *model_family_find("zimage"); }
+  std::vector<std::string> parts() const override { return {"qwen3_4b"}; }
+  std::vector<std::shared_ptr<WeightSet>> stores() const override { return {w_}; }
+  std::string comfy_key_prefix(size_t) const override { return "qwen3_4b.transformer."; }
+  Result<CondEntry> encode(Executor&, const std::map<std::string, std::string>&, int,
+                           const EncoderSources&) const override {
+    return make_error(ErrorCode::UNSUPPORTED, "stand-in");
+  }
+
+ private:
+  std::shared_ptr<WeightSet> w_;
+};
+
+TEST(ZImageLoraKeys, TextEncoderGenericStems) {
+  auto w = std::make_shared<WeightSet>();
+  w->put("model.layers.0.self_attn.q_proj.weight", HostTensor(DType::F32, Shape{4, 4}));
+  w->put("model.norm.bias", HostTensor(DType::F32, Shape{4}));
+  StandInEncoder enc(w);
+  auto map = zimage_lora_keys(nullptr, &enc);
+  ASSERT_TRUE(map.ok()) << map.status().str();
+  ASSERT_EQ(map->size(), 1u);
+  const LoraTarget want{LoraComponent::TEXT_ENCODER, 0, "model.layers.0.self_attn.q_proj.weight",
+                        -1, 0};
+  EXPECT_EQ(map->at("text_encoders.qwen3_4b.transformer.model.layers.0.self_attn.q_proj"), want);
+}
+
 TEST(FluxLoraKeys, RefusesAnotherFamilysModel) {
   auto m = model_load(test::golden_path("tiny-sd1.safetensors"));
   ASSERT_TRUE(m.ok()) << m.status().str();

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "models/text_encoder.h"
 #include "models/zimage/zimage_model.h"
 
 namespace hr {
@@ -31,7 +32,10 @@ namespace {
 //    all_final_layer.2-1.linear / .adaLN_modulation.1 (final_layer.*), cap_embedder.0/1,
 //    t_embedder.mlp.0/2.
 // z_image_to_diffusers also names an adaLN_modulation.0 in the context refiner, which has none:
-// stems of tensors the model lacks are not in the map. The Qwen3 text encoder is not mapped.
+// stems of tensors the model lacks are not in the map. The Qwen3 text encoder gets the stems
+// model_lora_keys_clip gives every text encoder: "text_encoders." + its ComfyUI key
+// ("qwen3_4b.transformer.<name>") without ".weight", for every weight; newer ComfyUI's
+// Qwen-specific dialects, if any, are not mapped.
 struct DiffusersName {
   std::string diffusers;  // without ".weight"
   std::string weight;     // headroom's name
@@ -115,9 +119,22 @@ void dit_keys(LoraKeyMap& map, const ZImageModel& z) {
   }
 }
 
+void text_keys(LoraKeyMap& map, const TextEncoder& text) {
+  constexpr std::string_view kWeight = ".weight";
+  const std::vector<std::shared_ptr<WeightSet>> stores = text.stores();
+  for (size_t i = 0; i < stores.size(); ++i) {
+    if (!stores[i]) continue;
+    const std::string prefix = "text_encoders." + text.comfy_key_prefix(i);
+    for (const std::string& name : stores[i]->names())
+      if (name.ends_with(kWeight))
+        map[prefix + name.substr(0, name.size() - kWeight.size())] =
+            LoraTarget{LoraComponent::TEXT_ENCODER, int(i), name, -1, 0};
+  }
+}
+
 }  // namespace
 
-Result<LoraKeyMap> zimage_lora_keys(const DiffusionModel* diffusion, const TextEncoder* /*text*/) {
+Result<LoraKeyMap> zimage_lora_keys(const DiffusionModel* diffusion, const TextEncoder* text) {
   LoraKeyMap map;
   if (diffusion) {
     const auto* z = dynamic_cast<const ZImageModel*>(diffusion);
@@ -128,6 +145,7 @@ Result<LoraKeyMap> zimage_lora_keys(const DiffusionModel* diffusion, const TextE
                         diffusion->family().name);
     dit_keys(map, *z);
   }
+  if (text) text_keys(map, *text);
   return map;
 }
 

@@ -8,7 +8,7 @@
 namespace hr {
 
 // ModelFamily::lora_keys of Z-Image. `diffusion` must be a ZImageModel (INVALID_ARGUMENT
-// otherwise); `text` (Qwen3) is not mapped.
+// otherwise); `text` (Qwen3) gets the generic "text_encoders." stems.
 Result<LoraKeyMap> zimage_lora_keys(const DiffusionModel* diffusion, const TextEncoder* text);
 
 }  // namespace hr
