@@ -29,11 +29,12 @@ class TextEncoder;
 // a fixed list, so a checkpoint with another depth or block layout gets the right stems and no
 // stem points at a tensor the model does not have.
 //
-// A family declares its map in the registry (ModelFamily::lora_keys). A new family (Flux,
-// Z-Image, ...) adds a function of this type that reads its own weight names and applies a table
-// of its stem patterns: for each of its weights the dialects' names (diffusers "transformer.X",
-// kohya "lora_unet_" + X with '.' -> '_', the generic "diffusion_model.X"), plus a row slice
-// where the family fuses tensors that LoRA trainers keep apart. Nothing outside the family's
+// A family declares its map in the registry (ModelFamily::lora_keys). A family (Flux:
+// flux_lora_keys, Z-Image: zimage_lora_keys, as templates) adds a function of this type that
+// reads its own weight names and applies a table of its stem patterns: for each of its weights
+// the dialects' names (diffusers "transformer.X", kohya "lora_unet_" + X with '.' -> '_', the
+// generic "diffusion_model.X"), plus a row slice where the family fuses tensors that LoRA
+// trainers keep apart. Nothing outside the family's
 // folder changes; the LoRA loader and the patcher only read the map.
 enum class LoraComponent : uint8_t { DIFFUSION, TEXT_ENCODER };
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "models/checkpoint.h"
+#include "models/flux/flux_lora_keys.h"
 #include "models/flux/flux_model.h"
 #include "models/flux/flux_text_encoder.h"
 #include "models/flux/flux_vae_make.h"
@@ -138,7 +139,7 @@ ModelFamily flux_family_make(const char* name, FluxVariant variant, ModelSamplin
   // the SD VAE's factory reads its configuration from the tensors.
   f.autoencoder_create = sd_vae_create;
   f.text_encoder_create = flux_text_encoder_create;
-  f.lora_keys = nullptr;  // no Flux LoRA key map yet: LoRA loaders refuse Flux by name
+  f.lora_keys = flux_lora_keys;
   return f;
 }
 

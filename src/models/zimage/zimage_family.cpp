@@ -13,6 +13,7 @@
 #include "models/llm/llm_config.h"
 #include "models/sd/sd_vae.h"
 #include "models/zimage/zimage_config.h"
+#include "models/zimage/zimage_lora_keys.h"
 #include "models/zimage/zimage_model.h"
 #include "models/zimage/zimage_text_encoder.h"
 
@@ -145,7 +146,7 @@ ModelFamily zimage_family_make() {
   // Z-Image's VAE is Flux.1's ae.safetensors: the SD VAE factory reads it from the tensors.
   f.autoencoder_create = sd_vae_create;
   f.text_encoder_create = zimage_text_encoder_create;
-  f.lora_keys = nullptr;  // no Z-Image LoRA key map yet: LoRA loaders refuse it by name
+  f.lora_keys = zimage_lora_keys;
   return f;
 }
 
