@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "models/flux/flux_model.h"
+#include "models/lora_stems.h"
 #include "models/text_encoder.h"
 
 namespace hr {
@@ -36,13 +37,6 @@ namespace {
 // with its two row halves swapped (swap_scale_shift): a LoraTarget is one row range, not a
 // permutation, so a LoRA on it reports those stems as not loaded. Stems of tensors the model
 // lacks (guidance_in on schnell, controlnet_x_embedder) are not in the map.
-struct DiffusersName {
-  std::string diffusers;  // without ".weight"
-  std::string weight;     // headroom's (BFL) name
-  int64_t row_offset = -1;
-  int64_t rows = 0;
-};
-
 // flux_to_diffusers' one-to-one names of a double block (its block_map, weights only).
 constexpr std::array<std::pair<std::string_view, std::string_view>, 12> kDoubleBlock = {{
     {"attn.to_out.0", "img_attn.proj.weight"},
@@ -79,9 +73,9 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kBasic = 
     {"time_text_embed.guidance_embedder.linear_2", "guidance_in.out_layer.weight"},
 }};
 
-std::vector<DiffusersName> flux_diffusers_names(const FluxConfig& c) {
+std::vector<LoraDiffusersName> flux_diffusers_names(const FluxConfig& c) {
   const int64_t h = c.hidden_size;
-  std::vector<DiffusersName> out;
+  std::vector<LoraDiffusersName> out;
   for (int i = 0; i < c.depth; ++i) {
     const std::string from = fmt::format("transformer_blocks.{}.", i);
     const std::string to = fmt::format("double_blocks.{}.", i);
@@ -107,31 +101,12 @@ std::vector<DiffusersName> flux_diffusers_names(const FluxConfig& c) {
   return out;
 }
 
-std::string dots_to_underscores(std::string s) {
-  for (char& c : s)
-    if (c == '.') c = '_';
-  return s;
-}
-
-LoraTarget diffusion_target(std::string weight, int64_t row_offset = -1, int64_t rows = 0) {
-  return LoraTarget{LoraComponent::DIFFUSION, 0, std::move(weight), row_offset, rows};
-}
-
 void dit_keys(LoraKeyMap& map, const FluxModel& flux) {
-  constexpr std::string_view kWeight = ".weight";
-  for (const std::string& name : flux.store.names()) {
-    if (name.ends_with(kWeight)) {
-      const std::string module = name.substr(0, name.size() - kWeight.size());
-      map["lora_unet_" + dots_to_underscores(module)] = diffusion_target(name);
-      map["diffusion_model." + module] = diffusion_target(name);
-    } else {
-      map["diffusion_model." + name] = diffusion_target(name);
-    }
-  }
-  for (const DiffusersName& d : flux_diffusers_names(flux.config)) {
+  lora_generic_diffusion_keys(map, flux.store);
+  for (const LoraDiffusersName& d : flux_diffusers_names(flux.config)) {
     if (!flux.store.contains(d.weight)) continue;
-    const LoraTarget t = diffusion_target(d.weight, d.row_offset, d.rows);
-    const std::string kohya = dots_to_underscores(d.diffusers);
+    const LoraTarget t = lora_diffusion_target(d.weight, d.row_offset, d.rows);
+    const std::string kohya = lora_underscored(d.diffusers);
     map["transformer." + d.diffusers] = t;
     map["lycoris_" + kohya] = t;
     map["lora_transformer_" + kohya] = t;
@@ -141,7 +116,7 @@ void dit_keys(LoraKeyMap& map, const FluxModel& flux) {
     const std::string linear1 = fmt::format("single_blocks.{}.linear1.weight", i);
     if (flux.store.contains(linear1))
       map[fmt::format("diffusion_model.single_blocks.{}.linear1_qkv", i)] =
-          diffusion_target(linear1, 0, 3 * h);
+          lora_diffusion_target(linear1, 0, 3 * h);
   }
 }
 
@@ -189,7 +164,7 @@ void text_keys(LoraKeyMap& map, const TextEncoder& text) {
   for (const auto& [key, t] : weights) {
     map["text_encoders." + key.substr(0, key.size() - kWeight.size())] = t;
     if (const std::string layer = clip_l_layer(key); !layer.empty()) {
-      const std::string kohya = "text_model_encoder_layers_" + dots_to_underscores(layer);
+      const std::string kohya = "text_model_encoder_layers_" + lora_underscored(layer);
       map["lora_te_" + kohya] = t;
       map["lora_te1_" + kohya] = t;
       map["text_encoder.text_model.encoder.layers." + layer] = t;
@@ -197,7 +172,7 @@ void text_keys(LoraKeyMap& map, const TextEncoder& text) {
       map["lora_te1_text_projection"] = t;
     } else if (key.starts_with(kT5)) {
       const std::string x =
-          dots_to_underscores(key.substr(kT5.size(), key.size() - kT5.size() - kWeight.size()));
+          lora_underscored(key.substr(kT5.size(), key.size() - kT5.size() - kWeight.size()));
       if (clip_l_present) {
         map["lora_te2_" + x] = t;
         map["lora_te3_" + x] = t;

@@ -2,13 +2,14 @@
 // the CLIP encoders' stems from their weights translated to the HF names LoRA trainers use.
 #include "models/sd/sd_lora_keys.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <optional>
 #include <string_view>
 #include <vector>
 
-#include <fmt/format.h>
-
+#include "models/lora_stems.h"
 #include "models/sd/sd_text_encoder.h"
 #include "models/sd/sd_unet.h"
 #include "models/sd/unet_diffusers_names.h"
@@ -17,15 +18,11 @@ namespace hr {
 namespace {
 
 bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 bool starts_with(std::string_view s, std::string_view prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
-}
-std::string dots_to_underscores(std::string s) {
-  for (char& c : s)
-    if (c == '.') c = '_';
-  return s;
 }
 std::string without(std::string_view s, std::string_view suffix) {
   return std::string(s.substr(0, s.size() - suffix.size()));
@@ -52,26 +49,16 @@ std::string diffusers_processor_stem(std::string_view module) {
 }
 
 void unet_keys(LoraKeyMap& map, const SDUNet& unet) {
-  auto target = [](const std::string& weight) {
-    return LoraTarget{LoraComponent::DIFFUSION, 0, weight, -1, 0};
-  };
+  auto target = [](const std::string& weight) { return lora_diffusion_target(weight); };
   // Every tensor under its own name: kohya's LDM form and the generic ComfyUI form; tensors
   // other than weights (biases) keep their suffix in the stem (a full diff ".diff_b" of them).
-  for (const std::string& name : unet.store.names()) {
-    if (ends_with(name, kWeight)) {
-      std::string module = without(name, kWeight);
-      map["lora_unet_" + dots_to_underscores(module)] = target(name);
-      map["diffusion_model." + module] = target(name);
-    } else {
-      map["diffusion_model." + name] = target(name);
-    }
-  }
+  lora_generic_diffusion_keys(map, unet.store);
   // The diffusers names of the block layout (Note [unet block numbering]), for the weights the
   // model has: kohya's diffusers form, SimpleTuner's LyCORIS form and diffusers' own.
   for (const UNetNamePair& p : unet_diffusers_names(unet.config)) {
     if (!ends_with(p.diffusers, kWeight) || !unet.store.contains(p.ldm)) continue;
     std::string module = without(p.diffusers, kWeight);
-    std::string kohya = dots_to_underscores(module);
+    std::string kohya = lora_underscored(module);
     map["lora_unet_" + kohya] = target(p.ldm);
     map["lycoris_" + kohya] = target(p.ldm);
     std::string diffusers = diffusers_processor_stem(module);
@@ -184,8 +171,8 @@ const char* comfy_clip_name(const std::string& kind) {
 // The layers kohya and diffusers name inside "text_model.encoder.layers.N." (ComfyUI's
 // LORA_CLIP_MAP: the linear projections, '.' -> '_' in kohya form).
 constexpr std::array<std::string_view, 6> kLoraClipLayers = {
-    "mlp.fc1", "mlp.fc2", "self_attn.k_proj", "self_attn.q_proj", "self_attn.v_proj",
-    "self_attn.out_proj"};
+    "mlp.fc1",          "mlp.fc2",          "self_attn.k_proj",
+    "self_attn.q_proj", "self_attn.v_proj", "self_attn.out_proj"};
 // ComfyUI looks for kohya/diffusers stems in the first 32 layers only.
 constexpr int kLoraClipLayersSearched = 32;
 
@@ -203,7 +190,7 @@ std::optional<std::string> kohya_layer_tail(std::string_view module) {
   if (std::stoi(std::string(index)) >= kLoraClipLayersSearched) return std::nullopt;
   std::string_view layer = module.substr(dot + 1);
   for (std::string_view l : kLoraClipLayers)
-    if (layer == l) return std::string(index) + "_" + dots_to_underscores(std::string(layer));
+    if (layer == l) return std::string(index) + "_" + lora_underscored(std::string(layer));
   return std::nullopt;
 }
 
@@ -233,8 +220,7 @@ void encoder_keys(LoraKeyMap& map, const SDClipEncoder& enc, int index, bool cli
     const std::string module = without(h.hf, kWeight);
     map[fmt::format("text_encoders.{}.transformer.{}", comfy, module)] = t;
     if (std::optional<std::string> tail = kohya_layer_tail(module)) {
-      for (const std::string& p : prefixes.kohya)
-        map[p + "text_model_encoder_layers_" + *tail] = t;
+      for (const std::string& p : prefixes.kohya) map[p + "text_model_encoder_layers_" + *tail] = t;
       for (const std::string& p : prefixes.diffusers) map[p + module] = t;
     }
     // OneTrainer names CLIP-L's projection (Note [openclip lora names] for bigG's).

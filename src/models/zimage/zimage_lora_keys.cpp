@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "models/lora_stems.h"
 #include "models/text_encoder.h"
 #include "models/zimage/zimage_model.h"
 
@@ -36,13 +37,6 @@ namespace {
 // model_lora_keys_clip gives every text encoder: "text_encoders." + its ComfyUI key
 // ("qwen3_4b.transformer.<name>") without ".weight", for every weight; newer ComfyUI's
 // Qwen-specific dialects, if any, are not mapped.
-struct DiffusersName {
-  std::string diffusers;  // without ".weight"
-  std::string weight;     // headroom's name
-  int64_t row_offset = -1;
-  int64_t rows = 0;
-};
-
 // A block's diffusers names that are its own tensor's (z_image_to_diffusers' block_map).
 constexpr std::array<std::pair<std::string_view, std::string_view>, 11> kBlock = {{
     {"attention.norm_q", "attention.q_norm.weight"},
@@ -69,7 +63,7 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 7> kBasic = 
     {"t_embedder.mlp.2", "t_embedder.mlp.2.weight"},
 }};
 
-void block_names(std::vector<DiffusersName>& out, const std::string& block, int64_t dim) {
+void block_names(std::vector<LoraDiffusersName>& out, const std::string& block, int64_t dim) {
   constexpr std::array<std::string_view, 3> kQKV = {"to_q", "to_k", "to_v"};
   for (int j = 0; j < 3; ++j)
     out.push_back({fmt::format("{}.attention.{}", block, kQKV[j]), block + ".attention.qkv.weight",
@@ -78,8 +72,8 @@ void block_names(std::vector<DiffusersName>& out, const std::string& block, int6
     out.push_back({fmt::format("{}.{}", block, d), fmt::format("{}.{}", block, w)});
 }
 
-std::vector<DiffusersName> zimage_diffusers_names(const ZImageConfig& c) {
-  std::vector<DiffusersName> out;
+std::vector<LoraDiffusersName> zimage_diffusers_names(const ZImageConfig& c) {
+  std::vector<LoraDiffusersName> out;
   for (int i = 0; i < c.n_layers; ++i) block_names(out, fmt::format("layers.{}", i), c.dim);
   for (const char* stack : {"context_refiner", "noise_refiner"})
     for (int i = 0; i < c.n_refiner_layers; ++i)
@@ -88,33 +82,14 @@ std::vector<DiffusersName> zimage_diffusers_names(const ZImageConfig& c) {
   return out;
 }
 
-std::string dots_to_underscores(std::string s) {
-  for (char& c : s)
-    if (c == '.') c = '_';
-  return s;
-}
-
-LoraTarget diffusion_target(std::string weight, int64_t row_offset = -1, int64_t rows = 0) {
-  return LoraTarget{LoraComponent::DIFFUSION, 0, std::move(weight), row_offset, rows};
-}
-
 void dit_keys(LoraKeyMap& map, const ZImageModel& z) {
-  constexpr std::string_view kWeight = ".weight";
-  for (const std::string& name : z.store.names()) {
-    if (name.ends_with(kWeight)) {
-      const std::string module = name.substr(0, name.size() - kWeight.size());
-      map["lora_unet_" + dots_to_underscores(module)] = diffusion_target(name);
-      map["diffusion_model." + module] = diffusion_target(name);
-    } else {
-      map["diffusion_model." + name] = diffusion_target(name);
-    }
-  }
-  for (const DiffusersName& d : zimage_diffusers_names(z.config)) {
+  lora_generic_diffusion_keys(map, z.store);
+  for (const LoraDiffusersName& d : zimage_diffusers_names(z.config)) {
     if (!z.store.contains(d.weight)) continue;
-    const LoraTarget t = diffusion_target(d.weight, d.row_offset, d.rows);
+    const LoraTarget t = lora_diffusion_target(d.weight, d.row_offset, d.rows);
     map["diffusion_model." + d.diffusers] = t;
     map["transformer." + d.diffusers] = t;
-    map["lycoris_" + dots_to_underscores(d.diffusers)] = t;
+    map["lycoris_" + lora_underscored(d.diffusers)] = t;
     map[d.diffusers] = t;
   }
 }
