@@ -155,6 +155,10 @@ async function run(page, server, shot, errors, dir) {
   });
 
   await check('the chart advanced and marked the job on the time axis', async () => {
+    // Samples keep arriving after the job (idle rate); on a loaded 2-core machine the job can end
+    // before three busy samples were charted, so wait for them rather than read at once.
+    await page.waitForFunction((b) => window.headroomDashboard.chart.series.t.length > b + 2,
+      before, {timeout: 15000}).catch(() => {});
     const s = await page.evaluate(() => {
       const d = window.headroomDashboard;
       return {rows: d.chart.series.t.length, events: d.board.marks.items.map((e) => e.text),
