@@ -236,8 +236,6 @@ cudaError_t launch_tc_for_dim(const AttentionArgs& a, cudaStream_t s) {
   }
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 }  // namespace
 
 bool attention_tc_supported(const AttentionArgs& a) {

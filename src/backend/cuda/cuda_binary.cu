@@ -51,9 +51,6 @@ __global__ void block_kernel(const T* __restrict__ full, const T* __restrict__ s
 // value per vector: a per-channel term of an NCHW image) or inner is 1 with count a multiple of
 // kVec (kVec consecutive small values: a per-channel term [B, 1, C] of tokens [B, N, C], the
 // DiTs' modulation). Every address must be 16-byte aligned; anything else takes the scalar paths.
-template <typename T>
-constexpr int kVecOf = 16 / int(sizeof(T));
-
 template <typename T, BinaryOp OP>
 __device__ __forceinline__ uint4 apply_vec(uint4 a, uint4 b) {
   constexpr int kVec = kVecOf<T>;
@@ -165,8 +162,6 @@ bool block_pattern(const int64_t* small, const Shape& ys, int64_t* inner, int64_
   for (int d = lo; d < hi; ++d) *count *= ys.dims[d];
   return true;
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The block pattern (block_pattern), vectorised where its inner and count allow.
 template <typename T, BinaryOp OP>

@@ -202,6 +202,12 @@ cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem
   return e != cudaSuccess ? e : last;
 }
 
+// Elements of T in one 16-byte vector, and whether an address allows 16-byte loads and stores
+// (the vectorised element-wise paths: Notes [vectorised GEGLU], [vectorised binary]).
+template <typename T>
+constexpr int kVecOf = 16 / int(sizeof(T));
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 inline unsigned grid_1d(int64_t n, int block) {
   int64_t g = (n + block - 1) / block;
   if (g < 1) g = 1;

@@ -36,7 +36,7 @@ __global__ void unary_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t
 template <typename T, UnaryOp OP>
 __global__ void unary_vec_kernel(const uint4* __restrict__ x, uint4* __restrict__ y, int64_t nv,
                                  float alpha, float beta) {
-  constexpr int kVec = 16 / int(sizeof(T));
+  constexpr int kVec = kVecOf<T>;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < nv;
        i += int64_t(gridDim.x) * blockDim.x) {
     const uint4 a = x[i];
@@ -69,7 +69,7 @@ __global__ void geglu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t
 template <typename T>
 __global__ void geglu_vec_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
                                  int64_t n) {
-  constexpr int kVec = 16 / int(sizeof(T));
+  constexpr int kVec = kVecOf<T>;
   const int64_t nv = n / kVec, total = rows * nv;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -90,8 +90,8 @@ __global__ void geglu_vec_kernel(const T* __restrict__ x, T* __restrict__ y, int
 template <typename T, UnaryOp OP>
 cudaError_t launch_unary(const void* x, void* y, int64_t n, float alpha, float beta,
                          cudaStream_t s) {
-  constexpr int kVec = 16 / int(sizeof(T));
-  const bool aligned = (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16 == 0;
+  constexpr int kVec = kVecOf<T>;
+  const bool aligned = aligned16(x) && aligned16(y);
   if (aligned && n % kVec == 0)
     return launch(unary_vec_kernel<T, OP>, dim3(grid_1d(n / kVec, 256)), dim3(256), 0, s,
                   static_cast<const uint4*>(x), static_cast<uint4*>(y), n / kVec, alpha, beta);
@@ -128,9 +128,8 @@ cudaError_t geglu(DType t, const void* x, void* y, int64_t rows, int64_t n, cuda
   if (rows * n == 0) return cudaSuccess;
   return dispatch_float(t, [&](auto tag) -> cudaError_t {
     using T = decltype(tag);
-    constexpr int kVec = 16 / int(sizeof(T));
-    const bool aligned =
-        (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16 == 0;
+    constexpr int kVec = kVecOf<T>;
+    const bool aligned = aligned16(x) && aligned16(y);
     if (aligned && n % kVec == 0)  // Note [vectorised GEGLU]
       return launch(geglu_vec_kernel<T>, dim3(grid_1d(rows * (n / kVec), 256)), dim3(256), 0, s,
                     static_cast<const T*>(x), static_cast<T*>(y), rows, n);
