@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "models/conditioning.h"
 #include "nodes/resample.h"
 
 namespace hr {
@@ -103,28 +104,13 @@ HostTensor latent_rect(const HostTensor& x, PySlice rows, PySlice cols) {
   return o;
 }
 
-HostTensor latent_batch_slice(const HostTensor& x, int64_t begin, int64_t n) {
-  const Shape& s = x.shape();
-  const int64_t per = s.prod(1, s.rank);
-  Shape os = s;
-  os[0] = n;
-  HostTensor o(DType::F32, os);
-  std::memcpy(o.f32(), x.f32() + begin * per, size_t(n * per) * sizeof(float));
-  return o;
-}
-
 Result<HostTensor> latent_batch_concat(const HostTensor& a, const HostTensor& b) {
   const Shape &sa = a.shape(), &sb = b.shape();
   if (sa.rank != sb.rank || sa.prod(1, sa.rank) != sb.prod(1, sb.rank) ||
       !std::equal(sa.dims + 1, sa.dims + sa.rank, sb.dims + 1))
     return make_error(ErrorCode::INVALID_ARGUMENT, "cannot batch latents of shapes {} and {}",
                       sa.str(), sb.str());
-  Shape os = sa;
-  os[0] = sa[0] + sb[0];
-  HostTensor o(DType::F32, os);
-  std::memcpy(o.f32(), a.f32(), a.bytes());
-  std::memcpy(o.f32() + a.numel(), b.f32(), b.bytes());
-  return o;
+  return tensor_concat0(a, b);
 }
 
 HostTensor latent_batch_repeat(const HostTensor& x, int64_t n) {
@@ -138,9 +124,9 @@ HostTensor latent_batch_repeat(const HostTensor& x, int64_t n) {
 HostTensor latent_repeat_to_batch(const HostTensor& x, int64_t batch) {
   const int64_t b = x.shape()[0];
   if (b == batch) return x.clone();
-  if (b > batch) return latent_batch_slice(x, 0, batch);
+  if (b > batch) return tensor_rows0(x, 0, batch);
   HostTensor r = latent_batch_repeat(x, (batch + b - 1) / b);
-  return latent_batch_slice(r, 0, batch);
+  return tensor_rows0(r, 0, batch);
 }
 
 HostTensor latent_flip(const HostTensor& x, int dim) {

@@ -22,8 +22,7 @@ int64_t py_floor_div(int64_t x, int64_t d);
 
 // x[:, :, rows, cols].
 HostTensor latent_rect(const HostTensor& x, PySlice rows, PySlice cols);
-// x[begin:begin + n] along the batch.
-HostTensor latent_batch_slice(const HostTensor& x, int64_t begin, int64_t n);
+// x[begin:begin + n] along the batch is tensor_rows0 (models/conditioning.h).
 // torch.cat((a, b), 0); shapes past the batch must agree.
 Result<HostTensor> latent_batch_concat(const HostTensor& a, const HostTensor& b);
 // x.repeat(n, 1, 1, 1).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "models/conditioning.h"
 #include "nodes/latent_ops.h"
 #include "nodes/nodes.h"
 #include "nodes/resample.h"
@@ -225,7 +226,7 @@ std::shared_ptr<const HostTensor> mask_from_batch(const HostTensor& m, int64_t b
   if (m.shape()[0] == 1) return share(m.clone());
   HostTensor t = m.shape()[0] < batch ? latent_repeat_to_batch(m, batch) : m.clone();
   const PySlice s = py_slice(begin, begin + n, t.shape()[0]);
-  return share(latent_batch_slice(t, s.begin, s.size()));
+  return share(tensor_rows0(t, s.begin, s.size()));
 }
 
 NodeDef from_batch_node() {
@@ -246,7 +247,7 @@ NodeDef from_batch_node() {
       const PySlice s = py_slice(begin, begin + n, int64_t(l->batch_index.size()));
       out.batch_index.assign(l->batch_index.begin() + s.begin, l->batch_index.begin() + s.end);
     }
-    return latent_out(std::move(out), latent_batch_slice(*l->samples, begin, n));
+    return latent_out(std::move(out), tensor_rows0(*l->samples, begin, n));
   };
   return d;
 }
